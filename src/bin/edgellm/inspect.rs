@@ -1,0 +1,4 @@
+//! `edgellm inspect <model.gguf> [--json]`
+pub fn run(_argv: &[String]) -> Result<(), String> {
+    Err("not implemented yet".into())
+}

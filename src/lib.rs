@@ -1,0 +1,12 @@
+//! edgellm: run quantized LLMs (GGUF) privately, in a browser tab (wasm32) or natively.
+//!
+//! See ARCHITECTURE.md for the map. Layers, bottom up:
+//! `gguf` (container) → `quant` (block formats) → `ops` (kernels) → `model` (architectures)
+//! → `engine` (sessions, sampling, metrics); `tokenizer` beside them; `wasm` is the JS surface.
+
+pub mod gguf;
+pub mod quant;
+pub mod tokenizer;
+
+#[cfg(target_arch = "wasm32")]
+pub mod wasm;

@@ -1,0 +1,1 @@
+//! Block formats: scalar reference dequantization and activation quantizers.
