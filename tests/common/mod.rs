@@ -1,0 +1,30 @@
+//! Shared helpers for integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// The repository root (where Cargo.toml is).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The real default model (Gemma 3 270M Q4_K_M), fetched by `./build.sh model`.
+///
+/// Returns `None` (and says so) when it is absent, so `cargo test` works on a machine without
+/// it; `./build.sh test` sets `EDGELLM_REQUIRE_MODEL=1`, which turns absence into a failure.
+pub fn real_model() -> Option<PathBuf> {
+    let p = root().join("models/gemma-3-270m-q4_k_m.gguf");
+    if p.is_file() {
+        return Some(p);
+    }
+    if std::env::var("EDGELLM_REQUIRE_MODEL").as_deref() == Ok("1") {
+        panic!("real model missing at {} (run ./build.sh model)", p.display());
+    }
+    eprintln!("skipped: real model not present at {}", p.display());
+    None
+}
+
+/// A file under tests/data.
+pub fn data(name: &str) -> PathBuf {
+    root().join("tests/data").join(name)
+}
