@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# edgellm: one entry point for every set-up, build, test and run step.
+# Idempotent; made for a fresh Debian machine that has rustup (stable + nightly), Node 20 and
+# Python 3 with pip. Run `./build.sh help` for the list of commands.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")" && pwd)
+cd "$root"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+# A RUSTFLAGS variable would *replace* .cargo/config.toml's flags and silently drop SIMD128.
+unset RUSTFLAGS
+MODEL="$root/models/gemma-3-270m-q4_k_m.gguf"
+
+log() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
+die() { printf 'build.sh: %s\n' "$*" >&2; exit 1; }
+
+# The wasm-bindgen CLI must be exactly the version of the crate in Cargo.lock.
+wasm_bindgen_version() {
+  awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' "$root/Cargo.lock"
+}
+
+apt_install() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "apt-get install ${missing[*]}"
+  local sudo=(); [ "$(id -u)" -ne 0 ] && sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+cmd_setup() {
+  log "setup: rust wasm32 target"
+  rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+  [ -f Cargo.lock ] || cargo generate-lockfile
+  local want; want=$(wasm_bindgen_version)
+  [ -n "$want" ] || die "cannot read the wasm-bindgen version from Cargo.lock"
+  if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$want" ]; then
+    # Not --locked: the registry here lacks one of the CLI's locked dependencies (TOOLCHAIN.md).
+    log "setup: cargo install wasm-bindgen-cli $want (several minutes, once)"
+    cargo install wasm-bindgen-cli --version "$want"
+  fi
+  # wabt: wasm-objdump, to check the build really contains SIMD128 code.
+  apt_install wabt
+  if [ -f package-lock.json ]; then
+    if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+      log "setup: npm ci"
+      npm ci --no-audit --no-fund
+    fi
+  fi
+}
+
+cmd_model() {
+  log "model: Gemma 3 270M Q4_K_M"
+  "$root/scripts/fetch_model.sh"
+}
+
+cmd_build() {
+  log "build: native CLI (release)"
+  cargo build --release --bin edgellm
+  log "build: wasm32 (release, SIMD128)"
+  cargo build --release --target wasm32-unknown-unknown --lib
+  local wasm="$CARGO_TARGET_DIR/wasm32-unknown-unknown/release/edgellm.wasm"
+  mkdir -p pkg/wasm
+  wasm-bindgen --target web --out-dir pkg/wasm "$wasm"
+  # The target_features section proves the module was compiled with +simd128; the opcode count
+  # shows how much code actually uses it.
+  wasm-objdump -x -j target_features pkg/wasm/edgellm_bg.wasm | grep -q '\] simd128' \
+    || die "pkg/wasm/edgellm_bg.wasm was built without simd128 (was RUSTFLAGS set?)"
+  local simd
+  simd=$(wasm-objdump -d pkg/wasm/edgellm_bg.wasm | grep -cE '\b(v128|i8x16|i16x8|i32x4|i64x2|f32x4|f64x2)\.' || true)
+  log "build: pkg/wasm/edgellm_bg.wasm $(stat -c %s pkg/wasm/edgellm_bg.wasm) bytes, $simd SIMD128 instructions"
+}
+
+cmd_test() {
+  cmd_setup
+  cmd_model
+  cmd_build
+  log "test: native (cargo test, optimized test profile)"
+  EDGELLM_REQUIRE_MODEL=1 cargo test --all-targets
+  log "test: wasm32 under Node (wasm-bindgen-test)"
+  local wasm_tests=()
+  for f in tests/wasm_*.rs; do [ -e "$f" ] && wasm_tests+=(--test "$(basename "$f" .rs)"); done
+  if [ ${#wasm_tests[@]} -gt 0 ]; then
+    cargo test --target wasm32-unknown-unknown "${wasm_tests[@]}"
+  fi
+}
+
+# The main job: everything set up, the model fetched, and the engine run on it.
+cmd_demo() {
+  cmd_setup
+  cmd_model
+  cmd_build
+  local bin="$CARGO_TARGET_DIR/release/edgellm"
+  log "demo: inspect"
+  "$bin" inspect "$MODEL"
+  if "$bin" help | grep -q '^  generate'; then
+    log "demo: generate"
+    "$bin" generate --model "$MODEL" --prompt "${PROMPT:-The capital of France is}" --max-tokens "${MAX_TOKENS:-48}"
+  fi
+}
+
+usage() {
+  cat <<USAGE
+usage: ./build.sh <command>
+  setup   wasm32 target, wasm-bindgen-cli (version from Cargo.lock), apt packages, npm ci
+  model   fetch + verify the default model into models/
+  build   native CLI + release wasm (SIMD128) -> pkg/wasm/
+  test    everything CI runs (setup, model, build, native + wasm tests)
+  demo    the main job: set up, fetch the model, build, run the engine on it
+USAGE
+}
+
+case "${1:-help}" in
+  setup) cmd_setup ;;
+  model) cmd_model ;;
+  build) cmd_setup; cmd_build ;;
+  test) cmd_test ;;
+  demo) cmd_demo ;;
+  help|-h|--help) usage ;;
+  *) usage; exit 2 ;;
+esac
