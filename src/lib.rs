@@ -6,6 +6,7 @@
 
 pub mod gguf;
 pub mod quant;
+pub mod sha256;
 pub mod tokenizer;
 
 #[cfg(target_arch = "wasm32")]

@@ -1,0 +1,301 @@
+// The model cache, run inside the worker: Origin Private File System in browsers, a directory
+// under Node. Entries are keyed by URL.
+//
+// Trust rule: an entry is two files, `<key>.gguf` (the bytes) and `<key>.json` (its record:
+// url, size, sha256, etag). The record is written only AFTER the whole download was received and
+// its sha256 computed, and it is deleted BEFORE a new download starts writing the bytes. So a
+// record always describes complete bytes; on use, the size is checked before reading and the
+// sha256 is recomputed while the bytes stream into the engine and compared before the load is
+// declared good. A missing record, a size mismatch or a digest mismatch evicts the entry and the
+// model is fetched again.
+
+import { readBlob, readPath } from './loader.js';
+
+const DIR = 'edgellm-cache';
+
+/** Hex sha256 of a short string (the URL): the entry's file name. */
+async function keyOf(url) {
+  const bytes = new TextEncoder().encode(url);
+  const d = await globalThis.crypto.subtle.digest('SHA-256', bytes);
+  return Array.from(new Uint8Array(d), (b) => b.toString(16).padStart(2, '0')).join('').slice(0, 40);
+}
+
+function validRecord(r, url) {
+  return r && typeof r === 'object' && r.url === url && Number.isSafeInteger(r.size) && r.size >= 0 && /^[0-9a-f]{64}$/.test(r.sha256 || '');
+}
+
+/** No cache: every lookup misses, nothing is written. */
+export class NoCache {
+  constructor() {
+    this.kind = 'none';
+  }
+  async lookup() {
+    return null;
+  }
+  async writer() {
+    return null;
+  }
+  async evict() {}
+  async list() {
+    return [];
+  }
+  async clear() {}
+}
+
+/** Origin Private File System (dedicated worker: synchronous access handles when available). */
+export class OpfsCache {
+  constructor(dir) {
+    this.kind = 'opfs';
+    this.dir = dir;
+  }
+
+  static async open() {
+    const root = await navigator.storage.getDirectory();
+    return new OpfsCache(await root.getDirectoryHandle(DIR, { create: true }));
+  }
+
+  async #readRecord(key) {
+    try {
+      const f = await (await this.dir.getFileHandle(`${key}.json`)).getFile();
+      return JSON.parse(await f.text());
+    } catch {
+      return null;
+    }
+  }
+
+  async #remove(name) {
+    try {
+      await this.dir.removeEntry(name);
+    } catch {
+      /* absent */
+    }
+  }
+
+  async lookup(url) {
+    const key = await keyOf(url);
+    const record = await this.#readRecord(key);
+    if (!validRecord(record, url)) {
+      if (record) await this.evict(url);
+      return null;
+    }
+    let file;
+    try {
+      file = await (await this.dir.getFileHandle(`${key}.gguf`)).getFile();
+    } catch {
+      await this.evict(url);
+      return null;
+    }
+    if (file.size !== record.size) {
+      await this.evict(url);
+      return { stale: true, reason: `cached file has ${file.size} bytes, its record says ${record.size}` };
+    }
+    return { record, size: file.size, read: (opts) => readBlob(file, opts) };
+  }
+
+  async writer(url) {
+    const key = await keyOf(url);
+    await this.#remove(`${key}.json`); // un-trust first
+    const fh = await this.dir.getFileHandle(`${key}.gguf`, { create: true });
+    let offset = 0;
+    if (typeof fh.createSyncAccessHandle === 'function') {
+      const h = await fh.createSyncAccessHandle();
+      h.truncate(0);
+      let open = true;
+      const close = () => {
+        if (open) {
+          open = false;
+          try {
+            h.flush();
+          } finally {
+            h.close();
+          }
+        }
+      };
+      return {
+        write: (chunk) => {
+          const n = h.write(chunk, { at: offset });
+          if (n !== chunk.byteLength) throw new Error(`OPFS short write (${n} of ${chunk.byteLength})`);
+          offset += n;
+        },
+        commit: async (record) => {
+          close();
+          await this.#writeRecord(key, { ...record, url });
+        },
+        abort: async () => {
+          try {
+            close();
+          } catch {
+            /* ignore */
+          }
+          await this.#remove(`${key}.gguf`);
+        },
+      };
+    }
+    const w = await fh.createWritable({ keepExistingData: false });
+    let chain = Promise.resolve();
+    return {
+      write: (chunk) => {
+        // Copy: the caller may reuse its buffer before the asynchronous write runs.
+        const copy = chunk.slice();
+        chain = chain.then(() => w.write(copy));
+        return chain;
+      },
+      commit: async (record) => {
+        await chain;
+        await w.close();
+        await this.#writeRecord(key, { ...record, url });
+      },
+      abort: async () => {
+        await chain.catch(() => {});
+        await w.abort().catch(() => {});
+        await this.#remove(`${key}.gguf`);
+      },
+    };
+  }
+
+  async #writeRecord(key, record) {
+    const fh = await this.dir.getFileHandle(`${key}.json`, { create: true });
+    const text = JSON.stringify({ ...record, stored_at: new Date().toISOString() });
+    if (typeof fh.createWritable === 'function') {
+      const w = await fh.createWritable({ keepExistingData: false });
+      await w.write(text);
+      await w.close();
+    } else {
+      const h = await fh.createSyncAccessHandle();
+      h.truncate(0);
+      h.write(new TextEncoder().encode(text), { at: 0 });
+      h.flush();
+      h.close();
+    }
+  }
+
+  async evict(url) {
+    const key = await keyOf(url);
+    await this.#remove(`${key}.json`);
+    await this.#remove(`${key}.gguf`);
+  }
+
+  async list() {
+    const out = [];
+    for await (const [name, handle] of this.dir.entries()) {
+      if (!name.endsWith('.json') || handle.kind !== 'file') continue;
+      try {
+        out.push(JSON.parse(await (await handle.getFile()).text()));
+      } catch {
+        /* skip unreadable records */
+      }
+    }
+    return out;
+  }
+
+  async clear() {
+    const names = [];
+    for await (const [name] of this.dir.entries()) names.push(name);
+    for (const n of names) await this.#remove(n);
+  }
+}
+
+/** Node: a directory on disk (`fs`, `path` passed in so this module stays browser-safe). */
+export class FsCache {
+  constructor(fs, path, dir) {
+    this.kind = 'fs';
+    this.fs = fs;
+    this.path = path;
+    this.dir = dir;
+  }
+
+  static async open(fs, path, dir) {
+    await fs.promises.mkdir(dir, { recursive: true });
+    return new FsCache(fs, path, dir);
+  }
+
+  #file(name) {
+    return this.path.join(this.dir, name);
+  }
+
+  async lookup(url) {
+    const key = await keyOf(url);
+    let record = null;
+    try {
+      record = JSON.parse(await this.fs.promises.readFile(this.#file(`${key}.json`), 'utf8'));
+    } catch {
+      /* none */
+    }
+    if (!validRecord(record, url)) {
+      if (record) await this.evict(url);
+      return null;
+    }
+    let size;
+    try {
+      size = (await this.fs.promises.stat(this.#file(`${key}.gguf`))).size;
+    } catch {
+      await this.evict(url);
+      return null;
+    }
+    if (size !== record.size) {
+      await this.evict(url);
+      return { stale: true, reason: `cached file has ${size} bytes, its record says ${record.size}` };
+    }
+    const p = this.#file(`${key}.gguf`);
+    return { record, size, read: (opts) => readPath(this.fs, p, opts) };
+  }
+
+  async writer(url) {
+    const key = await keyOf(url);
+    await this.fs.promises.rm(this.#file(`${key}.json`), { force: true });
+    const p = this.#file(`${key}.gguf`);
+    const fd = this.fs.openSync(p, 'w');
+    let open = true;
+    const close = () => {
+      if (open) {
+        open = false;
+        this.fs.closeSync(fd);
+      }
+    };
+    return {
+      write: (chunk) => {
+        let done = 0;
+        while (done < chunk.byteLength) done += this.fs.writeSync(fd, chunk, done, chunk.byteLength - done);
+      },
+      commit: async (record) => {
+        this.fs.fsyncSync(fd);
+        close();
+        const text = JSON.stringify({ ...record, url, stored_at: new Date().toISOString() });
+        const tmp = this.#file(`${key}.json.tmp`);
+        await this.fs.promises.writeFile(tmp, text);
+        await this.fs.promises.rename(tmp, this.#file(`${key}.json`));
+      },
+      abort: async () => {
+        try {
+          close();
+        } catch {
+          /* ignore */
+        }
+        await this.fs.promises.rm(p, { force: true });
+      },
+    };
+  }
+
+  async evict(url) {
+    const key = await keyOf(url);
+    await this.fs.promises.rm(this.#file(`${key}.json`), { force: true });
+    await this.fs.promises.rm(this.#file(`${key}.gguf`), { force: true });
+  }
+
+  async list() {
+    const out = [];
+    for (const n of await this.fs.promises.readdir(this.dir)) {
+      if (!n.endsWith('.json')) continue;
+      try {
+        out.push(JSON.parse(await this.fs.promises.readFile(this.#file(n), 'utf8')));
+      } catch {
+        /* skip */
+      }
+    }
+    return out;
+  }
+
+  async clear() {
+    for (const n of await this.fs.promises.readdir(this.dir)) await this.fs.promises.rm(this.#file(n), { force: true });
+  }
+}

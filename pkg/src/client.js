@@ -1,0 +1,517 @@
+// The client API (environment-neutral). index.js (browsers) and node.js (Node worker_threads)
+// create it with a `spawn` function that starts a worker and a `normalizeSource` function.
+//
+//   const engine = await createEngine(options)
+//   await engine.load(source, { onProgress, signal, cache, sha256 })
+//   await engine.chat.completions.create({ messages, stream, max_tokens, ... })
+//   await engine.completions.create({ prompt, ... })
+//   await engine.unload(); engine.terminate()
+
+import { Req, Ev, PROTOCOL_VERSION } from './protocol.js';
+import { EdgeLLMError, ErrorCode, errorFromPayload, abortedError } from './errors.js';
+
+let idCounter = 0;
+const nextId = () => ++idCounter;
+
+function randomId(prefix) {
+  const bytes = new Uint8Array(12);
+  globalThis.crypto.getRandomValues(bytes);
+  return prefix + Array.from(bytes, (b) => b.toString(36).padStart(2, '0')).join('').slice(0, 24);
+}
+
+const invalid = (msg) => new EdgeLLMError(ErrorCode.INVALID_REQUEST, msg);
+
+function optNumber(p, name, lo, hi, { int = false } = {}) {
+  const v = p[name];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi || (int && !Number.isInteger(v))) {
+    throw invalid(`${name} must be ${int ? 'an integer' : 'a number'} in [${lo}, ${hi}], got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+function textOf(content, where) {
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content)) {
+    return content
+      .map((part, i) => {
+        if (part && part.type === 'text' && typeof part.text === 'string') return part.text;
+        throw invalid(`${where}.content[${i}]: only text parts are supported`);
+      })
+      .join('');
+  }
+  if (content === null || content === undefined) return '';
+  throw invalid(`${where}.content must be a string or an array of text parts`);
+}
+
+/** OpenAI-style sampling parameters → the worker's GenerateRequest fields (validated). */
+function samplingParams(p) {
+  const out = {};
+  const maxTokens = p.max_tokens ?? p.max_completion_tokens;
+  if (maxTokens !== undefined && maxTokens !== null) out.max_tokens = optNumber({ max_tokens: maxTokens }, 'max_tokens', 1, 1 << 20, { int: true });
+  const nums = [
+    ['temperature', 0, 100],
+    ['top_p', 0, 1],
+    ['top_k', 0, 1 << 20, true],
+    ['min_p', 0, 1],
+    ['repetition_penalty', 0, 100],
+    ['presence_penalty', -2, 2],
+    ['frequency_penalty', -2, 2],
+    ['seed', 0, Number.MAX_SAFE_INTEGER, true],
+  ];
+  for (const [name, lo, hi, int] of nums) {
+    const v = optNumber(p, name, lo, hi, { int });
+    if (v !== undefined) out[name] = v;
+  }
+  if (p.stop !== undefined && p.stop !== null) {
+    const stop = typeof p.stop === 'string' ? [p.stop] : p.stop;
+    if (!Array.isArray(stop) || stop.some((s) => typeof s !== 'string' || s === '') || stop.length > 16) {
+      throw invalid('stop must be a non-empty string or an array of at most 16 non-empty strings');
+    }
+    out.stop = stop;
+  }
+  if (p.n !== undefined && p.n !== null && p.n !== 1) throw invalid('n: only 1 choice per request is supported');
+  return out;
+}
+
+function usageOf(r) {
+  return {
+    prompt_tokens: r.prompt_tokens,
+    completion_tokens: r.completion_tokens,
+    total_tokens: r.prompt_tokens + r.completion_tokens,
+    ttft_ms: r.ttft_ms,
+    tpot_ms: r.tpot_ms,
+    prefill_tokens_per_s: r.prefill_tokens_per_s,
+    decode_tokens_per_s: r.decode_tokens_per_s,
+  };
+}
+
+/**
+ * An async-iterable stream of chunks (OpenAI SDK style: `for await (const chunk of stream)`).
+ * `abort()` or leaving the loop early stops the generation in the worker.
+ */
+export class CompletionStream {
+  #queue = [];
+  #waiters = [];
+  #done = false;
+  #error = null;
+  #onCancel;
+
+  constructor(onCancel) {
+    this.#onCancel = onCancel;
+    this.controller = new AbortController();
+  }
+
+  /** @internal */ _push(chunk) {
+    if (this.#done) return;
+    const w = this.#waiters.shift();
+    if (w) w.resolve({ value: chunk, done: false });
+    else this.#queue.push(chunk);
+  }
+
+  /** @internal */ _end(error) {
+    if (this.#done) return;
+    this.#done = true;
+    this.#error = error || null;
+    // Chunks already queued are still delivered, unless the end is an abort (chunks stop at once).
+    if (error && error.code === ErrorCode.ABORTED) this.#queue.length = 0;
+    const waiters = this.#waiters.splice(0);
+    for (const w of waiters) {
+      if (this.#error) w.reject(this.#error);
+      else w.resolve({ value: undefined, done: true });
+    }
+    if (waiters.length) this.#error = null; // delivered: later next() calls report done
+  }
+
+  /** Stops the generation; a pending or later `next()` rejects with ABORTED. */
+  abort() {
+    if (!this.#done) {
+      this._end(abortedError('generation'));
+      this.controller.abort();
+      this.#onCancel();
+    }
+  }
+
+  [Symbol.asyncIterator]() {
+    return {
+      next: () => {
+        if (this.#queue.length) return Promise.resolve({ value: this.#queue.shift(), done: false });
+        if (this.#done) {
+          if (this.#error) {
+            const e = this.#error;
+            this.#error = null; // throw once, then report done
+            return Promise.reject(e);
+          }
+          return Promise.resolve({ value: undefined, done: true });
+        }
+        return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+      },
+      return: () => {
+        if (!this.#done) {
+          this.#done = true;
+          this.#queue.length = 0;
+          this.controller.abort();
+          this.#onCancel();
+        }
+        return Promise.resolve({ value: undefined, done: true });
+      },
+    };
+  }
+
+  /** A web ReadableStream of the same chunks. */
+  toReadableStream() {
+    const it = this[Symbol.asyncIterator]();
+    return new ReadableStream({
+      async pull(c) {
+        const r = await it.next();
+        if (r.done) c.close();
+        else c.enqueue(r.value);
+      },
+      cancel: () => it.return(),
+    });
+  }
+}
+
+export class Engine {
+  #spawn;
+  #normalizeSource;
+  #opts;
+  #worker = null; // adapter: {post, terminate, setBusy?}
+  #ready = null; // Promise of the init result
+  #pending = new Map(); // id → {onEvent, resolve, reject}
+  #lastLoad = null; // {source, opts} of the last successful load, for a restart
+  #reloadNeeded = false;
+  #terminated = false;
+
+  /** Info about the loaded model (null when none). */
+  model = null;
+  /** Result of the worker's init: {version, protocol, cache, simd}. */
+  info = null;
+  /** Number of times the worker was restarted after a crash. */
+  restarts = 0;
+
+  constructor(spawn, normalizeSource, options = {}) {
+    this.#spawn = spawn;
+    this.#normalizeSource = normalizeSource;
+    this.#opts = { cache: true, initTimeoutMs: 60_000, progressIntervalMs: 50, ...options };
+    const self = this;
+    this.chat = {
+      completions: {
+        create(params, options) {
+          return self.#create('chat', params, options);
+        },
+      },
+    };
+    this.completions = {
+      create(params, options) {
+        return self.#create('completion', params, options);
+      },
+    };
+    this.cache = {
+      list: () => this.#request({ type: Req.CACHE, action: 'list' }),
+      delete: (url) => this.#request({ type: Req.CACHE, action: 'delete', url: this.#normalizeSource(url).url }),
+      clear: () => this.#request({ type: Req.CACHE, action: 'clear' }),
+    };
+  }
+
+  // ── worker lifecycle ─────────────────────────────────────────────────────────────────────
+  /** Starts the worker (if needed) and waits for the wasm engine to be ready. */
+  async start() {
+    if (this.#terminated) throw new EdgeLLMError(ErrorCode.TERMINATED, 'the engine was terminated');
+    if (!this.#ready) {
+      const worker = this.#spawn({
+        onMessage: (msg) => this.#onMessage(worker, msg),
+        onFatal: (err) => this.#onFatal(worker, err),
+      });
+      this.#worker = worker;
+      this.#ready = this.#send(worker, { type: Req.INIT, wasmUrl: this.#opts.wasmUrl, cache: { enabled: !!this.#opts.cache, dir: this.#opts.cacheDir } }, null, this.#opts.initTimeoutMs)
+        .then((info) => {
+          if (info.protocol !== PROTOCOL_VERSION) throw new EdgeLLMError(ErrorCode.ENGINE_INIT_FAILED, `worker speaks protocol ${info.protocol}, client ${PROTOCOL_VERSION}`);
+          this.info = info;
+          return info;
+        })
+        .catch((e) => {
+          if (this.#worker === worker) this.#kill(worker);
+          throw e.code === ErrorCode.ENGINE_CRASHED ? new EdgeLLMError(ErrorCode.ENGINE_INIT_FAILED, e.message, { detail: e.detail }) : e;
+        });
+    }
+    return this.#ready;
+  }
+
+  #kill(worker) {
+    if (this.#worker === worker) {
+      this.#worker = null;
+      this.#ready = null;
+    }
+    try {
+      worker.terminate();
+    } catch {
+      /* already gone */
+    }
+  }
+
+  #onFatal(worker, err) {
+    if (this.#worker !== worker) return;
+    this.#kill(worker);
+    const e = err instanceof EdgeLLMError ? err : new EdgeLLMError(ErrorCode.ENGINE_CRASHED, `the engine worker died: ${err && err.message ? err.message : err}`);
+    for (const p of this.#pending.values()) p.reject(e);
+    this.#pending.clear();
+    if (this.model || this.#reloadNeeded) {
+      this.model = null;
+      this.#reloadNeeded = !!this.#lastLoad;
+    }
+    this.restarts++;
+    if (this.#opts.onCrash) {
+      try {
+        this.#opts.onCrash(e);
+      } catch {
+        /* the callback's problem */
+      }
+    }
+  }
+
+  #onMessage(worker, msg) {
+    if (this.#worker !== worker || !msg) return;
+    if (msg.type === Ev.LOG) {
+      const fn = this.#opts.onLog;
+      if (fn) fn(msg.level, msg.message);
+      else if (msg.level === 'warn' || msg.level === 'error') console.warn(`[edgellm] ${msg.message}`);
+      return;
+    }
+    if (msg.type === Ev.ERROR && msg.fatal) {
+      const err = errorFromPayload(msg.error);
+      const p = msg.id !== null && msg.id !== undefined ? this.#pending.get(msg.id) : null;
+      if (p) {
+        this.#pending.delete(msg.id);
+        p.reject(err);
+      }
+      this.#onFatal(worker, err);
+      return;
+    }
+    const p = this.#pending.get(msg.id);
+    if (!p) return; // settled already (aborted) or unknown
+    if (msg.type === Ev.RESULT) {
+      this.#pending.delete(msg.id);
+      p.resolve(msg.value);
+    } else if (msg.type === Ev.ERROR) {
+      this.#pending.delete(msg.id);
+      p.reject(errorFromPayload(msg.error));
+    } else if (p.onEvent) {
+      p.onEvent(msg);
+    }
+  }
+
+  /** Posts one operation and resolves with its result. */
+  #send(worker, msg, onEvent, timeoutMs, signal, id = nextId()) {
+    return new Promise((resolve, reject) => {
+      let timer = null;
+      let onAbort = null;
+      const cleanup = () => {
+        if (timer) clearTimeout(timer);
+        if (signal && onAbort) signal.removeEventListener('abort', onAbort);
+        if (this.#worker === worker && this.#worker.setBusy) this.#worker.setBusy(this.#pending.size > 0);
+      };
+      const entry = {
+        onEvent,
+        resolve: (v) => {
+          cleanup();
+          resolve(v);
+        },
+        reject: (e) => {
+          cleanup();
+          reject(e);
+        },
+        id,
+      };
+      if (signal) {
+        if (signal.aborted) return reject(abortedError(msg.type));
+        onAbort = () => this.#abortOp(id, abortedError(msg.type));
+        signal.addEventListener('abort', onAbort, { once: true });
+      }
+      this.#pending.set(id, entry);
+      if (worker.setBusy) worker.setBusy(true);
+      if (timeoutMs) {
+        timer = setTimeout(() => {
+          if (this.#pending.get(id) === entry) {
+            const e = new EdgeLLMError(ErrorCode.ENGINE_INIT_FAILED, `the engine worker did not answer ${msg.type} within ${timeoutMs} ms`);
+            this.#pending.delete(id);
+            entry.reject(e);
+            this.#onFatal(worker, e);
+          }
+        }, timeoutMs);
+      }
+      try {
+        worker.post({ ...msg, id });
+      } catch (e) {
+        this.#pending.delete(id);
+        entry.reject(new EdgeLLMError(ErrorCode.INVALID_REQUEST, `could not send ${msg.type} to the worker: ${e.message}`, { cause: e }));
+      }
+    });
+  }
+
+  /** Settles the caller at once; the worker stops at its next yield point. */
+  #abortOp(id, err) {
+    const p = this.#pending.get(id);
+    if (!p) return;
+    this.#pending.delete(id);
+    if (this.#worker) {
+      try {
+        this.#worker.post({ type: Req.ABORT, target: id });
+      } catch {
+        /* worker gone */
+      }
+    }
+    p.reject(err);
+  }
+
+  async #request(msg, onEvent, signal) {
+    await this.start();
+    return this.#send(this.#worker, msg, onEvent, 0, signal);
+  }
+
+  /** Terminates the worker. The engine cannot be used afterwards. */
+  terminate() {
+    this.#terminated = true;
+    const w = this.#worker;
+    if (w) {
+      this.#kill(w);
+      const e = new EdgeLLMError(ErrorCode.TERMINATED, 'the engine was terminated');
+      for (const p of this.#pending.values()) p.reject(e);
+      this.#pending.clear();
+    }
+    this.model = null;
+  }
+
+  /** The worker's state, answered even while an operation runs. */
+  status() {
+    return this.#request({ type: Req.STATUS });
+  }
+
+  // ── loading ──────────────────────────────────────────────────────────────────────────────
+  /**
+   * Loads a model from a URL, a Blob/File or (Node) a file path.
+   * @returns {Promise<object>} ModelInfo
+   */
+  async load(source, opts = {}) {
+    const src = this.#normalizeSource(source);
+    const { onProgress, signal } = opts;
+    const msg = {
+      type: Req.LOAD,
+      source: src,
+      cache: opts.cache ?? !!this.#opts.cache,
+      sha256: opts.sha256 ? String(opts.sha256).toLowerCase() : undefined,
+      progressIntervalMs: opts.progressIntervalMs ?? this.#opts.progressIntervalMs,
+    };
+    this.model = null;
+    this.#reloadNeeded = false;
+    const onEvent = onProgress
+      ? (ev) => {
+          if (ev.type === Ev.PROGRESS) onProgress({ phase: ev.phase, loaded: ev.loaded, total: ev.total, fraction: ev.total ? ev.loaded / ev.total : null });
+        }
+      : null;
+    const info = await this.#request(msg, onEvent, signal);
+    this.model = info;
+    this.#lastLoad = { source, opts: { cache: msg.cache, sha256: msg.sha256 } };
+    return info;
+  }
+
+  /** Frees the model's memory in the worker (the worker and the wasm instance stay). */
+  async unload() {
+    this.#lastLoad = null;
+    this.#reloadNeeded = false;
+    this.model = null;
+    if (!this.#worker) return;
+    await this.#request({ type: Req.UNLOAD });
+  }
+
+  /** After a crash: reload the last model in the fresh worker before the next request. */
+  async #ensureModel() {
+    if (this.#reloadNeeded && this.#lastLoad) {
+      const { source, opts } = this.#lastLoad;
+      await this.load(source, opts);
+    }
+  }
+
+  // ── generation ───────────────────────────────────────────────────────────────────────────
+  async #create(kind, params, options = {}) {
+    if (!params || typeof params !== 'object') throw invalid('create() needs a parameters object');
+    const request = { kind, ...samplingParams(params) };
+    if (kind === 'chat') {
+      if (!Array.isArray(params.messages) || params.messages.length === 0) throw invalid('messages must be a non-empty array');
+      request.messages = params.messages.map((m, i) => {
+        if (!m || typeof m.role !== 'string') throw invalid(`messages[${i}].role must be a string`);
+        return { role: m.role, content: textOf(m.content, `messages[${i}]`) };
+      });
+    } else {
+      let prompt = params.prompt;
+      if (Array.isArray(prompt) && prompt.length === 1) prompt = prompt[0];
+      if (typeof prompt !== 'string') throw invalid('prompt must be a string');
+      request.prompt = prompt;
+    }
+    const signal = params.signal || options.signal;
+    if (signal && signal.aborted) throw abortedError('generation');
+    await this.#ensureModel();
+    if (signal && signal.aborted) throw abortedError('generation');
+
+    const id = randomId(kind === 'chat' ? 'chatcmpl-' : 'cmpl-');
+    const created = Math.floor(Date.now() / 1000);
+    const model = (this.model && this.model.name) || 'edgellm';
+    const object = kind === 'chat' ? 'chat.completion' : 'text_completion';
+    const chunkObject = kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
+    const msg = { type: Req.GENERATE, request };
+
+    if (!params.stream) {
+      const r = await this.#request(msg, null, signal);
+      const choice =
+        kind === 'chat'
+          ? { index: 0, message: { role: 'assistant', content: r.text }, logprobs: null, finish_reason: r.finish_reason }
+          : { index: 0, text: r.text, logprobs: null, finish_reason: r.finish_reason };
+      return { id, object, created, model, choices: [choice], usage: usageOf(r) };
+    }
+
+    // Streaming: resolve once the worker has accepted the request (tokenized the prompt), like
+    // an HTTP response whose headers arrived; chunks follow.
+    await this.start();
+    const worker = this.#worker;
+    let opId = null;
+    const stream = new CompletionStream(() => {
+      if (opId !== null) this.#abortOp(opId, abortedError('generation'));
+    });
+    const includeUsage = !!(params.stream_options && params.stream_options.include_usage);
+    const chunk = (delta, finish_reason, extra) => {
+      const choice = kind === 'chat' ? { index: 0, delta, logprobs: null, finish_reason } : { index: 0, text: delta.content || '', logprobs: null, finish_reason };
+      return { id, object: chunkObject, created, model, choices: [choice], ...extra };
+    };
+    return new Promise((resolve, reject) => {
+      let started = false;
+      const onEvent = (ev) => {
+        if (ev.type === Ev.STARTED) {
+          started = true;
+          if (kind === 'chat') stream._push(chunk({ role: 'assistant', content: '' }, null));
+          resolve(stream);
+        } else if (ev.type === Ev.TOKEN && ev.text) {
+          stream._push(chunk({ content: ev.text }, null));
+        }
+      };
+      opId = nextId();
+      const p = this.#send(worker, msg, onEvent, 0, signal, opId);
+      p.then(
+        (r) => {
+          const usage = usageOf(r);
+          stream._push(chunk({}, r.finish_reason, { usage }));
+          if (includeUsage) stream._push({ id, object: chunkObject, created, model, choices: [], usage });
+          stream._end();
+        },
+        (e) => {
+          stream._end(e);
+          if (!started) reject(e);
+        },
+      );
+    });
+  }
+
+  /** Test hook: makes the wasm engine panic (the client then restarts the worker). */
+  async _debugPanic() {
+    return this.#request({ type: Req.DEBUG, action: 'panic' });
+  }
+}

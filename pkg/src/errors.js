@@ -1,0 +1,110 @@
+// Errors with a stable `code`: the only kind of error the client API throws or rejects with.
+//
+// `code` is one of the few umbrella codes in `ErrorCode` (branch on these); `detail` is the
+// precise code of the layer that failed, when it has one (e.g. the core's `GGUF_BAD_MAGIC` under
+// `GGUF_INVALID`), for logs and bug reports.
+
+/** The stable umbrella codes. Keep in sync with index.d.ts and README.md. */
+export const ErrorCode = Object.freeze({
+  /** Not a GGUF file, or a corrupt / inconsistent header. */
+  GGUF_INVALID: 'GGUF_INVALID',
+  /** The file ends before its header or tensor data does. */
+  GGUF_TRUNCATED: 'GGUF_TRUNCATED',
+  /** A valid GGUF the engine cannot run (architecture, tensor type, tokenizer). */
+  UNSUPPORTED_MODEL: 'UNSUPPORTED_MODEL',
+  /** The model (or the request) does not fit the memory budget. */
+  OVER_MEMORY_BUDGET: 'OVER_MEMORY_BUDGET',
+  /** The prompt does not fit the context / KV budget. */
+  PROMPT_TOO_LONG: 'PROMPT_TOO_LONG',
+  /** HTTP error status (`status` is set), dropped connection after bounded retries, or fetch failure. */
+  NETWORK: 'NETWORK',
+  /** The bytes do not match the expected sha256 / size. */
+  CHECKSUM_MISMATCH: 'CHECKSUM_MISMATCH',
+  /** The caller aborted (AbortSignal, stream.abort(), break out of the stream). */
+  ABORTED: 'ABORTED',
+  /** The wasm engine panicked/trapped or the worker died; the client restarts it. */
+  ENGINE_CRASHED: 'ENGINE_CRASHED',
+  /** The wasm module or worker could not be started. */
+  ENGINE_INIT_FAILED: 'ENGINE_INIT_FAILED',
+  /** A generation request came before a model was loaded (or after unload). */
+  MODEL_NOT_LOADED: 'MODEL_NOT_LOADED',
+  /** A request argument is missing or out of range. */
+  INVALID_REQUEST: 'INVALID_REQUEST',
+  /** The engine was terminated by `engine.terminate()`. */
+  TERMINATED: 'TERMINATED',
+  /** Anything else: a bug. */
+  INTERNAL: 'INTERNAL',
+});
+
+export class EdgeLLMError extends Error {
+  /**
+   * @param {string} code one of ErrorCode
+   * @param {string} message what happened, in words a person can act on
+   * @param {{detail?: string, status?: number, cause?: unknown}} [extra]
+   */
+  constructor(code, message, extra = {}) {
+    super(message, extra.cause !== undefined ? { cause: extra.cause } : undefined);
+    this.name = 'EdgeLLMError';
+    this.code = code;
+    if (extra.detail !== undefined) this.detail = extra.detail;
+    if (extra.status !== undefined) this.status = extra.status;
+  }
+
+  /** The plain object that crosses the worker boundary (see protocol.js, `ErrorPayload`). */
+  toJSON() {
+    const o = { code: this.code, message: this.message };
+    if (this.detail !== undefined) o.detail = this.detail;
+    if (this.status !== undefined) o.status = this.status;
+    return o;
+  }
+}
+
+/** Rebuilds an EdgeLLMError from an `ErrorPayload` received from the worker. */
+export function errorFromPayload(p) {
+  if (!p || typeof p !== 'object') return new EdgeLLMError(ErrorCode.INTERNAL, String(p));
+  const code = Object.prototype.hasOwnProperty.call(ErrorCode, p.code) ? p.code : ErrorCode.INTERNAL;
+  return new EdgeLLMError(code, p.message || code, { detail: p.detail, status: p.status });
+}
+
+/**
+ * Maps a precise code from the wasm core (`GgufError::code()` and friends) to its umbrella code.
+ * Codes the core may add later fall back by prefix, so nothing is ever reported without a code.
+ */
+export function umbrellaCode(detail) {
+  if (!detail) return ErrorCode.INTERNAL;
+  if (Object.prototype.hasOwnProperty.call(ErrorCode, detail)) return detail;
+  switch (detail) {
+    case 'GGUF_TRUNCATED':
+    case 'GGUF_TENSOR_OUT_OF_BOUNDS': // data past the end of a file whose length is known
+    case 'STREAM_INCOMPLETE':
+      return ErrorCode.GGUF_TRUNCATED;
+    case 'GGUF_ALLOC_FAILED':
+    case 'OUT_OF_MEMORY':
+      return ErrorCode.OVER_MEMORY_BUDGET;
+    case 'GGUF_IO':
+      return ErrorCode.NETWORK;
+    case 'PROMPT_OVER_KV_BUDGET':
+    case 'CONTEXT_OVERFLOW':
+      return ErrorCode.PROMPT_TOO_LONG;
+  }
+  if (detail.startsWith('UNSUPPORTED_') || detail.startsWith('GGUF_UNSUPPORTED')) return ErrorCode.UNSUPPORTED_MODEL;
+  if (detail.startsWith('MODEL_') || detail.startsWith('TOKENIZER_')) return ErrorCode.UNSUPPORTED_MODEL;
+  if (detail.startsWith('GGUF_')) return ErrorCode.GGUF_INVALID;
+  if (detail.startsWith('OVER_') || detail.endsWith('_BUDGET')) return ErrorCode.OVER_MEMORY_BUDGET;
+  if (detail.startsWith('INVALID_') || detail.startsWith('BAD_')) return ErrorCode.INVALID_REQUEST;
+  return ErrorCode.INTERNAL;
+}
+
+/** Anything thrown → EdgeLLMError (used on both sides of the worker boundary). */
+export function toEdgeError(e, fallbackCode = ErrorCode.INTERNAL) {
+  if (e instanceof EdgeLLMError) return e;
+  if (e && typeof e === 'object' && e.name === 'AbortError') {
+    return new EdgeLLMError(ErrorCode.ABORTED, 'aborted', { cause: e });
+  }
+  const message = e && typeof e === 'object' && 'message' in e ? String(e.message) : String(e);
+  return new EdgeLLMError(fallbackCode, message, { cause: e });
+}
+
+export function abortedError(what = 'request') {
+  return new EdgeLLMError(ErrorCode.ABORTED, `${what} aborted`);
+}

@@ -1,0 +1,98 @@
+// The message protocol between the client (main thread / Node main) and the engine worker.
+// THIS FILE IS THE ONE PLACE IT IS DEFINED: client.js and runtime.js import these constants, and
+// the shapes below are the contract. Bump PROTOCOL_VERSION on any incompatible change.
+//
+// ── Rules ──────────────────────────────────────────────────────────────────────────────────────
+// 1. Every client → worker message that has an `id` gets EXACTLY ONE terminal reply with that
+//    id: `result` or `error`. Before it, an operation may send events with the same id
+//    (`progress` for load; `started` then `token`* for generate).
+// 2. Operations run one at a time, in arrival order (the worker keeps a queue). `abort` and
+//    `status` are handled immediately, even while an operation runs: the worker yields to its
+//    event loop between every network/file chunk, prefill chunk and decode step.
+// 3. `abort {target}` makes the target operation (running or queued) end with
+//    `error {code: 'ABORTED'}`. The client does not wait for it: it settles the caller's promise
+//    at once and ignores later messages for that id.
+// 4. `error` with `fatal: true` means the wasm instance trapped (Rust panic, out of memory) and
+//    its state cannot be trusted: the client terminates this worker and starts a fresh one.
+//    A worker that dies without a word (`error`/`exit` event) is treated the same way.
+// 5. Large data is never copied through messages: a Blob/File is posted as is (structured clone
+//    shares its backing store), URLs and paths are read by the worker itself.
+//
+// ── Client → worker ────────────────────────────────────────────────────────────────────────────
+// {type:'init', id, wasmUrl?: string, cache: CacheConfig}
+//     → result {version: string, protocol: number, cache: 'opfs'|'fs'|'none', simd: boolean}
+// {type:'load', id, source: Source, cache: boolean, sha256?: string, progressIntervalMs: number}
+//     → progress* → result ModelInfo
+// {type:'generate', id, request: GenerateRequest}
+//     → started → token* → result GenerateResult
+// {type:'unload', id}                    → result null
+// {type:'status', id}                    → result {loaded: boolean, model: ModelInfo|null, busy: boolean, queued: number, wasm_memory_bytes: number}
+// {type:'cache', id, action: 'list'|'delete'|'clear', url?: string}  → result (list: CacheEntry[]; else null)
+// {type:'abort', target}                 (no reply of its own)
+// {type:'debug', id, action: 'panic'}    → error {fatal: true} (test hook: a deliberate Rust panic)
+//
+// ── Worker → client ────────────────────────────────────────────────────────────────────────────
+// {type:'progress', id, phase: 'download'|'cache'|'file', loaded: number, total: number|null}
+//     `loaded` never decreases within a phase; the last event of a phase has loaded === total.
+//     A corrupt cache entry ends phase 'cache' early and the load continues with 'download'.
+// {type:'started', id, prompt_tokens: number}
+// {type:'token', id, text: string, token: number}
+//     `text` is the decoded delta (may be '' while a UTF-8 sequence or a possible stop string is
+//     held back).
+// {type:'result', id, value}
+// {type:'error', id, error: ErrorPayload, fatal?: true}
+// {type:'log', level: 'debug'|'info'|'warn'|'error', message: string}
+//
+// ── Shapes ─────────────────────────────────────────────────────────────────────────────────────
+/**
+ * @typedef {{kind:'url', url:string, headers?:Record<string,string>}
+ *         | {kind:'blob', blob:Blob, name?:string}
+ *         | {kind:'path', path:string}} Source            'path' only under Node
+ * @typedef {{enabled:boolean, dir?:string}} CacheConfig  dir: Node's cache directory
+ * @typedef {{code:string, message:string, detail?:string, status?:number}} ErrorPayload
+ * @typedef {{
+ *   name:string, architecture:string, file_size:number, sha256:string, tensor_count:number,
+ *   context_length:number|null, vocab_size:number|null, quantization:string|null,
+ *   has_chat_template:boolean, source:'network'|'cache'|'file', load_ms:number,
+ *   weights_bytes:number
+ * }} ModelInfo
+ * @typedef {{
+ *   kind:'chat'|'completion', messages?:{role:string, content:string}[], prompt?:string,
+ *   max_tokens?:number, temperature?:number, top_p?:number, top_k?:number, min_p?:number,
+ *   repetition_penalty?:number, presence_penalty?:number, frequency_penalty?:number,
+ *   seed?:number, stop?:string[]
+ * }} GenerateRequest
+ * @typedef {{
+ *   text:string, finish_reason:'stop'|'length', prompt_tokens:number, completion_tokens:number,
+ *   ttft_ms:number, tpot_ms:number, prefill_tokens_per_s:number, decode_tokens_per_s:number,
+ *   total_ms:number
+ * }} GenerateResult
+ * @typedef {{url:string, size:number, sha256:string, stored_at:string, etag:string|null}} CacheEntry
+ */
+
+export const PROTOCOL_VERSION = 1;
+
+/** Client → worker message types. */
+export const Req = Object.freeze({
+  INIT: 'init',
+  LOAD: 'load',
+  GENERATE: 'generate',
+  UNLOAD: 'unload',
+  STATUS: 'status',
+  CACHE: 'cache',
+  ABORT: 'abort',
+  DEBUG: 'debug',
+});
+
+/** Worker → client message types. */
+export const Ev = Object.freeze({
+  PROGRESS: 'progress',
+  STARTED: 'started',
+  TOKEN: 'token',
+  RESULT: 'result',
+  ERROR: 'error',
+  LOG: 'log',
+});
+
+/** Operations that are answered immediately instead of being queued behind the running one. */
+export const IMMEDIATE = new Set([Req.ABORT, Req.STATUS]);

@@ -1,0 +1,433 @@
+// The worker side: hosts one wasm engine and serves the protocol of protocol.js.
+// Environment-neutral: worker.js (browser) and worker-node.js (Node worker_threads) pass in
+// `post`, `initWasm`, `openCache` and (Node) `fs`.
+//
+// Everything heavy runs in small steps with an `await` between them (a network/file chunk, a
+// prefill chunk, a decode step), so `abort` and `status` messages are handled while an
+// operation runs. Every wasm call goes through `#call`, which turns a core error into an
+// EdgeLLMError with a stable code, and a trap (Rust panic) into a fatal ENGINE_CRASHED.
+
+import { PROTOCOL_VERSION, Req, Ev, IMMEDIATE } from './protocol.js';
+import { EdgeLLMError, ErrorCode, abortedError, toEdgeError, umbrellaCode } from './errors.js';
+import { readUrl, readBlob, readPath, pathSize } from './loader.js';
+import { NoCache } from './cache.js';
+
+const now = () => performance.now();
+
+/** Resolves after the event loop had a chance to run other tasks (incoming messages first). */
+export const yieldToEventLoop =
+  typeof setImmediate === 'function'
+    ? () => new Promise((r) => setImmediate(r))
+    : (() => {
+        const ch = new MessageChannel();
+        const waiting = [];
+        ch.port1.onmessage = () => waiting.shift()();
+        return () =>
+          new Promise((r) => {
+            waiting.push(r);
+            ch.port2.postMessage(0);
+          });
+      })();
+
+class Fatal extends EdgeLLMError {}
+
+function isTrap(e) {
+  return (typeof WebAssembly !== 'undefined' && e instanceof WebAssembly.RuntimeError) || (e && e.name === 'RuntimeError');
+}
+
+export class Runtime {
+  /**
+   * @param {{post: (msg: object) => void, initWasm: (wasmUrl?: string) => Promise<{bindings: any, exports: any}>,
+   *          openCache: (cfg: {enabled: boolean, dir?: string}) => Promise<any>, fs?: any}} env
+   */
+  constructor(env) {
+    this.env = env;
+    this.queue = [];
+    this.running = null; // {id, type, controller}
+    this.bindings = null;
+    this.exports = null;
+    this.engine = null;
+    this.model = null;
+    this.cache = new NoCache();
+    this.dead = null; // the fatal error once the wasm instance trapped
+  }
+
+  // ── message entry ────────────────────────────────────────────────────────────────────────
+  handle(msg) {
+    if (!msg || typeof msg !== 'object') return;
+    if (IMMEDIATE.has(msg.type)) {
+      if (msg.type === Req.ABORT) this.#abort(msg.target);
+      else if (msg.type === Req.STATUS) this.#reply(msg.id, this.#status());
+      return;
+    }
+    if (this.dead) {
+      this.env.post({ type: Ev.ERROR, id: msg.id, error: this.dead.toJSON(), fatal: true });
+      return;
+    }
+    this.queue.push(msg);
+    this.#pump();
+  }
+
+  /** A fatal error raised outside any operation (uncaught exception in the worker). */
+  fatal(e) {
+    const err = e instanceof EdgeLLMError ? e : new EdgeLLMError(ErrorCode.ENGINE_CRASHED, `worker error: ${e && e.message ? e.message : e}`);
+    this.dead = err;
+    this.env.post({ type: Ev.ERROR, id: this.running ? this.running.id : null, error: err.toJSON(), fatal: true });
+  }
+
+  async #pump() {
+    if (this.running) return;
+    while (this.queue.length && !this.dead) {
+      const msg = this.queue.shift();
+      const controller = new AbortController();
+      this.running = { id: msg.id, type: msg.type, controller };
+      try {
+        const value = await this.#run(msg, controller.signal);
+        if (controller.signal.aborted) throw abortedError(msg.type);
+        this.#reply(msg.id, value);
+      } catch (e) {
+        const err = controller.signal.aborted && !(e instanceof Fatal) ? abortedError(msg.type) : toEdgeError(e);
+        if (e instanceof Fatal) this.dead = err;
+        this.env.post({ type: Ev.ERROR, id: msg.id, error: err.toJSON(), ...(e instanceof Fatal ? { fatal: true } : {}) });
+      } finally {
+        this.running = null;
+      }
+    }
+  }
+
+  #abort(target) {
+    if (this.running && this.running.id === target) {
+      this.running.controller.abort();
+      return;
+    }
+    const i = this.queue.findIndex((m) => m.id === target);
+    if (i >= 0) {
+      const [m] = this.queue.splice(i, 1);
+      this.env.post({ type: Ev.ERROR, id: m.id, error: abortedError(m.type).toJSON() });
+    }
+  }
+
+  #reply(id, value) {
+    this.env.post({ type: Ev.RESULT, id, value: value === undefined ? null : value });
+  }
+
+  #status() {
+    return {
+      loaded: !!this.model,
+      model: this.model,
+      busy: !!this.running,
+      running: this.running ? this.running.type : null,
+      queued: this.queue.length,
+      wasm_memory_bytes: this.exports && this.exports.memory ? this.exports.memory.buffer.byteLength : 0,
+      dead: !!this.dead,
+    };
+  }
+
+  #run(msg, signal) {
+    switch (msg.type) {
+      case Req.INIT:
+        return this.#init(msg);
+      case Req.LOAD:
+        return this.#load(msg, signal);
+      case Req.GENERATE:
+        return this.#generate(msg, signal);
+      case Req.UNLOAD:
+        this.#unload();
+        return null;
+      case Req.CACHE:
+        return this.#cacheOp(msg);
+      case Req.DEBUG:
+        if (msg.action === 'panic') return this.#call(() => this.bindings.debug_panic());
+        throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `unknown debug action ${msg.action}`);
+      default:
+        throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `unknown message type ${JSON.stringify(msg.type)}`);
+    }
+  }
+
+  // ── wasm calls ───────────────────────────────────────────────────────────────────────────
+  /** Runs a wasm call; core errors → EdgeLLMError, traps → Fatal (ENGINE_CRASHED). */
+  #call(fn) {
+    try {
+      return fn();
+    } catch (e) {
+      if (isTrap(e) || (e && /recursive use of an object|already mutably borrowed|null pointer passed to rust/i.test(String(e.message)))) {
+        let panic = '';
+        try {
+          panic = this.bindings && this.bindings.take_panic_message ? this.bindings.take_panic_message() : '';
+        } catch {
+          /* the instance may be too broken even for that */
+        }
+        throw new Fatal(ErrorCode.ENGINE_CRASHED, `the wasm engine crashed: ${panic || (e && e.message) || e}`, { detail: 'WASM_TRAP' });
+      }
+      if (e instanceof EdgeLLMError) throw e;
+      const detail = e && typeof e === 'object' && typeof e.code === 'string' ? e.code : undefined;
+      if (detail) throw new EdgeLLMError(umbrellaCode(detail), String(e.message || detail), { detail });
+      throw toEdgeError(e);
+    }
+  }
+
+  #json(fn) {
+    const s = this.#call(fn);
+    return typeof s === 'string' ? JSON.parse(s) : s;
+  }
+
+  async #init(msg) {
+    if (!this.bindings) {
+      try {
+        const { bindings, exports } = await this.env.initWasm(msg.wasmUrl);
+        this.bindings = bindings;
+        this.exports = exports;
+      } catch (e) {
+        throw new EdgeLLMError(ErrorCode.ENGINE_INIT_FAILED, `could not start the wasm engine: ${e && e.message ? e.message : e}`, { cause: e });
+      }
+      this.engine = this.#call(() => new this.bindings.WasmEngine());
+    }
+    try {
+      this.cache = await this.env.openCache(msg.cache || { enabled: false });
+    } catch (e) {
+      this.#log('warn', `model cache unavailable: ${e && e.message ? e.message : e}`);
+      this.cache = new NoCache();
+    }
+    return {
+      version: this.#call(() => this.bindings.version()),
+      protocol: PROTOCOL_VERSION,
+      cache: this.cache.kind,
+      simd: this.bindings.simd_enabled ? !!this.#call(() => this.bindings.simd_enabled()) : null,
+    };
+  }
+
+  #log(level, message) {
+    this.env.post({ type: Ev.LOG, level, message });
+  }
+
+  #unload() {
+    if (this.engine) this.#call(() => this.engine.unload());
+    this.model = null;
+  }
+
+  // ── load ─────────────────────────────────────────────────────────────────────────────────
+  async #load(msg, signal) {
+    this.#requireEngine();
+    // Free the previous model first: holding two models at once would double the peak.
+    this.#unload();
+    const t0 = now();
+    const src = msg.source || {};
+    const interval = msg.progressIntervalMs ?? 50;
+    const ctx = { id: msg.id, signal, interval };
+    let info;
+    if (src.kind === 'blob') {
+      info = await this.#stream({ ...ctx, phase: 'file', total: src.blob.size, chunks: readBlob(src.blob, { signal }), sha256: msg.sha256 });
+      info.source = 'file';
+    } else if (src.kind === 'path') {
+      if (!this.env.fs) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'file paths can only be loaded under Node');
+      const total = await pathSize(this.env.fs, src.path);
+      info = await this.#stream({ ...ctx, phase: 'file', total, chunks: readPath(this.env.fs, src.path, { signal }), sha256: msg.sha256 });
+      info.source = 'file';
+    } else if (src.kind === 'url') {
+      info = await this.#loadUrl(src, msg, ctx);
+    } else {
+      throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'load: source must be a URL, a Blob/File, or (Node) a file path');
+    }
+    info.load_ms = Math.round(now() - t0);
+    this.model = info;
+    return info;
+  }
+
+  async #loadUrl(src, msg, ctx) {
+    const useCache = msg.cache !== false && this.cache.kind !== 'none';
+    if (useCache) {
+      let hit = null;
+      try {
+        hit = await this.cache.lookup(src.url);
+      } catch (e) {
+        this.#log('warn', `cache lookup failed: ${e.message}`);
+      }
+      if (hit && hit.stale) this.#log('warn', `cache entry for ${src.url} dropped: ${hit.reason}`);
+      if (hit && !hit.stale) {
+        if (msg.sha256 && msg.sha256 !== hit.record.sha256) {
+          this.#log('warn', `cache entry for ${src.url} has another sha256 than requested; fetching again`);
+          await this.cache.evict(src.url);
+        } else {
+          try {
+            const info = await this.#stream({ ...ctx, phase: 'cache', total: hit.size, chunks: hit.read({ signal: ctx.signal }), sha256: hit.record.sha256, fromCache: true });
+            info.source = 'cache';
+            return info;
+          } catch (e) {
+            // A corrupt or unreadable entry (digest mismatch, bad bytes, read error): drop it and
+            // download again. Errors that are not about the bytes are final.
+            if (e instanceof Fatal || !(e instanceof EdgeLLMError)) throw e;
+            if ([ErrorCode.ABORTED, ErrorCode.OVER_MEMORY_BUDGET, ErrorCode.UNSUPPORTED_MODEL].includes(e.code)) throw e;
+            this.#log('warn', `cache entry for ${src.url} rejected (${e.message}); downloading again`);
+            await this.cache.evict(src.url).catch(() => {});
+          }
+        }
+      }
+    }
+    let total = null;
+    let etag = null;
+    const chunks = readUrl(src.url, {
+      headers: src.headers,
+      signal: ctx.signal,
+      onStart: (i) => {
+        total = i.total;
+        etag = i.etag;
+      },
+      onResume: (r) => this.#log('info', `connection lost at byte ${r.offset}; resuming (attempt ${r.attempt}): ${r.reason}`),
+    });
+    let writer = null;
+    const openWriter = async () => {
+      if (!useCache) return;
+      try {
+        writer = await this.cache.writer(src.url);
+      } catch (e) {
+        this.#log('warn', `not caching ${src.url}: ${e.message}`);
+      }
+    };
+    const info = await this.#stream({ ...ctx, phase: 'download', total: () => total, chunks, sha256: msg.sha256, beforeFirst: openWriter, writer: () => writer, dropWriter: () => (writer = null) });
+    info.source = 'network';
+    if (writer) {
+      try {
+        await writer.commit({ size: info.file_size, sha256: info.sha256, etag });
+      } catch (e) {
+        this.#log('warn', `could not record the cache entry: ${e.message}`);
+        await writer.abort().catch(() => {});
+      }
+    }
+    return info;
+  }
+
+  /**
+   * Streams chunks into the engine's loader: header first (the core parses it incrementally),
+   * then each tensor's bytes straight into its final allocation; the sha256 is computed on the
+   * way. `total` may be a function (known once the first response arrived).
+   */
+  async #stream({ id, signal, interval, phase, total, chunks, sha256, fromCache, beforeFirst, writer, dropWriter }) {
+    const getTotal = typeof total === 'function' ? total : () => total;
+    const getWriter = typeof writer === 'function' ? writer : () => null;
+    let loaded = 0;
+    let begun = false;
+    let lastPost = -Infinity;
+    const progress = (force) => {
+      const t = now();
+      if (force || t - lastPost >= interval) {
+        lastPost = t;
+        this.env.post({ type: Ev.PROGRESS, id, phase, loaded, total: getTotal() });
+      }
+    };
+    try {
+      const it = chunks[Symbol.asyncIterator]();
+      for (;;) {
+        let r;
+        r = await it.next();
+        if (signal.aborted) throw abortedError('load');
+        if (r.done) break;
+        const chunk = r.value;
+        if (!begun) {
+          const t = getTotal();
+          if (t === null || t === undefined) {
+            throw new EdgeLLMError(ErrorCode.NETWORK, 'the server did not send a Content-Length: the model size must be known before loading', { detail: 'NO_CONTENT_LENGTH' });
+          }
+          if (beforeFirst) await beforeFirst();
+          this.#call(() => this.engine.load_begin(t));
+          begun = true;
+          progress(true);
+        }
+        this.#call(() => this.engine.load_push(chunk));
+        const w = getWriter();
+        if (w) {
+          try {
+            await w.write(chunk);
+          } catch (e) {
+            this.#log('warn', `cache write failed, not caching this model: ${e.message}`);
+            await w.abort().catch(() => {});
+            if (dropWriter) dropWriter();
+          }
+        }
+        loaded += chunk.byteLength;
+        progress(false);
+      }
+      if (!begun) {
+        // An empty body: let the core say what that means (a truncated GGUF).
+        this.#call(() => this.engine.load_begin(0));
+        begun = true;
+      }
+      const info = this.#json(() => this.engine.load_finish());
+      progress(true);
+      if (sha256 && info.sha256 !== sha256.toLowerCase()) {
+        this.#unload();
+        throw new EdgeLLMError(ErrorCode.CHECKSUM_MISMATCH, `sha256 of the ${fromCache ? 'cached ' : ''}model is ${info.sha256}, expected ${sha256}`, { detail: 'SHA256_MISMATCH' });
+      }
+      return info;
+    } catch (e) {
+      if (begun && !this.dead && !(e instanceof Fatal)) {
+        try {
+          this.engine.load_cancel();
+        } catch {
+          /* already reset */
+        }
+      }
+      const w = getWriter();
+      if (w) await w.abort().catch(() => {});
+      if (chunks.return) chunks.return().catch?.(() => {});
+      throw e;
+    }
+  }
+
+  #requireEngine() {
+    if (!this.engine) throw new EdgeLLMError(ErrorCode.ENGINE_INIT_FAILED, 'the engine was not initialised');
+  }
+
+  // ── generate ─────────────────────────────────────────────────────────────────────────────
+  async #generate(msg, signal) {
+    this.#requireEngine();
+    if (!this.model) throw new EdgeLLMError(ErrorCode.MODEL_NOT_LOADED, 'no model is loaded: call engine.load() first');
+    const id = msg.id;
+    const begin = this.#json(() => this.engine.generate_begin(JSON.stringify(msg.request), now()));
+    this.env.post({ type: Ev.STARTED, id, prompt_tokens: begin.prompt_tokens });
+    let active = true;
+    try {
+      // Prefill in chunks; each call returns {done}.
+      for (;;) {
+        await yieldToEventLoop();
+        if (signal.aborted) throw abortedError('generation');
+        const p = this.#json(() => this.engine.prefill_chunk(now()));
+        if (p.done) break;
+      }
+      // Decode, one token per call.
+      for (;;) {
+        await yieldToEventLoop();
+        if (signal.aborted) throw abortedError('generation');
+        const ev = this.#json(() => this.engine.decode_step(now()));
+        if (ev.token !== null && ev.token !== undefined) this.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token });
+        if (ev.finish_reason) break;
+      }
+      const result = this.#json(() => this.engine.generate_end(now()));
+      active = false;
+      return result;
+    } finally {
+      if (active && !this.dead) {
+        try {
+          this.engine.generate_cancel();
+        } catch {
+          /* already reset */
+        }
+      }
+    }
+  }
+
+  // ── cache maintenance ────────────────────────────────────────────────────────────────────
+  async #cacheOp(msg) {
+    switch (msg.action) {
+      case 'list':
+        return this.cache.list();
+      case 'delete':
+        await this.cache.evict(msg.url);
+        return null;
+      case 'clear':
+        await this.cache.clear();
+        return null;
+      default:
+        throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `unknown cache action ${msg.action}`);
+    }
+  }
+}

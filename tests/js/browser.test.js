@@ -1,0 +1,188 @@
+// Browser tests: the demo page (www/) in real Chromium (playwright-core + /usr/bin/chromium),
+// the real model served from 127.0.0.1 by the test server.
+//
+// One persistent browser profile for the whole file, so OPFS survives a page reload. Steps run
+// in order and share the page; each is a separate test for reporting.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { startServer } from './server.js';
+import { ROOT, MODEL, MODEL_SIZE, CHROMIUM, CHROMIUM_ARGS, modelMissing, wasmMissing, cliPath, cliCanGenerate } from './helpers.js';
+import { nativeGenerate, GREEDY_PROMPT, GREEDY_TOKENS } from './native.js';
+
+const MODEL_SHA256 = 'a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818';
+const skip = modelMissing() || wasmMissing() || (!fs.existsSync(CHROMIUM) && `no Chromium at ${CHROMIUM}`);
+const LONG_TASK_MS = 50;
+
+let srv;
+let context;
+let page;
+let userDataDir;
+const report = {};
+
+async function openPage(query = '') {
+  await page.goto(`${srv.origin}/www/index.html${query}`);
+  await page.waitForFunction(() => ['empty', 'failed'].includes(document.body.dataset.state), null, { timeout: 60_000 });
+  assert.equal(await page.evaluate(() => document.body.dataset.state), 'empty', await page.textContent('#status'));
+}
+
+/** Loads `url` through the page's form; resolves with {state, model, error, progress, longTasks}. */
+async function loadViaUi(url, timeout = 180_000) {
+  await page.evaluate(() => (window.__longTasks.length = 0));
+  await page.fill('#model-url', url);
+  await page.click('#load-url');
+  await page.waitForFunction(() => document.body.dataset.state === 'loading', null, { timeout: 10_000 }).catch(() => {});
+  await page.waitForFunction(() => ['ready', 'empty'].includes(document.body.dataset.state), null, { timeout });
+  return page.evaluate(() => ({
+    state: document.body.dataset.state,
+    model: window.edgellmApp.lastModel,
+    error: window.edgellmApp.lastError,
+    progress: window.edgellmApp.progress,
+    longTasks: window.__longTasks.slice(),
+    code: document.getElementById('status').dataset.code || null,
+  }));
+}
+
+function assertMonotonic(progress, total) {
+  assert.ok(progress.length >= 2, `progress events: ${progress.length}`);
+  for (let i = 1; i < progress.length; i++) {
+    if (progress[i].phase === progress[i - 1].phase) assert.ok(progress[i].loaded >= progress[i - 1].loaded, `progress went back at event ${i}`);
+  }
+  const last = progress[progress.length - 1];
+  assert.equal(last.loaded, total);
+  assert.equal(last.total, total);
+}
+
+const longOnes = (tasks) => tasks.filter((t) => t.duration > LONG_TASK_MS);
+
+before(async () => {
+  if (skip) return;
+  const { chromium } = await import('playwright-core');
+  srv = await startServer({ root: ROOT, modelPath: MODEL, dropAt: 40 << 20 });
+  userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgellm-chromium-'));
+  context = await chromium.launchPersistentContext(userDataDir, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+  await context.addInitScript(() => {
+    window.__longTasks = [];
+    try {
+      new PerformanceObserver((list) => {
+        for (const e of list.getEntries()) window.__longTasks.push({ start: e.startTime, duration: e.duration });
+      }).observe({ type: 'longtask', buffered: true });
+    } catch {
+      /* no longtask support: the array stays empty */
+    }
+  });
+  page = context.pages()[0] || (await context.newPage());
+  page.on('console', (m) => {
+    if (m.type() === 'error' || m.type() === 'warning') console.log(`[page ${m.type()}] ${m.text()}`);
+  });
+  page.on('pageerror', (e) => console.log(`[page error] ${e.message}`));
+  await openPage();
+});
+
+after(async () => {
+  if (context) await context.close();
+  if (srv) await srv.close();
+  if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
+  if (Object.keys(report).length) console.log(`browser figures: ${JSON.stringify(report)}`);
+});
+
+test('load by URL: monotonic progress to the file size, no long task on the page', { skip }, async () => {
+  const t0 = Date.now();
+  const r = await loadViaUi('/models/good.gguf');
+  report.load_network_ms = Date.now() - t0;
+  assert.equal(r.state, 'ready', JSON.stringify(r.error));
+  assert.equal(r.model.source, 'network');
+  assert.equal(r.model.file_size, MODEL_SIZE);
+  assert.equal(r.model.sha256, MODEL_SHA256);
+  assertMonotonic(r.progress, MODEL_SIZE);
+  assert.ok(r.progress.every((p) => p.phase === 'download'));
+  report.load_long_tasks = r.longTasks.length;
+  report.load_longest_task_ms = Math.max(0, ...r.longTasks.map((t) => t.duration));
+  assert.deepEqual(longOnes(r.longTasks), [], 'long tasks during load');
+  assert.equal(srv.stats.bytes['/models/good.gguf'], MODEL_SIZE);
+});
+
+test('after a reload the model comes from the cache with zero network bytes', { skip }, async () => {
+  await openPage();
+  srv.resetStats();
+  const t0 = Date.now();
+  const r = await loadViaUi('/models/good.gguf');
+  report.load_cache_ms = Date.now() - t0;
+  assert.equal(r.state, 'ready', JSON.stringify(r.error));
+  assert.equal(r.model.source, 'cache');
+  assert.equal(r.model.sha256, MODEL_SHA256);
+  assertMonotonic(r.progress, MODEL_SIZE);
+  assert.equal(srv.stats.requests['/models/good.gguf'] || 0, 0, 'requests for the model');
+  assert.equal(srv.stats.bytes['/models/good.gguf'] || 0, 0, 'network bytes for the model');
+  assert.deepEqual(longOnes(r.longTasks), [], 'long tasks during the cached load');
+  const entries = await page.evaluate(() => window.edgellmApp.engine.cache.list());
+  assert.equal(entries.length, 1);
+  assert.equal(entries[0].size, MODEL_SIZE);
+  assert.equal(entries[0].sha256, MODEL_SHA256);
+});
+
+test('404, non-GGUF, truncated GGUF and a cut connection give typed errors; a good model loads after', { skip }, async () => {
+  const cases = [
+    ['/models/missing.gguf', 'NETWORK'],
+    ['/models/not-gguf.bin', 'GGUF_INVALID'],
+    ['/models/truncated.gguf', 'GGUF_TRUNCATED'],
+    ['/models/tiny-truncated.gguf', 'GGUF_TRUNCATED'],
+    ['/models/drop-always.gguf', 'NETWORK'],
+  ];
+  for (const [url, code] of cases) {
+    const r = await loadViaUi(url, 60_000);
+    assert.equal(r.state, 'empty', url);
+    assert.equal(r.error && r.error.code, code, `${url}: ${JSON.stringify(r.error)}`);
+    assert.equal(r.code, code, `${url}: the page shows the code`);
+  }
+  // Nothing of the failed downloads was trusted by the cache.
+  const entries = await page.evaluate(() => window.edgellmApp.engine.cache.list());
+  assert.deepEqual(entries.map((e) => new URL(e.url).pathname), ['/models/good.gguf']);
+  // Same engine, a good model: this URL drops the connection once and must resume with Range.
+  srv.resetDropOnce();
+  srv.resetStats();
+  const r = await loadViaUi('/models/drop-once.gguf');
+  assert.equal(r.state, 'ready', JSON.stringify(r.error));
+  assert.equal(r.model.sha256, MODEL_SHA256);
+  assertMonotonic(r.progress, MODEL_SIZE);
+  const ranged = srv.stats.log.filter((l) => l.path === '/models/drop-once.gguf' && l.range);
+  assert.equal(ranged.length, 1, 'one Range request resumed the download');
+});
+
+test('load from a File chosen in the page', { skip }, async () => {
+  await page.evaluate(() => (window.__longTasks.length = 0));
+  const t0 = Date.now();
+  await page.setInputFiles('#model-file', MODEL);
+  await page.waitForFunction(() => document.body.dataset.state === 'loading', null, { timeout: 10_000 }).catch(() => {});
+  await page.waitForFunction(() => ['ready', 'empty'].includes(document.body.dataset.state), null, { timeout: 180_000 });
+  report.load_file_ms = Date.now() - t0;
+  const r = await page.evaluate(() => ({ model: window.edgellmApp.lastModel, progress: window.edgellmApp.progress, longTasks: window.__longTasks.slice(), error: window.edgellmApp.lastError }));
+  assert.equal(r.model && r.model.source, 'file', JSON.stringify(r.error));
+  assert.equal(r.model.sha256, MODEL_SHA256);
+  assertMonotonic(r.progress, MODEL_SIZE);
+  assert.deepEqual(longOnes(r.longTasks), [], 'long tasks during the file load');
+});
+
+test('a wasm panic becomes ENGINE_CRASHED and the engine restarts', { skip }, async () => {
+  const r = await page.evaluate(async () => {
+    const engine = window.edgellmApp.engine;
+    let err = null;
+    try {
+      await engine._debugPanic();
+    } catch (e) {
+      err = { code: e.code, message: e.message };
+    }
+    const restarts = engine.restarts;
+    const info = await engine.start();
+    const status = await engine.status();
+    return { err, restarts, version: info.version, loaded: status.loaded };
+  });
+  assert.equal(r.err && r.err.code, 'ENGINE_CRASHED');
+  assert.match(r.err.message, /deliberate panic/);
+  assert.equal(r.restarts, 1);
+  assert.equal(r.version, '0.1.0');
+  assert.equal(r.loaded, false, 'a fresh worker holds no model until it is reloaded');
+});

@@ -1,0 +1,18 @@
+// The native CLI's output for the greedy cross-check (JS engine vs native engine, same GGUF).
+import { execFileSync } from 'node:child_process';
+import { MODEL, cliPath } from './helpers.js';
+
+export const GREEDY_PROMPT = 'The capital of France is';
+export const GREEDY_TOKENS = 12;
+
+/** Runs `edgellm generate … --temperature 0 --json`; returns its parsed JSON. */
+export function nativeGenerate(prompt = GREEDY_PROMPT, maxTokens = GREEDY_TOKENS, extra = []) {
+  const cli = cliPath();
+  if (!cli) throw new Error('native CLI not built');
+  const out = execFileSync(cli, ['generate', '--model', MODEL, '--prompt', prompt, '--max-tokens', String(maxTokens), '--temperature', '0', '--json', ...extra], {
+    encoding: 'utf8',
+    maxBuffer: 16 << 20,
+    timeout: 300_000,
+  });
+  return JSON.parse(out.trim().split('\n').filter(Boolean).pop());
+}

@@ -1,0 +1,183 @@
+// Unit tests of the JS package that need no wasm: errors, the URL reader (against the test
+// server: Range resume, dropped connections, HTTP errors), the Node file cache, the client's
+// request validation and stream object.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import crypto from 'node:crypto';
+
+import { readUrl, readBlob, readPath, parseContentRange } from '../../pkg/src/loader.js';
+import { EdgeLLMError, ErrorCode, umbrellaCode, errorFromPayload } from '../../pkg/src/errors.js';
+import { FsCache } from '../../pkg/src/cache.js';
+import { CompletionStream } from '../../pkg/src/client.js';
+import { startServer } from './server.js';
+import { ROOT } from './helpers.js';
+
+// A 3 MiB synthetic "model" file is enough to exercise the reader.
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'edgellm-unit-'));
+const FILE = path.join(tmp, 'blob.bin');
+const DATA = crypto.randomBytes(3 << 20);
+fs.writeFileSync(FILE, DATA);
+const SHA = crypto.createHash('sha256').update(DATA).digest('hex');
+
+let srv;
+before(async () => {
+  srv = await startServer({ root: ROOT, modelPath: FILE, dropAt: 1 << 20, truncatedLen: 1000 });
+});
+after(async () => {
+  await srv.close();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+async function collect(gen) {
+  const h = crypto.createHash('sha256');
+  let n = 0;
+  for await (const c of gen) {
+    h.update(c);
+    n += c.byteLength;
+  }
+  return { n, sha: h.digest('hex') };
+}
+
+test('umbrella codes', () => {
+  assert.equal(umbrellaCode('GGUF_BAD_MAGIC'), 'GGUF_INVALID');
+  assert.equal(umbrellaCode('GGUF_TRUNCATED'), 'GGUF_TRUNCATED');
+  assert.equal(umbrellaCode('GGUF_TENSOR_OUT_OF_BOUNDS'), 'GGUF_TRUNCATED');
+  assert.equal(umbrellaCode('UNSUPPORTED_TENSOR_TYPE'), 'UNSUPPORTED_MODEL');
+  assert.equal(umbrellaCode('UNSUPPORTED_MODEL'), 'UNSUPPORTED_MODEL');
+  assert.equal(umbrellaCode('OVER_MEMORY_BUDGET'), 'OVER_MEMORY_BUDGET');
+  assert.equal(umbrellaCode('GGUF_ALLOC_FAILED'), 'OVER_MEMORY_BUDGET');
+  assert.equal(umbrellaCode('SOMETHING_NEW'), 'INTERNAL');
+  const e = errorFromPayload({ code: 'NETWORK', message: 'x', status: 404, detail: 'HTTP_STATUS' });
+  assert.ok(e instanceof EdgeLLMError && e instanceof Error);
+  assert.deepEqual([e.code, e.status, e.detail], ['NETWORK', 404, 'HTTP_STATUS']);
+  assert.equal(errorFromPayload({ code: 'NOT_A_CODE', message: 'y' }).code, 'INTERNAL');
+  assert.deepEqual(JSON.parse(JSON.stringify(e)), { code: 'NETWORK', message: 'x', detail: 'HTTP_STATUS', status: 404 });
+});
+
+test('Content-Range parsing', () => {
+  assert.deepEqual(parseContentRange('bytes 10-19/100'), { start: 10, end: 19, total: 100 });
+  assert.deepEqual(parseContentRange('bytes 0-0/*'), { start: 0, end: 0, total: null });
+  assert.equal(parseContentRange('bytes */100'), null);
+  assert.equal(parseContentRange(null), null);
+});
+
+test('readUrl streams a whole file and reports its length', async () => {
+  let info = null;
+  const r = await collect(readUrl(`${srv.origin}/models/good.gguf`, { onStart: (i) => (info = i) }));
+  assert.equal(r.n, DATA.length);
+  assert.equal(r.sha, SHA);
+  assert.equal(info.total, DATA.length);
+  assert.ok(info.etag);
+});
+
+test('readUrl resumes a dropped connection with a Range request', async () => {
+  srv.resetDropOnce();
+  srv.resetStats();
+  const resumes = [];
+  const r = await collect(readUrl(`${srv.origin}/models/drop-once.gguf`, { onResume: (x) => resumes.push(x), retryDelayMs: 10 }));
+  assert.equal(r.n, DATA.length);
+  assert.equal(r.sha, SHA, 'resumed bytes must splice exactly');
+  assert.equal(resumes.length, 1);
+  const ranged = srv.stats.log.filter((l) => l.path === '/models/drop-once.gguf' && l.range);
+  assert.equal(ranged.length, 1);
+  assert.match(ranged[0].range, /^bytes=\d+-$/);
+  assert.ok(Number(ranged[0].range.slice(6, -1)) > 0);
+});
+
+test('readUrl gives up with NETWORK when resuming makes no progress', async () => {
+  await assert.rejects(collect(readUrl(`${srv.origin}/models/drop-always.gguf`, { retryDelayMs: 5, maxStalls: 3 })), (e) => {
+    assert.equal(e.code, ErrorCode.NETWORK);
+    assert.equal(e.detail, 'CONNECTION_LOST');
+    return true;
+  });
+});
+
+test('readUrl: HTTP 404 is NETWORK with status', async () => {
+  await assert.rejects(collect(readUrl(`${srv.origin}/models/missing.gguf`)), (e) => e.code === 'NETWORK' && e.status === 404);
+});
+
+test('readUrl: unreachable server is NETWORK', async () => {
+  await assert.rejects(collect(readUrl('http://127.0.0.1:9/x.gguf')), (e) => e.code === 'NETWORK' && e.detail === 'FETCH_FAILED');
+});
+
+test('readUrl: abort is ABORTED', async () => {
+  const ac = new AbortController();
+  const it = readUrl(`${srv.origin}/models/slow.gguf`, { signal: ac.signal });
+  await it.next();
+  ac.abort();
+  await assert.rejects(
+    (async () => {
+      for await (const _ of it);
+    })(),
+    (e) => e.code === 'ABORTED',
+  );
+});
+
+test('readBlob and readPath deliver every byte in order', async () => {
+  const blob = new Blob([DATA]);
+  const a = await collect(readBlob(blob, { chunkSize: 1 << 19 }));
+  assert.deepEqual([a.n, a.sha], [DATA.length, SHA]);
+  const b = await collect(readPath(fs, FILE, { chunkSize: 1 << 19 }));
+  assert.deepEqual([b.n, b.sha], [DATA.length, SHA]);
+});
+
+test('FsCache: a record is written only on commit; size mismatch evicts', async () => {
+  const dir = path.join(tmp, 'cache');
+  const cache = await FsCache.open(fs, path, dir);
+  const url = 'http://127.0.0.1/x.gguf';
+  assert.equal(await cache.lookup(url), null);
+  const w = await cache.writer(url);
+  w.write(DATA.subarray(0, 1000));
+  w.write(DATA.subarray(1000));
+  assert.equal(await cache.lookup(url), null, 'no record before commit: not trusted');
+  await w.commit({ size: DATA.length, sha256: SHA, etag: null });
+  const hit = await cache.lookup(url);
+  assert.equal(hit.record.sha256, SHA);
+  assert.equal(hit.size, DATA.length);
+  assert.equal((await collect(hit.read({}))).sha, SHA);
+  assert.equal((await cache.list()).length, 1);
+  // Truncate the bytes: the size check drops the entry.
+  const file = fs.readdirSync(dir).find((n) => n.endsWith('.gguf'));
+  fs.truncateSync(path.join(dir, file), 100);
+  const stale = await cache.lookup(url);
+  assert.equal(stale.stale, true);
+  assert.equal(await cache.lookup(url), null);
+  assert.deepEqual(fs.readdirSync(dir), []);
+  // An aborted write leaves nothing behind.
+  const w2 = await cache.writer(url);
+  w2.write(DATA.subarray(0, 10));
+  await w2.abort();
+  assert.deepEqual(fs.readdirSync(dir), []);
+});
+
+test('CompletionStream: chunks, end, abort', async () => {
+  let cancelled = 0;
+  const s = new CompletionStream(() => cancelled++);
+  s._push(1);
+  s._push(2);
+  s._end();
+  const got = [];
+  for await (const c of s) got.push(c);
+  assert.deepEqual(got, [1, 2]);
+
+  const s2 = new CompletionStream(() => cancelled++);
+  const it = s2[Symbol.asyncIterator]();
+  const pending = it.next();
+  s2.abort();
+  await assert.rejects(pending, (e) => e.code === 'ABORTED');
+  assert.equal(cancelled, 1);
+  s2._push(3); // late chunks are dropped
+  assert.deepEqual(await it.next(), { value: undefined, done: true });
+
+  const s3 = new CompletionStream(() => cancelled++);
+  s3._push(1);
+  s3._push(2);
+  for await (const c of s3) {
+    assert.equal(c, 1);
+    break; // leaving the loop cancels
+  }
+  assert.equal(cancelled, 2);
+});
