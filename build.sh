@@ -84,6 +84,9 @@ cmd_test() {
   if [ ${#wasm_tests[@]} -gt 0 ]; then
     cargo test --target wasm32-unknown-unknown "${wasm_tests[@]}"
   fi
+  log "test: JS (node:test: unit, Node worker_threads, Chromium via playwright-core, packed Vite app)"
+  apt_install chromium
+  EDGELLM_REQUIRE_MODEL=1 node --test --test-concurrency=1 tests/js/
 }
 
 # The main job: everything set up, the model fetched, and the engine run on it.

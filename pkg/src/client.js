@@ -344,7 +344,8 @@ export class Engine {
         worker.post({ ...msg, id });
       } catch (e) {
         this.#pending.delete(id);
-        entry.reject(new EdgeLLMError(ErrorCode.INVALID_REQUEST, `could not send ${msg.type} to the worker: ${e.message}`, { cause: e }));
+        const hint = /File-backed Blob/i.test(String(e && e.message)) ? ' (under Node, pass the file path instead)' : '';
+        entry.reject(new EdgeLLMError(ErrorCode.INVALID_REQUEST, `could not send ${msg.type} to the worker: ${e.message}${hint}`, { cause: e }));
       }
     });
   }
