@@ -1,1 +1,340 @@
-//! Block formats: scalar reference dequantization and activation quantizers.
+//! Block formats: scalar reference dequantization, activation quantizers and dot products.
+//!
+//! One file per format family; this module validates lengths and dispatches by type.
+//!
+//! - Dequantization is bit-exact with ggml's `dequantize_row_*` and with gguf-py's numpy
+//!   dequantization. Useful fact for SIMD twins: in every supported format the products of an
+//!   f16 scale with the small integers (sub-block scale, quant) fit in f32's 24-bit significand
+//!   (at most 11 + 7 + 5 bits, powers of two aside), so they are exact, and each value is the
+//!   *single* rounding of `d*sc*q - dmin*m` (or `d*q + m`): any evaluation order, with or
+//!   without FMA, gives the same bits (NaN payloads aside).
+//! - Activations are quantized as ggml's CPU backend quantizes the right-hand side of a matmul
+//!   for that weight type (`vec_dot_type`), using ggml's *reference* (scalar) quantizers.
+//! - `vec_dot` sums integer products exactly in i32 within each block and combines blocks in
+//!   f32, in the operand order of ggml's generic dot for that pair. Where ggml's generic k-quant
+//!   dots spread a block's integer sum over 8 float lanes, we keep one i32 per block (the same
+//!   integer, converted once): a SIMD twin that reduces its integer lanes before converting
+//!   can then reproduce this scalar result bit for bit.
+//!
+//! Hot loops should fetch a kernel once (`vec_dot_kernel`, `dequantize_kernel`), validate the
+//! matrix once (`check_vec_dot`), then call the plain `fn` per row.
+
+// Index loops mirror the block layouts (element e <- byte b) more legibly than iterator chains.
+#![allow(clippy::needless_range_loop)]
+
+mod float;
+mod q2_k;
+mod q3_k;
+mod q4;
+mod q4_k;
+mod q5;
+mod q5_k;
+mod q6_k;
+mod q8;
+mod q8_k;
+
+use crate::gguf::GgmlType;
+
+pub use float::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+
+/// Why a quant operation refused its input. `code()` is stable (it reaches JS as `Error.code`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QuantError {
+    /// No kernel for this type (for this operation: `op` says which).
+    UnsupportedType { ty: GgmlType, op: &'static str },
+    /// The element count is not a whole number of blocks of this type.
+    PartialBlock {
+        ty: GgmlType,
+        n: usize,
+        block: usize,
+    },
+    /// A byte or element buffer does not have the length the element count requires.
+    BadLength {
+        ty: GgmlType,
+        what: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    /// `quantize_activation` was asked for a type no weight type pairs with.
+    NotActivationType { ty: GgmlType },
+}
+
+impl QuantError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            QuantError::UnsupportedType { .. } => "UNSUPPORTED_TENSOR_TYPE",
+            QuantError::PartialBlock { .. } => "QUANT_PARTIAL_BLOCK",
+            QuantError::BadLength { .. } => "QUANT_BAD_LENGTH",
+            QuantError::NotActivationType { .. } => "QUANT_NOT_ACTIVATION_TYPE",
+        }
+    }
+}
+
+impl std::fmt::Display for QuantError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QuantError::UnsupportedType { ty, op } => {
+                write!(f, "tensor type {ty} is not supported for {op}")
+            }
+            QuantError::PartialBlock { ty, n, block } => write!(
+                f,
+                "{n} elements is not a whole number of {ty} blocks ({block} elements each)"
+            ),
+            QuantError::BadLength {
+                ty,
+                what,
+                expected,
+                got,
+            } => {
+                write!(f, "{ty} {what}: expected {expected}, got {got}")
+            }
+            QuantError::NotActivationType { ty } => write!(
+                f,
+                "{ty} is not an activation type (expected F32, F16, BF16, Q8_0, Q8_1 or Q8_K)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for QuantError {}
+
+/// Dequantize `src` (whole blocks) into `dst`. Lengths must already match the type.
+pub type DequantKernel = fn(src: &[u8], dst: &mut [f32]);
+
+/// Dot product of one weight row with one activation row of `n` elements. Lengths must already
+/// have been validated (`check_vec_dot`); a kernel never reads out of bounds, but short slices
+/// make it panic.
+pub type VecDotKernel = fn(w_row: &[u8], act: &[u8], n: usize) -> f32;
+
+/// Quantize `x` (whole blocks) into `dst` (sized exactly).
+type QuantizeKernel = fn(x: &[f32], dst: &mut [u8]);
+
+/// Whether `dequantize` handles `ty`: the 13 weight types plus the activation-only Q8_1/Q8_K.
+pub fn is_supported(ty: GgmlType) -> bool {
+    dequantize_kernel(ty).is_ok()
+}
+
+/// Whether `ty` can be a weight in `vec_dot` (all supported types but Q8_1/Q8_K).
+pub fn supports_vec_dot(ty: GgmlType) -> bool {
+    vec_dot_kernel(ty).is_ok()
+}
+
+/// The activation format llama.cpp's CPU backend pairs with weights of type `ty`:
+/// Q4_0/Q5_0/Q8_0 -> Q8_0; Q4_1/Q5_1 -> Q8_1; Q2_K..Q6_K -> Q8_K; F16 -> F16; BF16 -> BF16;
+/// F32 -> F32. Any other type has no pairing and maps to itself (`vec_dot` then refuses it
+/// with `UNSUPPORTED_TENSOR_TYPE`).
+pub fn vec_dot_type(ty: GgmlType) -> GgmlType {
+    use GgmlType::*;
+    match ty {
+        Q4_0 | Q5_0 | Q8_0 => Q8_0,
+        Q4_1 | Q5_1 => Q8_1,
+        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K => Q8_K,
+        other => other,
+    }
+}
+
+/// Bytes of `n` elements of `ty`, or the typed error saying why there is no such size.
+pub fn row_bytes(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
+    let block = ty.block_size() as usize;
+    if !n.is_multiple_of(block) {
+        return Err(QuantError::PartialBlock { ty, n, block });
+    }
+    // type_size <= 292, so this only fails for absurd n on 32-bit targets.
+    (n / block)
+        .checked_mul(ty.type_size() as usize)
+        .ok_or(QuantError::BadLength {
+            ty,
+            what: "row size overflows usize for element count",
+            expected: usize::MAX,
+            got: n,
+        })
+}
+
+/// The dequantization kernel for `ty`.
+pub fn dequantize_kernel(ty: GgmlType) -> Result<DequantKernel, QuantError> {
+    use GgmlType::*;
+    Ok(match ty {
+        F32 => float::dequantize_f32,
+        F16 => float::dequantize_f16,
+        BF16 => float::dequantize_bf16,
+        Q4_0 => q4::dequantize_q4_0,
+        Q4_1 => q4::dequantize_q4_1,
+        Q5_0 => q5::dequantize_q5_0,
+        Q5_1 => q5::dequantize_q5_1,
+        Q8_0 => q8::dequantize_q8_0,
+        Q8_1 => q8::dequantize_q8_1,
+        Q2_K => q2_k::dequantize_q2_k,
+        Q3_K => q3_k::dequantize_q3_k,
+        Q4_K => q4_k::dequantize_q4_k,
+        Q5_K => q5_k::dequantize_q5_k,
+        Q6_K => q6_k::dequantize_q6_k,
+        Q8_K => q8_k::dequantize_q8_k,
+        _ => {
+            return Err(QuantError::UnsupportedType {
+                ty,
+                op: "dequantization",
+            })
+        }
+    })
+}
+
+/// The dot kernel for weights of type `w_ty` against activations of `vec_dot_type(w_ty)`.
+pub fn vec_dot_kernel(w_ty: GgmlType) -> Result<VecDotKernel, QuantError> {
+    use GgmlType::*;
+    Ok(match w_ty {
+        F32 => float::vec_dot_f32,
+        F16 => float::vec_dot_f16,
+        BF16 => float::vec_dot_bf16,
+        Q4_0 => q4::vec_dot_q4_0_q8_0,
+        Q4_1 => q4::vec_dot_q4_1_q8_1,
+        Q5_0 => q5::vec_dot_q5_0_q8_0,
+        Q5_1 => q5::vec_dot_q5_1_q8_1,
+        Q8_0 => q8::vec_dot_q8_0_q8_0,
+        Q2_K => q2_k::vec_dot_q2_k_q8_k,
+        Q3_K => q3_k::vec_dot_q3_k_q8_k,
+        Q4_K => q4_k::vec_dot_q4_k_q8_k,
+        Q5_K => q5_k::vec_dot_q5_k_q8_k,
+        Q6_K => q6_k::vec_dot_q6_k_q8_k,
+        _ => {
+            return Err(QuantError::UnsupportedType {
+                ty: w_ty,
+                op: "vec_dot",
+            })
+        }
+    })
+}
+
+fn quantize_kernel(act_ty: GgmlType) -> Result<QuantizeKernel, QuantError> {
+    use GgmlType::*;
+    Ok(match act_ty {
+        F32 => float::quantize_f32,
+        F16 => float::quantize_f16,
+        BF16 => float::quantize_bf16,
+        Q8_0 => q8::quantize_q8_0,
+        Q8_1 => q8::quantize_q8_1,
+        Q8_K => q8_k::quantize_q8_k,
+        _ => return Err(QuantError::NotActivationType { ty: act_ty }),
+    })
+}
+
+fn check_len(
+    ty: GgmlType,
+    what: &'static str,
+    expected: usize,
+    got: usize,
+) -> Result<(), QuantError> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(QuantError::BadLength {
+            ty,
+            what,
+            expected,
+            got,
+        })
+    }
+}
+
+/// Dequantize `dst.len()` elements from `src`; `src.len()` must be exactly their byte size.
+/// Dequantizing one row (an embedding lookup) is this call on that row's bytes.
+pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), QuantError> {
+    let kernel = dequantize_kernel(ty)?;
+    let bytes = row_bytes(ty, dst.len())?;
+    check_len(ty, "source bytes", bytes, src.len())?;
+    kernel(src, dst);
+    Ok(())
+}
+
+/// Quantize one activation row `x` into `act_ty` blocks (as llama.cpp's reference quantizer
+/// does), replacing `dst`'s contents. `dst`'s capacity is reused across calls.
+pub fn quantize_activation(
+    act_ty: GgmlType,
+    x: &[f32],
+    dst: &mut Vec<u8>,
+) -> Result<(), QuantError> {
+    let kernel = quantize_kernel(act_ty)?;
+    let bytes = row_bytes(act_ty, x.len())?;
+    dst.clear();
+    dst.resize(bytes, 0);
+    kernel(x, dst);
+    Ok(())
+}
+
+/// Validate, once, the lengths of a weight row and an activation row of `n` elements for
+/// `vec_dot` on `w_ty` (the activation being `vec_dot_type(w_ty)`).
+pub fn check_vec_dot(
+    w_ty: GgmlType,
+    w_len: usize,
+    act_len: usize,
+    n: usize,
+) -> Result<(), QuantError> {
+    vec_dot_kernel(w_ty)?;
+    let a_ty = vec_dot_type(w_ty);
+    check_len(w_ty, "weight row bytes", row_bytes(w_ty, n)?, w_len)?;
+    check_len(a_ty, "activation row bytes", row_bytes(a_ty, n)?, act_len)
+}
+
+/// Dot product of one weight row (`n` elements of type `w_ty`) with an activation row
+/// quantized by `quantize_activation(vec_dot_type(w_ty), ..)`. Scalar reference.
+pub fn vec_dot(w_ty: GgmlType, w_row: &[u8], act: &[u8], n: usize) -> Result<f32, QuantError> {
+    check_vec_dot(w_ty, w_row.len(), act.len(), n)?;
+    let kernel = vec_dot_kernel(w_ty)?;
+    Ok(kernel(w_row, act, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use GgmlType::*;
+
+    const SUPPORTED: [GgmlType; 15] = [
+        F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K,
+    ];
+
+    #[test]
+    fn supported_set_is_exactly_the_documented_one() {
+        for ty in GgmlType::ALL {
+            assert_eq!(is_supported(ty), SUPPORTED.contains(&ty), "{ty}");
+            assert_eq!(
+                supports_vec_dot(ty),
+                SUPPORTED.contains(&ty) && ty != Q8_1 && ty != Q8_K,
+                "{ty}"
+            );
+        }
+    }
+
+    #[test]
+    fn block_constants_agree_with_ggml_type_table() {
+        // The kernels hard-code their layouts; the shared table must say the same.
+        let table = [
+            (Q4_0, 32, q4::Q4_0_BYTES),
+            (Q4_1, 32, q4::Q4_1_BYTES),
+            (Q5_0, 32, q5::Q5_0_BYTES),
+            (Q5_1, 32, q5::Q5_1_BYTES),
+            (Q8_0, 32, q8::Q8_0_BYTES),
+            (Q8_1, 32, q8::Q8_1_BYTES),
+            (Q2_K, 256, q2_k::Q2_K_BYTES),
+            (Q3_K, 256, q3_k::Q3_K_BYTES),
+            (Q4_K, 256, q4_k::Q4_K_BYTES),
+            (Q5_K, 256, q5_k::Q5_K_BYTES),
+            (Q6_K, 256, q6_k::Q6_K_BYTES),
+            (Q8_K, 256, q8_k::Q8_K_BYTES),
+        ];
+        for (ty, bs, ts) in table {
+            assert_eq!(
+                (ty.block_size() as usize, ty.type_size() as usize),
+                (bs, ts),
+                "{ty}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_vec_dot_type_is_quantizable() {
+        for ty in SUPPORTED {
+            if supports_vec_dot(ty) {
+                assert!(quantize_kernel(vec_dot_type(ty)).is_ok(), "{ty}");
+            }
+        }
+    }
+}
