@@ -1,0 +1,384 @@
+//! Chat templates: the GGUF's own `tokenizer.chat_template` (Jinja, rendered with minijinja
+//! under llama.cpp's settings), or a built-in format when the file carries none.
+//!
+//! **BOS rule.** The text returned never starts with BOS text when the vocabulary adds BOS
+//! itself: a Jinja template's leading `{{ bos_token }}` is stripped (as llama.cpp's chat code
+//! does), and built-in formats never write it. Tokenize the result with
+//! `encode(text, add_special = true, parse_special = true)` — or call
+//! [`Tokenizer::encode_chat`] — to get exactly one BOS. Likewise a trailing EOS text is
+//! stripped when the vocabulary appends EOS.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::TokenizerError;
+use super::{DecodeOptions, Tokenizer};
+
+/// One chat turn. `role` is usually "system", "user" or "assistant".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn new(role: &str, content: &str) -> ChatMessage {
+        ChatMessage { role: role.to_string(), content: content.to_string() }
+    }
+}
+
+/// Formats built in for files without a template, written as llama.cpp's
+/// `llama_chat_apply_template` writes them (contents trimmed where llama.cpp trims them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuiltinTemplate {
+    /// `<start_of_turn>user\n...<end_of_turn>\n`, "assistant" renamed "model", system text
+    /// folded into the first user turn followed by a blank line.
+    Gemma,
+    /// `<|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>`.
+    Llama3,
+    /// `<|im_start|>role\n...<|im_end|>\n` (llama.cpp's default when nothing else fits).
+    ChatMl,
+}
+
+/// A chat template ready to render.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ChatTemplate {
+    Jinja {
+        source: String,
+        /// Text of BOS / EOS, given to the template as `bos_token` / `eos_token`.
+        bos_token: String,
+        eos_token: String,
+        /// Strip a leading `bos_token` (the tokenizer adds BOS) / trailing `eos_token`.
+        strip_bos: bool,
+        strip_eos: bool,
+    },
+    Builtin(BuiltinTemplate),
+}
+
+impl BuiltinTemplate {
+    /// Picks the built-in format for a vocabulary: Gemma by architecture or turn tokens,
+    /// Llama 3 by its header tokens, ChatML otherwise.
+    pub fn for_tokenizer(tok: &Tokenizer) -> BuiltinTemplate {
+        let arch = tok.architecture().unwrap_or("");
+        if arch.starts_with("gemma") || tok.token_id("<start_of_turn>").is_some() {
+            BuiltinTemplate::Gemma
+        } else if tok.token_id("<|start_header_id|>").is_some() && tok.token_id("<|eot_id|>").is_some() {
+            BuiltinTemplate::Llama3
+        } else {
+            BuiltinTemplate::ChatMl
+        }
+    }
+
+    pub fn render(self, messages: &[ChatMessage], add_generation_prompt: bool) -> String {
+        let mut s = String::new();
+        match self {
+            BuiltinTemplate::Gemma => {
+                let mut system = String::new();
+                for m in messages {
+                    if m.role == "system" {
+                        system.push_str(c_trim(&m.content));
+                        continue;
+                    }
+                    let role = if m.role == "assistant" { "model" } else { m.role.as_str() };
+                    s.push_str("<start_of_turn>");
+                    s.push_str(role);
+                    s.push('\n');
+                    if !system.is_empty() && role != "model" {
+                        s.push_str(&system);
+                        s.push_str("\n\n");
+                        system.clear();
+                    }
+                    s.push_str(c_trim(&m.content));
+                    s.push_str("<end_of_turn>\n");
+                }
+                if add_generation_prompt {
+                    s.push_str("<start_of_turn>model\n");
+                }
+            }
+            BuiltinTemplate::Llama3 => {
+                for m in messages {
+                    s.push_str("<|start_header_id|>");
+                    s.push_str(&m.role);
+                    s.push_str("<|end_header_id|>\n\n");
+                    s.push_str(c_trim(&m.content));
+                    s.push_str("<|eot_id|>");
+                }
+                if add_generation_prompt {
+                    s.push_str("<|start_header_id|>assistant<|end_header_id|>\n\n");
+                }
+            }
+            BuiltinTemplate::ChatMl => {
+                for m in messages {
+                    s.push_str("<|im_start|>");
+                    s.push_str(&m.role);
+                    s.push('\n');
+                    s.push_str(&m.content);
+                    s.push_str("<|im_end|>\n");
+                }
+                if add_generation_prompt {
+                    s.push_str("<|im_start|>assistant\n");
+                }
+            }
+        }
+        s
+    }
+}
+
+/// Trims C `isspace` characters (space, \t, \n, \v, \f, \r) as llama.cpp's `trim` does.
+fn c_trim(s: &str) -> &str {
+    s.trim_matches(|c: char| matches!(c, ' ' | '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r'))
+}
+
+impl ChatTemplate {
+    /// The template for a tokenizer: the file's Jinja template if it has one, else the
+    /// built-in format that fits the vocabulary.
+    pub fn for_tokenizer(tok: &Tokenizer) -> ChatTemplate {
+        match tok.chat_template() {
+            Some(src) if !src.is_empty() => ChatTemplate::jinja_for(tok, src),
+            _ => ChatTemplate::Builtin(BuiltinTemplate::for_tokenizer(tok)),
+        }
+    }
+
+    /// A Jinja template with this tokenizer's BOS/EOS text and BOS/EOS rules.
+    pub fn jinja_for(tok: &Tokenizer, source: &str) -> ChatTemplate {
+        let text = |id: Option<u32>| {
+            id.and_then(|id| tok.decode(&[id], DecodeOptions { remove_special: false, unparse_special: true }).ok())
+                .unwrap_or_default()
+        };
+        ChatTemplate::Jinja {
+            source: source.to_string(),
+            bos_token: text(tok.bos_id()),
+            eos_token: text(tok.eos_id()),
+            strip_bos: tok.add_bos(),
+            strip_eos: tok.add_eos(),
+        }
+    }
+
+    /// Renders the conversation; with `add_generation_prompt` the text ends where the
+    /// assistant's reply begins.
+    pub fn apply(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, TokenizerError> {
+        match self {
+            ChatTemplate::Builtin(b) => Ok(b.render(messages, add_generation_prompt)),
+            ChatTemplate::Jinja { source, bos_token, eos_token, strip_bos, strip_eos } => {
+                let mut out = render_jinja(source, messages, add_generation_prompt, bos_token, eos_token)?;
+                if *strip_bos && !bos_token.is_empty() && out.starts_with(bos_token.as_str()) {
+                    out.drain(..bos_token.len());
+                }
+                if *strip_eos && !eos_token.is_empty() && out.ends_with(eos_token.as_str()) {
+                    out.truncate(out.len() - eos_token.len());
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+fn template_error(e: minijinja::Error) -> TokenizerError {
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    TokenizerError::ChatTemplate { message }
+}
+
+/// Renders with the settings llama.cpp's Jinja engine uses for chat templates (trim_blocks,
+/// lstrip_blocks), Python string methods (`.strip()`, `.startswith()`, ...) and the
+/// functions chat templates call (`raise_exception`, `strftime_now`).
+fn render_jinja(
+    source: &str,
+    messages: &[ChatMessage],
+    add_generation_prompt: bool,
+    bos_token: &str,
+    eos_token: &str,
+) -> Result<String, TokenizerError> {
+    let mut env = minijinja::Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
+        Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
+    });
+    env.add_function("strftime_now", |fmt: String| strftime(&fmt, now_unix_seconds()));
+    env.add_template("chat", source).map_err(template_error)?;
+    let tmpl = env.get_template("chat").map_err(template_error)?;
+    let ctx = minijinja::context! {
+        messages => minijinja::Value::from_serialize(messages),
+        add_generation_prompt => add_generation_prompt,
+        bos_token => bos_token,
+        eos_token => eos_token,
+    };
+    tmpl.render(ctx).map_err(template_error)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn now_unix_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(target_arch = "wasm32")]
+fn now_unix_seconds() -> i64 {
+    // std's clock panics on wasm32-unknown-unknown; ask JavaScript.
+    (js_sys::Date::now() / 1000.0) as i64
+}
+
+/// A small `strftime` (UTC) for the formats chat templates use: %d %m %Y %y %b %B %H %M %S %%.
+fn strftime(fmt: &str, unix: i64) -> Result<String, minijinja::Error> {
+    const MONTHS: [&str; 12] = [
+        "January", "February", "March", "April", "May", "June", "July", "August", "September",
+        "October", "November", "December",
+    ];
+    let days = unix.div_euclid(86_400);
+    let secs = unix.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + (month <= 2) as i64;
+    let mut out = String::new();
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let name = MONTHS[(month - 1) as usize];
+        match chars.next() {
+            Some('d') => out.push_str(&format!("{day:02}")),
+            Some('m') => out.push_str(&format!("{month:02}")),
+            Some('Y') => out.push_str(&year.to_string()),
+            Some('y') => out.push_str(&format!("{:02}", year.rem_euclid(100))),
+            Some('b') => out.push_str(&name[..3]),
+            Some('B') => out.push_str(name),
+            Some('H') => out.push_str(&format!("{:02}", secs / 3600)),
+            Some('M') => out.push_str(&format!("{:02}", secs / 60 % 60)),
+            Some('S') => out.push_str(&format!("{:02}", secs % 60)),
+            Some('%') => out.push('%'),
+            other => {
+                return Err(minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    format!("strftime_now: unsupported directive %{}", other.map(String::from).unwrap_or_default()),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl Tokenizer {
+    /// Renders `messages` with [`ChatTemplate::for_tokenizer`]. See the module docs for the
+    /// BOS rule.
+    pub fn apply_chat_template(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, TokenizerError> {
+        ChatTemplate::for_tokenizer(self).apply(messages, add_generation_prompt)
+    }
+
+    /// The prompt ids for a conversation: the rendered template tokenized with BOS added per
+    /// the metadata and special tokens parsed (so exactly one BOS).
+    pub fn encode_chat(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<Vec<u32>, TokenizerError> {
+        let text = self.apply_chat_template(messages, add_generation_prompt)?;
+        Ok(self.encode(&text, true, true))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conv() -> Vec<ChatMessage> {
+        vec![
+            ChatMessage::new("system", "  Be brief. "),
+            ChatMessage::new("user", "Hi\n"),
+            ChatMessage::new("assistant", "Hello!"),
+            ChatMessage::new("user", "Bye"),
+        ]
+    }
+
+    #[test]
+    fn gemma_builtin_folds_system_into_first_user_turn() {
+        assert_eq!(
+            BuiltinTemplate::Gemma.render(&conv(), true),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n\
+             <start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n"
+        );
+        assert_eq!(BuiltinTemplate::Gemma.render(&conv()[1..2], false), "<start_of_turn>user\nHi<end_of_turn>\n");
+    }
+
+    #[test]
+    fn llama3_and_chatml_builtins() {
+        let m = &conv()[1..3];
+        assert_eq!(
+            BuiltinTemplate::Llama3.render(m, true),
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n\
+             Hello!<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+        );
+        assert_eq!(
+            BuiltinTemplate::ChatMl.render(m, false),
+            "<|im_start|>user\nHi\n<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+        );
+    }
+
+    #[test]
+    fn jinja_strips_leading_bos_only_when_asked() {
+        let t = |strip_bos| ChatTemplate::Jinja {
+            source: "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content.strip() }}\n{% endfor %}".into(),
+            bos_token: "<bos>".into(),
+            eos_token: "<eos>".into(),
+            strip_bos,
+            strip_eos: false,
+        };
+        let m = vec![ChatMessage::new("user", " hi ")];
+        assert_eq!(t(true).apply(&m, false).unwrap(), "[user]hi\n");
+        assert_eq!(t(false).apply(&m, false).unwrap(), "<bos>[user]hi\n");
+    }
+
+    #[test]
+    fn jinja_errors_are_typed() {
+        let bad = ChatTemplate::Jinja {
+            source: "{% for m in messages %}".into(),
+            bos_token: String::new(),
+            eos_token: String::new(),
+            strip_bos: false,
+            strip_eos: false,
+        };
+        assert_eq!(bad.apply(&[], false).unwrap_err().code(), "CHAT_TEMPLATE_ERROR");
+        let raising = ChatTemplate::Jinja {
+            source: "{{ raise_exception('roles must alternate') }}".into(),
+            bos_token: String::new(),
+            eos_token: String::new(),
+            strip_bos: false,
+            strip_eos: false,
+        };
+        let e = raising.apply(&[], false).unwrap_err();
+        assert!(e.to_string().contains("roles must alternate"), "{e}");
+    }
+
+    #[test]
+    fn strftime_formats_utc_dates() {
+        // 2024-07-26 13:25:09 UTC
+        assert_eq!(strftime("%d %b %Y %H:%M:%S", 1_722_000_309).unwrap(), "26 Jul 2024 13:25:09");
+        assert_eq!(strftime("%Y-%m-%d", 0).unwrap(), "1970-01-01");
+        assert_eq!(strftime("%B %y %%", 951_782_400).unwrap(), "February 00 %");
+        assert!(strftime("%Q", 0).is_err());
+    }
+}

@@ -1,0 +1,89 @@
+//! The tokenizer layer's error type. Every variant has a stable `code()` so the JS side can
+//! branch on it; messages name the metadata key or token id a person would need to fix.
+
+use std::fmt;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum TokenizerError {
+    /// A required metadata key is absent (e.g. `tokenizer.ggml.tokens`, or scores for SPM).
+    MissingKey { key: &'static str },
+    /// A metadata key holds the wrong value type (e.g. scores stored as strings).
+    WrongType { key: &'static str, expected: &'static str },
+    /// A per-token array whose length differs from the number of tokens.
+    LengthMismatch { key: &'static str, len: usize, n_tokens: usize },
+    /// `tokenizer.ggml.model` names a tokenizer we do not implement.
+    UnsupportedModel { model: String },
+    /// `tokenizer.ggml.pre` names a pre-tokenizer split we do not implement.
+    UnsupportedPreTokenizer { pre: String },
+    /// The vocabulary has no tokens, or more than fit in a u32 id.
+    BadVocabSize { n_tokens: usize },
+    /// Two tokens share the same text (llama.cpp refuses such vocabularies too).
+    DuplicateToken { id: u32, first_id: u32, text: String },
+    /// A special-token id key (bos/eos/...) points outside the vocabulary.
+    BadSpecialTokenId { key: &'static str, id: u64, n_tokens: usize },
+    /// A `tokenizer.ggml.merges` entry is not "left right", or names text that is no token.
+    BadMerge { index: usize, merge: String, reason: &'static str },
+    /// A token typed BYTE whose text is not `<0xHH>`.
+    BadByteToken { id: u32, text: String },
+    /// A token id passed to decode is outside the vocabulary.
+    InvalidTokenId { id: u32, n_tokens: usize },
+    /// The chat template failed to parse or render.
+    ChatTemplate { message: String },
+}
+
+impl TokenizerError {
+    /// A stable identifier, safe to match on from JavaScript.
+    pub fn code(&self) -> &'static str {
+        use TokenizerError::*;
+        match self {
+            MissingKey { .. } => "TOKENIZER_MISSING_KEY",
+            WrongType { .. } => "TOKENIZER_WRONG_TYPE",
+            LengthMismatch { .. } => "TOKENIZER_LENGTH_MISMATCH",
+            UnsupportedModel { .. } => "TOKENIZER_UNSUPPORTED_MODEL",
+            UnsupportedPreTokenizer { .. } => "TOKENIZER_UNSUPPORTED_PRE",
+            BadVocabSize { .. } => "TOKENIZER_BAD_VOCAB_SIZE",
+            DuplicateToken { .. } => "TOKENIZER_DUPLICATE_TOKEN",
+            BadSpecialTokenId { .. } => "TOKENIZER_BAD_SPECIAL_TOKEN_ID",
+            BadMerge { .. } => "TOKENIZER_BAD_MERGE",
+            BadByteToken { .. } => "TOKENIZER_BAD_BYTE_TOKEN",
+            InvalidTokenId { .. } => "TOKENIZER_INVALID_TOKEN_ID",
+            ChatTemplate { .. } => "CHAT_TEMPLATE_ERROR",
+        }
+    }
+}
+
+impl fmt::Display for TokenizerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use TokenizerError::*;
+        match self {
+            MissingKey { key } => write!(f, "metadata key {key} is missing"),
+            WrongType { key, expected } => write!(f, "metadata key {key} should be {expected}"),
+            LengthMismatch { key, len, n_tokens } => {
+                write!(f, "{key} has {len} entries but the vocabulary has {n_tokens} tokens")
+            }
+            UnsupportedModel { model } => write!(f, "unsupported tokenizer model {model:?}"),
+            UnsupportedPreTokenizer { pre } => {
+                write!(f, "unsupported pre-tokenizer {pre:?} (tokenizer.ggml.pre)")
+            }
+            BadVocabSize { n_tokens } => write!(f, "vocabulary size {n_tokens} is not usable"),
+            DuplicateToken { id, first_id, text } => {
+                write!(f, "token {id} repeats the text {text:?} of token {first_id}")
+            }
+            BadSpecialTokenId { key, id, n_tokens } => {
+                write!(f, "{key} = {id} is outside the vocabulary of {n_tokens} tokens")
+            }
+            BadMerge { index, merge, reason } => {
+                write!(f, "tokenizer.ggml.merges[{index}] = {merge:?}: {reason}")
+            }
+            BadByteToken { id, text } => {
+                write!(f, "token {id} is typed BYTE but its text {text:?} is not <0xHH>")
+            }
+            InvalidTokenId { id, n_tokens } => {
+                write!(f, "token id {id} is outside the vocabulary of {n_tokens} tokens")
+            }
+            ChatTemplate { message } => write!(f, "chat template: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for TokenizerError {}
