@@ -1,6 +1,27 @@
-//! The GGUF container: data model (`types`), incremental validating parser (`parse`),
-//! and a writer for synthetic test models (`write`).
+//! The GGUF container: data model (`types`), a resumable structure scan (`scan`), the
+//! validating header parser (`parse`, `validate`), the streaming loader (`load`, `store`),
+//! native file access (`file`) and a writer for synthetic test models (`write`).
 
+mod error;
+#[cfg(not(target_arch = "wasm32"))]
+mod file;
+mod load;
+mod parse;
+mod scan;
+mod store;
 mod types;
+mod validate;
+mod write;
 
+pub use error::GgufError;
+#[cfg(not(target_arch = "wasm32"))]
+pub use file::{load_file, read_header_file};
+pub use load::{load_bytes, LoadProgress, StreamLoader};
+pub use parse::{parse_file, parse_header, validate_file_size, HeaderStatus};
+pub use scan::{
+    HeaderScanner, ScanStatus, MAX_ARRAY_DEPTH, MAX_DIMS, MAX_HEADER_BYTES, MAX_KEY_BYTES,
+    MAX_TENSOR_NAME_BYTES,
+};
+pub use store::TensorStore;
 pub use types::*;
+pub use write::GgufWriter;

@@ -175,7 +175,7 @@ impl GgmlType {
     /// number of blocks or the product overflows.
     pub fn bytes_for(self, n_elements: u64) -> Option<u64> {
         let (bs, ts) = self.layout();
-        if n_elements % bs != 0 {
+        if !n_elements.is_multiple_of(bs) {
             return None;
         }
         (n_elements / bs).checked_mul(ts)

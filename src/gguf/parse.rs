@@ -1,0 +1,275 @@
+//! The validating GGUF header parser.
+//!
+//! `parse_header` takes whatever prefix of the file has arrived: too short, it says how many
+//! bytes it needs in total; long enough, it returns the decoded, validated header. The structure
+//! is first walked by `HeaderScanner` (no allocation, every count checked against the bytes a
+//! header may hold), then decoded here in one pass over bytes known to be present, so no
+//! allocation is ever sized by a count the bytes do not back.
+
+use std::collections::HashSet;
+
+use super::error::GgufError;
+use super::scan::{
+    fixed_size, le_u32, le_u64, HeaderScanner, ScanStatus, FIXED_HEADER_BYTES, MAX_ARRAY_DEPTH,
+};
+use super::types::{Array, GgmlType, GgufHeader, TensorInfo, Value, ValueType};
+use super::validate::{validate_tensors, ALIGNMENT_KEY, DEFAULT_ALIGNMENT};
+
+pub use super::validate::validate_file_size;
+
+/// The outcome of parsing a prefix of a GGUF file.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HeaderStatus {
+    Complete(GgufHeader),
+    /// The prefix is too short: at least this many bytes (counted from the start of the file)
+    /// are needed before trying again. Never more than the header's true length.
+    NeedMore {
+        total_bytes_needed: u64,
+    },
+}
+
+/// Parses the header from a prefix of a GGUF file (which may also be the whole file).
+pub fn parse_header(prefix: &[u8]) -> Result<HeaderStatus, GgufError> {
+    match HeaderScanner::new().scan(prefix)? {
+        ScanStatus::NeedMore { total_bytes_needed } => {
+            Ok(HeaderStatus::NeedMore { total_bytes_needed })
+        }
+        ScanStatus::Complete { header_len } => {
+            decode_header(&prefix[..header_len as usize]).map(HeaderStatus::Complete)
+        }
+    }
+}
+
+/// Parses a complete file held in memory: a short input is `GGUF_TRUNCATED`, and every tensor's
+/// data must lie inside `file`.
+pub fn parse_file(file: &[u8]) -> Result<GgufHeader, GgufError> {
+    match parse_header(file)? {
+        HeaderStatus::NeedMore { total_bytes_needed } => {
+            Err(GgufError::Truncated { needed: total_bytes_needed, available: file.len() as u64 })
+        }
+        HeaderStatus::Complete(header) => {
+            validate_file_size(&header, file.len() as u64)?;
+            Ok(header)
+        }
+    }
+}
+
+/// Decodes and validates a header whose structure `HeaderScanner` has already walked:
+/// `bytes` is exactly the header, from the magic to the end of the tensor index.
+pub(crate) fn decode_header(bytes: &[u8]) -> Result<GgufHeader, GgufError> {
+    let mut c = Cursor { buf: bytes, pos: 0 };
+    c.take(4)?; // magic, checked by the scanner
+    let version = c.u32()?;
+    let tensor_count = c.u64()?;
+    let kv_count = c.u64()?;
+    debug_assert_eq!(c.pos as u64, FIXED_HEADER_BYTES);
+
+    let mut metadata = Vec::with_capacity(c.capacity_for(kv_count, 14));
+    for _ in 0..kv_count {
+        let key = c.string("metadata key")?;
+        let id = c.u32()?;
+        let t = ValueType::from_id(id)
+            .ok_or_else(|| GgufError::UnknownValueType { id, offset: c.pos as u64 - 4 })?;
+        let value = c.value(t)?;
+        metadata.push((key, value));
+    }
+    check_keys(&metadata)?;
+    let alignment = alignment_of(&metadata)?;
+
+    let mut tensors = Vec::with_capacity(c.capacity_for(tensor_count, 33));
+    for _ in 0..tensor_count {
+        let name = c.string("tensor name")?;
+        let n_dims = c.u32()?;
+        let mut dims = Vec::with_capacity(n_dims.min(4) as usize);
+        for _ in 0..n_dims {
+            dims.push(c.u64()?);
+        }
+        let id = c.u32()?;
+        let ggml_type = GgmlType::from_id(id)
+            .ok_or_else(|| GgufError::UnknownTensorType { tensor: name.clone(), id })?;
+        let offset = c.u64()?;
+        tensors.push(TensorInfo { name, dims, ggml_type, offset });
+    }
+    let header_len = c.pos as u64;
+    // Padding up to the alignment; cannot overflow since header_len is bounded by the scanner's
+    // size limit and alignment by u32.
+    let data_offset = header_len.div_ceil(alignment) * alignment;
+    validate_tensors(&tensors, alignment, data_offset)?;
+    Ok(GgufHeader { version, metadata, tensors, alignment, data_offset })
+}
+
+/// Keys must be non-empty and unique (the spec requires both; a duplicate would make lookups
+/// depend on which copy a reader happens to find first).
+fn check_keys(metadata: &[(String, Value)]) -> Result<(), GgufError> {
+    let mut seen = HashSet::with_capacity(metadata.len());
+    for (key, _) in metadata {
+        if key.is_empty() {
+            return Err(GgufError::BadKey { key: key.clone(), reason: "empty" });
+        }
+        if !seen.insert(key.as_str()) {
+            return Err(GgufError::DuplicateKey { key: key.clone() });
+        }
+    }
+    Ok(())
+}
+
+/// `general.alignment`: a power-of-two u32 (what ggml writes and requires), 32 when absent.
+fn alignment_of(metadata: &[(String, Value)]) -> Result<u64, GgufError> {
+    match metadata.iter().find(|(k, _)| k == ALIGNMENT_KEY).map(|(_, v)| v) {
+        None => Ok(DEFAULT_ALIGNMENT),
+        Some(Value::U32(a)) if a.is_power_of_two() => Ok(*a as u64),
+        Some(Value::U32(a)) => {
+            Err(GgufError::BadAlignment { reason: format!("{a} is not a power of two") })
+        }
+        Some(other) => Err(GgufError::BadAlignment {
+            reason: format!("has type {:?}, must be U32", other.value_type()),
+        }),
+    }
+}
+
+/// A bounds-checked little-endian reader. The scanner has already proved the structure fits,
+/// so its errors are a second line of defence, not the expected path.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn remaining(&self) -> u64 {
+        (self.buf.len() - self.pos) as u64
+    }
+
+    /// A capacity for `count` items of at least `min_size` bytes that the remaining bytes can
+    /// actually back.
+    fn capacity_for(&self, count: u64, min_size: u64) -> usize {
+        count.min(self.remaining() / min_size) as usize
+    }
+
+    fn take(&mut self, n: u64) -> Result<&'a [u8], GgufError> {
+        if n > self.remaining() {
+            return Err(GgufError::Truncated {
+                needed: self.pos as u64 + n,
+                available: self.buf.len() as u64,
+            });
+        }
+        let s = &self.buf[self.pos..self.pos + n as usize];
+        self.pos += n as usize;
+        Ok(s)
+    }
+
+    fn u32(&mut self) -> Result<u32, GgufError> {
+        self.take(4).map(le_u32)
+    }
+
+    fn u64(&mut self) -> Result<u64, GgufError> {
+        self.take(8).map(le_u64)
+    }
+
+    fn string(&mut self, what: &'static str) -> Result<String, GgufError> {
+        let len = self.u64()?;
+        let start = self.pos as u64;
+        let bytes = self.take(len)?;
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(s.to_owned()),
+            Err(e) => Err(GgufError::InvalidUtf8 { what, offset: start + e.valid_up_to() as u64 }),
+        }
+    }
+
+    fn bool(&mut self) -> Result<bool, GgufError> {
+        let offset = self.pos as u64;
+        match self.take(1)?[0] {
+            0 => Ok(false),
+            1 => Ok(true),
+            value => Err(GgufError::InvalidBool { value, offset }),
+        }
+    }
+
+    fn value(&mut self, t: ValueType) -> Result<Value, GgufError> {
+        Ok(match t {
+            ValueType::U8 => Value::U8(self.take(1)?[0]),
+            ValueType::I8 => Value::I8(self.take(1)?[0] as i8),
+            ValueType::U16 => Value::U16(u16::from_le_bytes(arr(self.take(2)?))),
+            ValueType::I16 => Value::I16(i16::from_le_bytes(arr(self.take(2)?))),
+            ValueType::U32 => Value::U32(self.u32()?),
+            ValueType::I32 => Value::I32(i32::from_le_bytes(arr(self.take(4)?))),
+            ValueType::F32 => Value::F32(f32::from_le_bytes(arr(self.take(4)?))),
+            ValueType::U64 => Value::U64(self.u64()?),
+            ValueType::I64 => Value::I64(i64::from_le_bytes(arr(self.take(8)?))),
+            ValueType::F64 => Value::F64(f64::from_le_bytes(arr(self.take(8)?))),
+            ValueType::Bool => Value::Bool(self.bool()?),
+            ValueType::String => Value::String(self.string("string value")?),
+            ValueType::Array => Value::Array(self.array(0)?),
+        })
+    }
+
+    /// An array (element type, count, elements); `depth` counts the arrays it is nested in.
+    fn array(&mut self, depth: usize) -> Result<Array, GgufError> {
+        let at = self.pos as u64;
+        if depth >= MAX_ARRAY_DEPTH {
+            return Err(GgufError::ArrayTooDeep { max_depth: MAX_ARRAY_DEPTH, offset: at });
+        }
+        let id = self.u32()?;
+        let elem = ValueType::from_id(id).ok_or(GgufError::UnknownValueType { id, offset: at })?;
+        let count = self.u64()?;
+        if let Some(size) = fixed_size(elem) {
+            let n_bytes = count.checked_mul(size).ok_or_else(|| GgufError::CountTooLarge {
+                what: "array length",
+                count,
+                max: self.remaining() / size,
+            })?;
+            let body = self.take(n_bytes)?;
+            return fixed_array(elem, body, at + 12);
+        }
+        Ok(match elem {
+            ValueType::String => {
+                let mut v = Vec::with_capacity(self.capacity_for(count, 8));
+                for _ in 0..count {
+                    v.push(self.string("string value")?);
+                }
+                Array::String(v)
+            }
+            _ => {
+                let mut v = Vec::with_capacity(self.capacity_for(count, 12));
+                for _ in 0..count {
+                    v.push(self.array(depth + 1)?);
+                }
+                Array::Array(v)
+            }
+        })
+    }
+}
+
+fn arr<const N: usize>(b: &[u8]) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(b);
+    a
+}
+
+/// Decodes a run of fixed-size little-endian elements (`body_offset` is for error messages).
+fn fixed_array(elem: ValueType, body: &[u8], body_offset: u64) -> Result<Array, GgufError> {
+    fn each<const N: usize, T>(body: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
+        body.chunks_exact(N).map(|c| f(arr(c))).collect()
+    }
+    Ok(match elem {
+        ValueType::U8 => Array::U8(body.to_vec()),
+        ValueType::I8 => Array::I8(body.iter().map(|&b| b as i8).collect()),
+        ValueType::U16 => Array::U16(each(body, u16::from_le_bytes)),
+        ValueType::I16 => Array::I16(each(body, i16::from_le_bytes)),
+        ValueType::U32 => Array::U32(each(body, u32::from_le_bytes)),
+        ValueType::I32 => Array::I32(each(body, i32::from_le_bytes)),
+        ValueType::F32 => Array::F32(each(body, f32::from_le_bytes)),
+        ValueType::U64 => Array::U64(each(body, u64::from_le_bytes)),
+        ValueType::I64 => Array::I64(each(body, i64::from_le_bytes)),
+        ValueType::F64 => Array::F64(each(body, f64::from_le_bytes)),
+        ValueType::Bool => {
+            if let Some(i) = body.iter().position(|&b| b > 1) {
+                return Err(GgufError::InvalidBool {
+                    value: body[i],
+                    offset: body_offset + i as u64,
+                });
+            }
+            Array::Bool(body.iter().map(|&b| b == 1).collect())
+        }
+        ValueType::String | ValueType::Array => unreachable!("not a fixed-size type"),
+    })
+}
