@@ -150,3 +150,11 @@ fn bpe_qwen2_matches_llamacpp() {
 fn bpe_smollm_matches_llamacpp() {
     check_against_llamacpp(&load(&common::data("tok_bpe_smollm.gguf")), "bpe_smollm", false);
 }
+
+#[test]
+fn spm_llama2_style_matches_llamacpp() {
+    // add_space_prefix = true, <unk>/<s>/</s> at 0/1/2, a USER_DEFINED token.
+    let tok = load(&common::data("tok_spm_llama.gguf"));
+    assert!(tok.add_space_prefix());
+    check_against_llamacpp(&tok, "spm_llama", true);
+}

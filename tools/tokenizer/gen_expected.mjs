@@ -23,6 +23,7 @@ const corpus = JSON.parse(fs.readFileSync(path.join(root, "tests/data/tok_corpus
 
 const models = [
     ["gemma", path.join(root, "models/gemma-3-270m-q4_k_m.gguf")],
+    ["spm_llama", path.join(root, "tests/data/tok_spm_llama.gguf")],
     ...["default", "gpt_2", "llama_bpe", "qwen2", "smollm"].map((p) =>
         [`bpe_${p}`, path.join(root, `tests/data/tok_bpe_${p}.gguf`)]),
 ];
