@@ -128,7 +128,10 @@ pub struct StreamLoader {
 
 impl StreamLoader {
     /// `expected_total_len`: the file's length when known (Content-Length, `File.size`), which
-    /// lets a header that claims more data than the file holds fail before any download.
+    /// lets a header that claims more data than the file holds fail before any download. With
+    /// `None` the header's tensor sizes cannot be checked against the file: the caller's budget
+    /// check at `HeaderReady` is then the only gate, and an allocation the allocator refuses
+    /// is `GGUF_ALLOC_FAILED` rather than an abort.
     pub fn new(expected_total_len: Option<u64>) -> StreamLoader {
         StreamLoader {
             expected_len: expected_total_len,
