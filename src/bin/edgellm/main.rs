@@ -1,11 +1,16 @@
 //! The native command-line tool: one file per subcommand.
 mod args;
 mod inspect;
+mod tokenize;
 
 const USAGE: &str = "usage: edgellm <command> [options]
 
 commands:
   inspect <model.gguf> [--json]       architecture, hyper-parameters, tensors by type
+  tokenize --model M --text T [--special] [--no-bos] [--json]
+                                      token ids (BOS per metadata; --text - reads stdin)
+  detokenize --model M --ids 2,818,5279 [--special] [--json]
+                                      text of token ids
 ";
 
 fn main() {
@@ -17,6 +22,8 @@ fn main() {
     let rest = &argv[1..];
     let result = match cmd.as_str() {
         "inspect" => inspect::run(rest),
+        "tokenize" => tokenize::run_tokenize(rest),
+        "detokenize" => tokenize::run_detokenize(rest),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");
             Ok(())
