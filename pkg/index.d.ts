@@ -86,6 +86,8 @@ export interface ModelInfo {
   quantization: string | null;
   has_chat_template: boolean;
   weights_bytes: number;
+  /** Positions the engine's context holds (prompt + generated tokens). */
+  max_context: number;
   source: 'network' | 'cache' | 'file';
   load_ms: number;
 }

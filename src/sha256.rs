@@ -118,34 +118,64 @@ pub fn to_hex(bytes: &[u8]) -> String {
     s
 }
 
+/// One 64-byte block. The message schedule is kept as a rolling 16-word window and the rounds
+/// are unrolled (eight at a time, rotating the variable names instead of moving values).
 #[inline(always)]
 fn compress(state: &mut [u32; 8], block: &[u8; 64]) {
-    let mut w = [0u32; 64];
+    let mut w = [0u32; 16];
     for (i, c) in block.chunks_exact(4).enumerate() {
         w[i] = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
     }
-    for i in 16..64 {
-        let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
-        let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16].wrapping_add(s0).wrapping_add(w[i - 7]).wrapping_add(s1);
-    }
     let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut h] = *state;
-    for i in 0..64 {
-        let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
-        let ch = (e & f) ^ (!e & g);
-        let t1 = h.wrapping_add(s1).wrapping_add(ch).wrapping_add(K[i]).wrapping_add(w[i]);
-        let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
-        let maj = (a & b) ^ (a & c) ^ (b & c);
-        let t2 = s0.wrapping_add(maj);
-        h = g;
-        g = f;
-        f = e;
-        e = d.wrapping_add(t1);
-        d = c;
-        c = b;
-        b = a;
-        a = t1.wrapping_add(t2);
+
+    macro_rules! round {
+        ($a:ident, $b:ident, $c:ident, $d:ident, $e:ident, $f:ident, $g:ident, $h:ident, $k:expr, $w:expr) => {
+            let t1 = $h
+                .wrapping_add($e.rotate_right(6) ^ $e.rotate_right(11) ^ $e.rotate_right(25))
+                .wrapping_add(($e & $f) ^ (!$e & $g))
+                .wrapping_add($k)
+                .wrapping_add($w);
+            let t2 = ($a.rotate_right(2) ^ $a.rotate_right(13) ^ $a.rotate_right(22))
+                .wrapping_add(($a & $b) ^ ($a & $c) ^ ($b & $c));
+            $d = $d.wrapping_add(t1);
+            $h = t1.wrapping_add(t2);
+        };
     }
+    macro_rules! schedule {
+        ($i:expr) => {{
+            let w15 = w[($i + 1) & 15];
+            let w2 = w[($i + 14) & 15];
+            let s0 = w15.rotate_right(7) ^ w15.rotate_right(18) ^ (w15 >> 3);
+            let s1 = w2.rotate_right(17) ^ w2.rotate_right(19) ^ (w2 >> 10);
+            w[$i & 15] = w[$i & 15].wrapping_add(s0).wrapping_add(w[($i + 9) & 15]).wrapping_add(s1);
+            w[$i & 15]
+        }};
+    }
+    macro_rules! eight {
+        ($base:expr, $wexpr:ident) => {
+            round!(a, b, c, d, e, f, g, h, K[$base], $wexpr!($base));
+            round!(h, a, b, c, d, e, f, g, K[$base + 1], $wexpr!($base + 1));
+            round!(g, h, a, b, c, d, e, f, K[$base + 2], $wexpr!($base + 2));
+            round!(f, g, h, a, b, c, d, e, K[$base + 3], $wexpr!($base + 3));
+            round!(e, f, g, h, a, b, c, d, K[$base + 4], $wexpr!($base + 4));
+            round!(d, e, f, g, h, a, b, c, K[$base + 5], $wexpr!($base + 5));
+            round!(c, d, e, f, g, h, a, b, K[$base + 6], $wexpr!($base + 6));
+            round!(b, c, d, e, f, g, h, a, K[$base + 7], $wexpr!($base + 7));
+        };
+    }
+    macro_rules! plain {
+        ($i:expr) => {
+            w[$i]
+        };
+    }
+    eight!(0, plain);
+    eight!(8, plain);
+    eight!(16, schedule);
+    eight!(24, schedule);
+    eight!(32, schedule);
+    eight!(40, schedule);
+    eight!(48, schedule);
+    eight!(56, schedule);
     for (s, v) in state.iter_mut().zip([a, b, c, d, e, f, g, h]) {
         *s = s.wrapping_add(v);
     }

@@ -71,6 +71,8 @@ function samplingParams(p) {
     out.stop = stop;
   }
   if (p.n !== undefined && p.n !== null && p.n !== 1) throw invalid('n: only 1 choice per request is supported');
+  // OpenAI semantics: without a seed, sampling differs from run to run.
+  if (out.seed === undefined && out.temperature !== 0) out.seed = globalThis.crypto.getRandomValues(new Uint32Array(1))[0];
   return out;
 }
 

@@ -83,7 +83,12 @@ export function umbrellaCode(detail) {
       return ErrorCode.OVER_MEMORY_BUDGET;
     case 'GGUF_IO':
       return ErrorCode.NETWORK;
+    case 'NO_GENERATION':
+    case 'NOTHING_TO_DECODE':
+    case 'NO_LOAD_IN_PROGRESS':
+      return ErrorCode.INTERNAL;
     case 'PROMPT_OVER_KV_BUDGET':
+    case 'CONTEXT_FULL':
     case 'CONTEXT_OVERFLOW':
       return ErrorCode.PROMPT_TOO_LONG;
   }

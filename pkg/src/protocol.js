@@ -36,9 +36,9 @@
 //     `loaded` never decreases within a phase; the last event of a phase has loaded === total.
 //     A corrupt cache entry ends phase 'cache' early and the load continues with 'download'.
 // {type:'started', id, prompt_tokens: number}
-// {type:'token', id, text: string, token: number}
+// {type:'token', id, text: string, token: number|null}
 //     `text` is the decoded delta (may be '' while a UTF-8 sequence or a possible stop string is
-//     held back).
+//     held back); `token` is null on a last event that only flushes held-back text.
 // {type:'result', id, value}
 // {type:'error', id, error: ErrorPayload, fatal?: true}
 // {type:'log', level: 'debug'|'info'|'warn'|'error', message: string}
@@ -54,7 +54,7 @@
  *   name:string, architecture:string, file_size:number, sha256:string, tensor_count:number,
  *   context_length:number|null, vocab_size:number|null, quantization:string|null,
  *   has_chat_template:boolean, source:'network'|'cache'|'file', load_ms:number,
- *   weights_bytes:number
+ *   weights_bytes:number, n_params:number, max_context:number
  * }} ModelInfo
  * @typedef {{
  *   kind:'chat'|'completion', messages?:{role:string, content:string}[], prompt?:string,
@@ -65,7 +65,7 @@
  * @typedef {{
  *   text:string, finish_reason:'stop'|'length', prompt_tokens:number, completion_tokens:number,
  *   ttft_ms:number, tpot_ms:number, prefill_tokens_per_s:number, decode_tokens_per_s:number,
- *   total_ms:number
+ *   total_ms:number, ids:number[]
  * }} GenerateResult
  * @typedef {{url:string, size:number, sha256:string, stored_at:string, etag:string|null}} CacheEntry
  */

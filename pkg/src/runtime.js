@@ -382,7 +382,7 @@ export class Runtime {
     this.#requireEngine();
     if (!this.model) throw new EdgeLLMError(ErrorCode.MODEL_NOT_LOADED, 'no model is loaded: call engine.load() first');
     const id = msg.id;
-    const begin = this.#json(() => this.engine.generate_begin(JSON.stringify(msg.request), now()));
+    const begin = this.#json(() => this.engine.generate_begin(JSON.stringify(msg.request)));
     this.env.post({ type: Ev.STARTED, id, prompt_tokens: begin.prompt_tokens });
     let active = true;
     try {
@@ -390,18 +390,18 @@ export class Runtime {
       for (;;) {
         await yieldToEventLoop();
         if (signal.aborted) throw abortedError('generation');
-        const p = this.#json(() => this.engine.prefill_chunk(now()));
+        const p = this.#json(() => this.engine.prefill_chunk());
         if (p.done) break;
       }
       // Decode, one token per call.
       for (;;) {
         await yieldToEventLoop();
         if (signal.aborted) throw abortedError('generation');
-        const ev = this.#json(() => this.engine.decode_step(now()));
-        if (ev.token !== null && ev.token !== undefined) this.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token });
+        const ev = this.#json(() => this.engine.decode_step());
+        if ((ev.token !== null && ev.token !== undefined) || ev.text) this.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token ?? null });
         if (ev.finish_reason) break;
       }
-      const result = this.#json(() => this.engine.generate_end(now()));
+      const result = this.#json(() => this.engine.generate_end());
       active = false;
       return result;
     } finally {
