@@ -80,7 +80,10 @@ cmd_test() {
   EDGELLM_REQUIRE_MODEL=1 cargo test --all-targets
   log "test: wasm32 under Node (wasm-bindgen-test)"
   local wasm_tests=()
-  for f in tests/wasm_*.rs; do [ -e "$f" ] && wasm_tests+=(--test "$(basename "$f" .rs)"); done
+  # wasm test files are the ones gated to wasm32 (natively they compile to nothing).
+  for f in $(grep -l '^#!\[cfg(target_arch = "wasm32")\]' tests/*.rs); do
+    wasm_tests+=(--test "$(basename "$f" .rs)")
+  done
   if [ ${#wasm_tests[@]} -gt 0 ]; then
     cargo test --target wasm32-unknown-unknown "${wasm_tests[@]}"
   fi
