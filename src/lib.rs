@@ -4,8 +4,14 @@
 //! `gguf` (container) → `quant` (block formats) → `ops` (kernels) → `model` (architectures)
 //! → `engine` (sessions, sampling, metrics); `tokenizer` beside them; `wasm` is the JS surface.
 
+pub mod engine;
 pub mod gguf;
+pub mod kv;
+pub mod metrics;
+pub mod model;
+pub mod ops;
 pub mod quant;
+pub mod sampling;
 pub mod sha256;
 pub mod tokenizer;
 

@@ -1,16 +1,18 @@
 //! The native command-line tool: one file per subcommand.
 mod args;
 mod inspect;
-mod tokenize;
+mod generate;
+mod logits;
 
 const USAGE: &str = "usage: edgellm <command> [options]
 
 commands:
   inspect <model.gguf> [--json]       architecture, hyper-parameters, tensors by type
-  tokenize --model M --text T [--special] [--no-bos] [--json]
-                                      token ids (BOS per metadata; --text - reads stdin)
-  detokenize --model M --ids 2,818,5279 [--special] [--json]
-                                      text of token ids
+  generate --model M (--prompt TEXT | --ids 2,818) [--max-tokens N] [--temperature T]
+           [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]
+           [--chat] [--json]        generate text (streams; metrics on stderr)
+  logits --model M --ids 2,818 [--all-positions] [--top K] [--json]
+                                      teacher-forced next-token logits (one batched pass)
 ";
 
 fn main() {
@@ -22,8 +24,8 @@ fn main() {
     let rest = &argv[1..];
     let result = match cmd.as_str() {
         "inspect" => inspect::run(rest),
-        "tokenize" => tokenize::run_tokenize(rest),
-        "detokenize" => tokenize::run_detokenize(rest),
+        "logits" => logits::run(rest),
+        "generate" => generate::run(rest),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");
             Ok(())

@@ -1,0 +1,61 @@
+//! `edgellm logits --model M --ids 2,818,5279 [--all-positions] [--top K] [--json]`:
+//! teacher-forced scoring of a token sequence in one batched forward pass; prints the top-K
+//! next-token logits at the last position (or at every position).
+
+use edgellm::model::{ForwardScratch, LogitRows, Model};
+use serde_json::json;
+
+use crate::args::Args;
+
+pub fn run(argv: &[String]) -> Result<(), String> {
+    let args = Args::parse(argv, &["model", "ids", "top"], &["all-positions", "json"])?;
+    let path = args.required("model")?;
+    let ids = args.ids("ids")?.ok_or("--ids is required")?;
+    if ids.is_empty() {
+        return Err("--ids: no token ids".into());
+    }
+    let top: usize = args.parsed("top")?.unwrap_or(10);
+    let all = args.flag("all-positions");
+
+    let model = Model::load_file(path).map_err(|e| format!("{path}: {e} [{}]", e.code()))?;
+    let mut kv = model.new_kv_cache(ids.len());
+    let mut scratch = ForwardScratch::default();
+    let mut logits = Vec::new();
+    let rows = if all { LogitRows::All } else { LogitRows::Last };
+    model.forward(&ids, &mut kv, &mut scratch, rows, &mut logits).map_err(|e| format!("{e} [{}]", e.code()))?;
+
+    let n_vocab = model.n_vocab();
+    let first = if all { 0 } else { ids.len() - 1 };
+    let positions: Vec<(usize, Vec<(u32, f32)>)> = logits
+        .chunks_exact(n_vocab)
+        .enumerate()
+        .map(|(i, row)| (first + i, top_k(row, top)))
+        .collect();
+
+    if args.flag("json") {
+        let arr: Vec<_> = positions
+            .iter()
+            .map(|(pos, t)| json!({ "pos": pos, "top": t.iter().map(|&(id, l)| json!([id, l])).collect::<Vec<_>>() }))
+            .collect();
+        println!("{}", json!({ "positions": arr }));
+    } else {
+        for (pos, t) in &positions {
+            let items: Vec<String> = t.iter().map(|(id, l)| format!("{id}:{l:.4}")).collect();
+            println!("pos {pos} (after id {}): {}", ids[*pos], items.join(" "));
+        }
+    }
+    Ok(())
+}
+
+/// The `k` largest logits, best first (ties: lower id first).
+fn top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let mut v: Vec<(u32, f32)> = row.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
+    let cmp = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    let k = k.min(v.len());
+    if k > 0 && k < v.len() {
+        v.select_nth_unstable_by(k - 1, cmp);
+    }
+    v.truncate(k);
+    v.sort_by(cmp);
+    v
+}

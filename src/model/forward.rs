@@ -1,0 +1,237 @@
+//! The forward pass shared by every architecture: a batch of tokens goes through each layer
+//! together (batched prefill), keys/values land in the KV cache, and logits are computed only
+//! for the rows asked for.
+
+use crate::kv::KvCache;
+use crate::ops::{attention, gelu_tanh_f16, matmul, rms_norm_in_place, rms_norm_into, silu, AttentionParams};
+use crate::ops::{AttentionScratch, MatmulScratch};
+
+use super::{Activation, Model, ModelError};
+
+/// Which positions of a batch get logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogitRows<'a> {
+    /// None: only fill the KV cache.
+    None,
+    /// The batch's last position (generation).
+    Last,
+    /// Every position (teacher-forced scoring).
+    All,
+    /// These batch-relative positions, in this order.
+    Rows(&'a [usize]),
+}
+
+/// Buffers reused across forward passes (grown to the largest batch seen, never shrunk).
+#[derive(Default, Debug)]
+pub struct ForwardScratch {
+    x: Vec<f32>,
+    xn: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    tmp: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    cs: Vec<f32>,
+    sel: Vec<usize>,
+    mm: MatmulScratch,
+    attn: AttentionScratch,
+}
+
+impl ForwardScratch {
+    /// Bytes currently allocated.
+    pub fn bytes(&self) -> usize {
+        let f = [&self.x, &self.xn, &self.q, &self.k, &self.v, &self.att, &self.tmp, &self.gate, &self.up, &self.cs];
+        4 * f.iter().map(|v| v.capacity()).sum::<usize>()
+            + 8 * self.sel.capacity()
+            + self.mm.bytes()
+            + self.attn.bytes()
+    }
+}
+
+fn add_bias(x: &mut [f32], b: &Option<Vec<f32>>) {
+    if let Some(b) = b {
+        for row in x.chunks_exact_mut(b.len()) {
+            row.iter_mut().zip(b).for_each(|(v, &c)| *v += c);
+        }
+    }
+}
+
+fn add_in_place(x: &mut [f32], y: &[f32]) {
+    x.iter_mut().zip(y).for_each(|(a, &b)| *a += b);
+}
+
+/// Keeps rows `sel` of `buf` (rows of `w`), compacted to the front in that order.
+fn gather_rows(buf: &mut Vec<f32>, w: usize, sel: &[usize], tmp: &mut Vec<f32>) {
+    tmp.clear();
+    for &r in sel {
+        tmp.extend_from_slice(&buf[r * w..(r + 1) * w]);
+    }
+    std::mem::swap(buf, tmp);
+}
+
+impl Model {
+    /// Runs `tokens` (at positions `kv.len()..`) through the model, appends their keys and
+    /// values to `kv`, and writes `rows`' logits (`n_rows × n_vocab`, row-major) to `logits`.
+    ///
+    /// On error the cache is left as it was.
+    pub fn forward(
+        &self,
+        tokens: &[u32],
+        kv: &mut KvCache,
+        s: &mut ForwardScratch,
+        rows: LogitRows<'_>,
+        logits: &mut Vec<f32>,
+    ) -> Result<(), ModelError> {
+        let n = tokens.len();
+        if n == 0 {
+            return Err(ModelError::BadRequest("empty batch".into()));
+        }
+        let n_vocab = self.hparams.n_vocab;
+        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= n_vocab) {
+            return Err(ModelError::BadTokenId { id, n_vocab });
+        }
+        s.sel.clear();
+        match rows {
+            LogitRows::None => {}
+            LogitRows::Last => s.sel.push(n - 1),
+            LogitRows::All => s.sel.extend(0..n),
+            LogitRows::Rows(r) => {
+                if let Some(&bad) = r.iter().find(|&&i| i >= n) {
+                    return Err(ModelError::BadRequest(format!("logits asked for row {bad} of a {n}-token batch")));
+                }
+                s.sel.extend_from_slice(r);
+            }
+        }
+        if kv.n_layer() != self.hparams.n_layer || kv.kv_widths() != self.hparams.kv_widths() {
+            return Err(ModelError::BadRequest("KV cache was made for another model".into()));
+        }
+        kv.check_room(n)?;
+        match self.forward_inner(tokens, kv, s, logits) {
+            Ok(()) => {
+                kv.commit(n);
+                Ok(())
+            }
+            Err(e) => {
+                kv.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    fn forward_inner(&self, tokens: &[u32], kv: &mut KvCache, s: &mut ForwardScratch, logits: &mut Vec<f32>) -> Result<(), ModelError> {
+        let hp = &self.hparams;
+        let d = hp.n_embd;
+        let n = tokens.len();
+        let pos0 = kv.len();
+        let (qw, kw, vw) = (hp.n_head * hp.head_dim_k, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v);
+        let aw = hp.n_head * hp.head_dim_v;
+        let ForwardScratch { x, xn, q, k, v, att, tmp, gate, up, cs, sel, mm, attn } = s;
+
+        x.resize(n * d, 0.0);
+        for (t, &id) in tokens.iter().enumerate() {
+            let row = &mut x[t * d..(t + 1) * d];
+            self.tok_embd.dequantize_row(id as usize, row)?;
+            if let Some(sc) = self.cfg.embd_scale {
+                row.iter_mut().for_each(|v| *v *= sc);
+            }
+        }
+        cs.resize(hp.n_rot, 0.0);
+        let all_rows = sel.len() == n && sel.iter().enumerate().all(|(i, &r)| i == r);
+
+        let mut n_cur = n;
+        let last = self.layers.len() - 1;
+        for (il, l) in self.layers.iter().enumerate() {
+            // Attention block.
+            xn.resize(n_cur * d, 0.0);
+            rms_norm_into(x, xn, &l.attn_norm, hp.rms_eps);
+            q.resize(n_cur * qw, 0.0);
+            k.resize(n_cur * kw, 0.0);
+            v.resize(n_cur * vw, 0.0);
+            matmul(&l.wq, xn, q, mm)?;
+            matmul(&l.wk, xn, k, mm)?;
+            matmul(&l.wv, xn, v, mm)?;
+            add_bias(q, &l.bq);
+            add_bias(k, &l.bk);
+            add_bias(v, &l.bv);
+            if let Some(w) = &l.q_norm {
+                rms_norm_in_place(q, w, hp.rms_eps);
+            }
+            if let Some(w) = &l.k_norm {
+                rms_norm_in_place(k, w, hp.rms_eps);
+            }
+            for t in 0..n_cur {
+                l.rope.angles(pos0 + t, cs);
+                l.rope.apply(&mut q[t * qw..(t + 1) * qw], hp.head_dim_k, cs);
+                l.rope.apply(&mut k[t * kw..(t + 1) * kw], hp.head_dim_k, cs);
+            }
+            kv.write(il, k, v);
+            // gemma scales the queries (llama.cpp: ggml_scale before attention), the others
+            // scale q·k inside the softmax; the two round differently against the f16 cache.
+            let scale = if self.cfg.scale_queries {
+                q.iter_mut().for_each(|x| *x *= hp.attn_scale);
+                1.0
+            } else {
+                hp.attn_scale
+            };
+            let params = AttentionParams {
+                n_head: hp.n_head,
+                n_head_kv: hp.n_head_kv,
+                head_dim_k: hp.head_dim_k,
+                head_dim_v: hp.head_dim_v,
+                scale,
+                window: l.window,
+            };
+            att.resize(n_cur * aw, 0.0);
+            attention(&params, q, pos0, &kv.layer(il, pos0 + n_cur), att, attn);
+
+            if il == last && !all_rows {
+                // Only the rows that get logits need the rest of the last layer.
+                if sel.is_empty() {
+                    logits.clear();
+                    return Ok(());
+                }
+                gather_rows(att, aw, sel, tmp);
+                gather_rows(x, d, sel, tmp);
+                n_cur = sel.len();
+            }
+
+            tmp.resize(n_cur * d, 0.0);
+            matmul(&l.wo, att, tmp, mm)?;
+            add_bias(tmp, &l.bo);
+            if let Some(w) = &l.post_attn_norm {
+                rms_norm_in_place(tmp, w, hp.rms_eps);
+            }
+            add_in_place(x, tmp);
+
+            // Feed-forward block.
+            xn.resize(n_cur * d, 0.0);
+            rms_norm_into(x, xn, &l.ffn_norm, hp.rms_eps);
+            gate.resize(n_cur * hp.n_ff, 0.0);
+            up.resize(n_cur * hp.n_ff, 0.0);
+            matmul(&l.ffn_gate, xn, gate, mm)?;
+            matmul(&l.ffn_up, xn, up, mm)?;
+            match self.cfg.act {
+                Activation::Silu => gate.iter_mut().zip(up.iter()).for_each(|(g, &u)| *g = silu(*g) * u),
+                Activation::GeluTanh => gate.iter_mut().zip(up.iter()).for_each(|(g, &u)| *g = gelu_tanh_f16(*g) * u),
+            }
+            matmul(&l.ffn_down, gate, tmp, mm)?;
+            if let Some(w) = &l.post_ffn_norm {
+                rms_norm_in_place(tmp, w, hp.rms_eps);
+            }
+            add_in_place(x, tmp);
+        }
+
+        // Output head on the selected rows.
+        xn.resize(n_cur * d, 0.0);
+        rms_norm_into(x, xn, &self.output_norm, hp.rms_eps);
+        let out_w = self.output.as_ref().unwrap_or(&self.tok_embd);
+        logits.resize(n_cur * hp.n_vocab, 0.0);
+        matmul(out_w, xn, logits, mm)?;
+        if let Some(cap) = hp.final_logit_softcap {
+            logits.iter_mut().for_each(|v| *v = (*v / cap).tanh() * cap);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,293 @@
+//! Hyper-parameters read from GGUF metadata (`<arch>.*` keys), with the per-architecture rules
+//! llama.cpp applies where the file is silent.
+
+use crate::gguf::{Array, GgufHeader};
+use crate::ops::RopeMode;
+
+use super::ModelError;
+
+/// The architectures this engine runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    Llama,
+    Qwen2,
+    Qwen3,
+    Gemma3,
+}
+
+impl Arch {
+    pub fn from_name(name: &str) -> Option<Arch> {
+        Some(match name {
+            "llama" => Arch::Llama,
+            "qwen2" => Arch::Qwen2,
+            "qwen3" => Arch::Qwen3,
+            "gemma3" => Arch::Gemma3,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+            Arch::Gemma3 => "gemma3",
+        }
+    }
+
+    /// ggml's rope layout for the architecture (llama.cpp `llama_model_rope_type`).
+    pub fn rope_mode(self) -> RopeMode {
+        match self {
+            Arch::Llama => RopeMode::Normal,
+            Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 => RopeMode::Neox,
+        }
+    }
+}
+
+/// RoPE frequency scaling from `<arch>.rope.scaling.*`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RopeScaling {
+    None,
+    /// Positions divided by `factor` (`freq_scale = 1 / factor`).
+    Linear { factor: f32 },
+    /// Llama 3 band-wise scaling, when the file gives its parameters as metadata (converted
+    /// models usually store the resulting `rope_freqs.weight` tensor instead, which wins).
+    Llama3 { factor: f32, low_freq_factor: f32, high_freq_factor: f32, original_context: f32 },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct HParams {
+    pub arch: Arch,
+    pub n_vocab: usize,
+    /// Training context length (`<arch>.context_length`).
+    pub n_ctx_train: usize,
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub n_ff: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim_k: usize,
+    pub head_dim_v: usize,
+    /// Rotated dimensions per head.
+    pub n_rot: usize,
+    pub rms_eps: f32,
+    pub rope_base: f32,
+    pub rope_scaling: RopeScaling,
+    /// RoPE base of sliding-window layers (gemma3: 10000), `None` = same as global.
+    pub rope_base_swa: Option<f32>,
+    /// Sliding-window size, for the layers `swa_layers` marks.
+    pub sliding_window: Option<usize>,
+    /// Per layer: does it use the sliding window?
+    pub swa_layers: Vec<bool>,
+    /// Multiplier of `q·k`.
+    pub attn_scale: f32,
+    /// `tanh` soft-capping of the final logits (`<arch>.final_logit_softcapping`).
+    pub final_logit_softcap: Option<f32>,
+}
+
+impl HParams {
+    /// Reads the hyper-parameters of `h`; `n_vocab` comes from the token embedding's shape.
+    pub fn from_header(h: &GgufHeader, n_vocab: usize) -> Result<HParams, ModelError> {
+        let arch_name = h.architecture().ok_or_else(|| ModelError::BadMetadata {
+            key: "general.architecture".into(),
+            reason: "missing".into(),
+        })?;
+        let arch = Arch::from_name(arch_name).ok_or_else(|| {
+            ModelError::UnsupportedModel(format!(
+                "architecture {arch_name:?} (supported: llama, qwen2, qwen3, gemma3)"
+            ))
+        })?;
+        let m = Meta { h, prefix: arch_name };
+        if m.opt_u64("expert_count")?.unwrap_or(0) > 0 {
+            return Err(ModelError::UnsupportedModel(format!("{arch_name} with experts (MoE)")));
+        }
+        let n_embd = m.req_usize("embedding_length")?;
+        let n_layer = m.req_usize("block_count")?;
+        let n_ff = m.per_layer_uniform("feed_forward_length", n_layer)?.ok_or_else(|| m.missing("feed_forward_length"))?;
+        let n_head = m.per_layer_uniform("attention.head_count", n_layer)?.ok_or_else(|| m.missing("attention.head_count"))?;
+        let n_head_kv = m.per_layer_uniform("attention.head_count_kv", n_layer)?.unwrap_or(n_head);
+        if n_embd == 0 || n_layer == 0 || n_head == 0 || n_head_kv == 0 || n_ff == 0 {
+            return Err(m.bad("embedding_length", "zero dimension"));
+        }
+        if n_head % n_head_kv != 0 {
+            return Err(m.bad("attention.head_count_kv", &format!("{n_head} heads not a multiple of {n_head_kv} kv heads")));
+        }
+        let head_dim_k = m.opt_usize("attention.key_length")?.unwrap_or(n_embd / n_head);
+        let head_dim_v = m.opt_usize("attention.value_length")?.unwrap_or(n_embd / n_head);
+        let n_rot = m.opt_usize("rope.dimension_count")?.unwrap_or(head_dim_k);
+        if n_rot == 0 || n_rot % 2 != 0 || n_rot > head_dim_k {
+            return Err(m.bad("rope.dimension_count", &format!("{n_rot} (head dim {head_dim_k})")));
+        }
+        let rms_eps = m.opt_f64("attention.layer_norm_rms_epsilon")?.ok_or_else(|| m.missing("attention.layer_norm_rms_epsilon"))? as f32;
+        let rope_base = m.opt_f64("rope.freq_base")?.unwrap_or(10000.0) as f32;
+        let n_ctx_train = m.opt_usize("context_length")?.unwrap_or(0);
+
+        let rope_scaling = read_rope_scaling(&m)?;
+
+        let (mut sliding_window, mut swa_layers, mut rope_base_swa) = (None, vec![false; n_layer], None);
+        let explicit_scale = m.opt_f64("attention.scale")?.map(|v| v as f32);
+        let mut attn_scale = explicit_scale.unwrap_or(1.0 / (head_dim_k as f32).sqrt());
+        match arch {
+            Arch::Gemma3 => {
+                // llama.cpp: every 6th layer (il % 6 == 5) is global, the rest slide; local
+                // layers use RoPE base 10000 and no scaling.
+                let w = m.opt_usize("attention.sliding_window")?;
+                if let Some(w) = w.filter(|&w| w > 0) {
+                    sliding_window = Some(w);
+                    swa_layers = match m.h.get_array(&m.key("attention.sliding_window_pattern")) {
+                        Some(Array::Bool(v)) if v.len() == n_layer => v.clone(),
+                        _ => {
+                            let period = m.opt_usize("attention.sliding_window_pattern")?.unwrap_or(6);
+                            (0..n_layer).map(|il| period == 0 || il % period < period - 1).collect()
+                        }
+                    };
+                    rope_base_swa = Some(10000.0);
+                }
+                if explicit_scale.is_none() {
+                    // gemma 3 27B scales queries by 1/sqrt(n_embd / n_head) (query_pre_attn_scalar).
+                    attn_scale = if n_layer == 62 {
+                        1.0 / ((n_embd / n_head) as f32).sqrt()
+                    } else {
+                        1.0 / (head_dim_k as f32).sqrt()
+                    };
+                }
+            }
+            Arch::Llama | Arch::Qwen2 | Arch::Qwen3 => {
+                if let Some(w) = m.opt_usize("attention.sliding_window")?.filter(|&w| w > 0) {
+                    return Err(ModelError::UnsupportedModel(format!(
+                        "{arch_name} with a sliding window ({w}) is not supported"
+                    )));
+                }
+            }
+        }
+        let final_logit_softcap = m.opt_f64("final_logit_softcapping")?.map(|v| v as f32).filter(|&v| v > 0.0);
+        Ok(HParams {
+            arch,
+            n_vocab,
+            n_ctx_train,
+            n_embd,
+            n_layer,
+            n_ff,
+            n_head,
+            n_head_kv,
+            head_dim_k,
+            head_dim_v,
+            n_rot,
+            rms_eps,
+            rope_base,
+            rope_scaling,
+            rope_base_swa,
+            sliding_window,
+            swa_layers,
+            attn_scale,
+            final_logit_softcap,
+        })
+    }
+
+    /// Values per position in the KV cache (all kv heads): keys, values.
+    pub fn kv_widths(&self) -> (usize, usize) {
+        (self.n_head_kv * self.head_dim_k, self.n_head_kv * self.head_dim_v)
+    }
+
+    /// Linear RoPE position scale for global layers (1.0 = none).
+    pub fn rope_freq_scale(&self) -> f32 {
+        match self.rope_scaling {
+            RopeScaling::Linear { factor } => 1.0 / factor,
+            _ => 1.0,
+        }
+    }
+}
+
+fn read_rope_scaling(m: &Meta) -> Result<RopeScaling, ModelError> {
+    let ty = m.h.get_str(&m.key("rope.scaling.type")).map(str::to_owned);
+    let factor = m.opt_f64("rope.scaling.factor")?.map(|v| v as f32);
+    let legacy = m.opt_f64("rope.scale_linear")?.map(|v| v as f32);
+    let positive = |f: f32, key: &str| if f > 0.0 && f.is_finite() { Ok(f) } else { Err(m.bad(key, &format!("{f}"))) };
+    match ty.as_deref() {
+        None => match legacy {
+            Some(f) if f != 1.0 => Ok(RopeScaling::Linear { factor: positive(f, "rope.scale_linear")? }),
+            _ => Ok(RopeScaling::None),
+        },
+        Some("none") => Ok(RopeScaling::None),
+        Some("linear") => match factor {
+            Some(f) if f != 1.0 => Ok(RopeScaling::Linear { factor: positive(f, "rope.scaling.factor")? }),
+            _ => Ok(RopeScaling::None),
+        },
+        Some("llama3") => {
+            let get = |k: &str| -> Result<f32, ModelError> {
+                Ok(m.opt_f64(k)?.ok_or_else(|| m.missing(k))? as f32)
+            };
+            Ok(RopeScaling::Llama3 {
+                factor: positive(factor.ok_or_else(|| m.missing("rope.scaling.factor"))?, "rope.scaling.factor")?,
+                low_freq_factor: get("rope.scaling.low_freq_factor")?,
+                high_freq_factor: get("rope.scaling.high_freq_factor")?,
+                original_context: get("rope.scaling.original_context_length")?,
+            })
+        }
+        Some(other) => Err(ModelError::UnsupportedModel(format!("rope scaling type {other:?}"))),
+    }
+}
+
+/// Typed access to `<arch>.<name>` keys.
+struct Meta<'a> {
+    h: &'a GgufHeader,
+    prefix: &'a str,
+}
+
+impl Meta<'_> {
+    fn key(&self, name: &str) -> String {
+        format!("{}.{}", self.prefix, name)
+    }
+
+    fn missing(&self, name: &str) -> ModelError {
+        ModelError::BadMetadata { key: self.key(name), reason: "missing".into() }
+    }
+
+    fn bad(&self, name: &str, why: &str) -> ModelError {
+        ModelError::BadMetadata { key: self.key(name), reason: why.into() }
+    }
+
+    fn opt_u64(&self, name: &str) -> Result<Option<u64>, ModelError> {
+        match self.h.get(&self.key(name)) {
+            None => Ok(None),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| self.bad(name, "not a non-negative integer")),
+        }
+    }
+
+    fn opt_usize(&self, name: &str) -> Result<Option<usize>, ModelError> {
+        match self.opt_u64(name)? {
+            None => Ok(None),
+            Some(v) => usize::try_from(v).map(Some).map_err(|_| self.bad(name, "too large")),
+        }
+    }
+
+    fn req_usize(&self, name: &str) -> Result<usize, ModelError> {
+        self.opt_usize(name)?.ok_or_else(|| self.missing(name))
+    }
+
+    fn opt_f64(&self, name: &str) -> Result<Option<f64>, ModelError> {
+        match self.h.get(&self.key(name)) {
+            None => Ok(None),
+            Some(v) => v.as_f64().filter(|x| x.is_finite()).map(Some).ok_or_else(|| self.bad(name, "not a finite number")),
+        }
+    }
+
+    /// A value that may be given per layer (an array): it must then be the same for all.
+    fn per_layer_uniform(&self, name: &str, n_layer: usize) -> Result<Option<usize>, ModelError> {
+        let Some(v) = self.h.get(&self.key(name)) else { return Ok(None) };
+        if let Some(a) = v.as_array() {
+            let vals: Vec<u64> = match a {
+                Array::U32(x) => x.iter().map(|&v| v as u64).collect(),
+                Array::I32(x) => x.iter().map(|&v| v.max(0) as u64).collect(),
+                Array::U64(x) => x.clone(),
+                Array::I64(x) => x.iter().map(|&v| v.max(0) as u64).collect(),
+                _ => return Err(self.bad(name, "array of a non-integer type")),
+            };
+            if vals.len() != n_layer || vals.windows(2).any(|w| w[0] != w[1]) {
+                return Err(ModelError::UnsupportedModel(format!("{} varies per layer", self.key(name))));
+            }
+            return Ok(vals.first().map(|&v| v as usize));
+        }
+        self.opt_usize(name)
+    }
+}

@@ -1,0 +1,61 @@
+//! The llama family as llama.cpp runs it: pre-norm blocks, RMSNorm → Q, K, V (+ biases when
+//! present: qwen2) → per-head Q/K RMSNorm (qwen3) → RoPE (normal for llama, NEOX for qwen2/3)
+//! → attention scaled by 1/√head_dim (or `attention.scale`) → output projection → residual;
+//! RMSNorm → SiLU(gate) × up → down → residual; final RMSNorm, output projection (tied to the
+//! token embedding when `output.weight` is absent).
+//!
+//! Llama 3 RoPE scaling: the per-pair frequency divisors come from `rope_freqs.weight` (what
+//! llama.cpp's converter stores), or are computed from `rope.scaling.*` metadata when the file
+//! gives the Llama 3 parameters instead; linear scaling from `rope.scaling.factor`.
+
+use crate::ops::rope::llama3_freq_factors;
+use crate::ops::Rope;
+
+use super::{Activation, Arch, GraphConfig, HParams, Layer, ModelError, RopeScaling, Tensors};
+
+pub(super) fn load(hp: &HParams, t: &mut Tensors) -> Result<(GraphConfig, Vec<Layer>), ModelError> {
+    let (d, hk, hv) = (hp.n_embd, hp.head_dim_k, hp.head_dim_v);
+    let mut rope = Rope::new(hp.arch.rope_mode(), hp.n_rot, hp.rope_base);
+    rope.freq_scale = hp.rope_freq_scale();
+    rope.freq_factors = match t.vector_opt("rope_freqs.weight", hp.n_rot / 2)? {
+        Some(f) => Some(f),
+        None => match hp.rope_scaling {
+            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_context } => Some(
+                llama3_freq_factors(hp.n_rot, hp.rope_base, factor, low_freq_factor, high_freq_factor, original_context),
+            ),
+            _ => None,
+        },
+    };
+    let qk_norm = hp.arch == Arch::Qwen3;
+    let mut layers = Vec::with_capacity(hp.n_layer);
+    for il in 0..hp.n_layer {
+        let n = |s: &str| format!("blk.{il}.{s}");
+        let (q_norm, k_norm) = if qk_norm {
+            (Some(t.vector(&n("attn_q_norm.weight"), hk)?), Some(t.vector(&n("attn_k_norm.weight"), hk)?))
+        } else {
+            (None, None)
+        };
+        layers.push(Layer {
+            attn_norm: t.vector(&n("attn_norm.weight"), d)?,
+            wq: t.weight(&n("attn_q.weight"), d, hp.n_head * hk)?,
+            wk: t.weight(&n("attn_k.weight"), d, hp.n_head_kv * hk)?,
+            wv: t.weight(&n("attn_v.weight"), d, hp.n_head_kv * hv)?,
+            wo: t.weight(&n("attn_output.weight"), hp.n_head * hv, d)?,
+            bq: t.vector_opt(&n("attn_q.bias"), hp.n_head * hk)?,
+            bk: t.vector_opt(&n("attn_k.bias"), hp.n_head_kv * hk)?,
+            bv: t.vector_opt(&n("attn_v.bias"), hp.n_head_kv * hv)?,
+            bo: t.vector_opt(&n("attn_output.bias"), d)?,
+            q_norm,
+            k_norm,
+            post_attn_norm: None,
+            ffn_norm: t.vector(&n("ffn_norm.weight"), d)?,
+            ffn_gate: t.weight(&n("ffn_gate.weight"), d, hp.n_ff)?,
+            ffn_up: t.weight(&n("ffn_up.weight"), d, hp.n_ff)?,
+            ffn_down: t.weight(&n("ffn_down.weight"), hp.n_ff, d)?,
+            post_ffn_norm: None,
+            rope: rope.clone(),
+            window: None,
+        });
+    }
+    Ok((GraphConfig { embd_scale: None, act: Activation::Silu, scale_queries: false }, layers))
+}

@@ -1,0 +1,329 @@
+//! Causal self-attention of a batch of queries over the KV cache, with grouped-query heads and
+//! an optional sliding window, computed as llama.cpp's CPU backend does it against its f16 KV
+//! cache (flash attention off):
+//! - each query is rounded to f16 (the activation format ggml pairs with f16 keys);
+//! - scores `q·k × scale` over the visible keys, then an exact softmax per row (max first, the
+//!   sum of exponentials in f64, multiplied by the reciprocal);
+//! - the probabilities are rounded to f16 (the activation format paired with f16 values) and
+//!   weight the values.
+//!
+//! Scores are materialized for a tile of queries at a time, sized so the tile's scores fit in
+//! [`SCORE_BUDGET`] floats; keys and values are read through [`KvRead`] in chunks of
+//! [`KV_CHUNK`] positions, converted to f32 once per tile and shared by every query and every
+//! head of their group.
+
+use crate::quant::{f16_to_f32, f32_to_f16};
+
+/// Positions of K/V fetched (and converted to f32) at a time.
+pub const KV_CHUNK: usize = 64;
+
+/// Most attention scores held at once (a tile has at least one query, whatever the context).
+pub const SCORE_BUDGET: usize = 1 << 20;
+
+/// Read access to one layer's cached keys and values.
+pub trait KvRead {
+    /// Number of positions held (`0..len()` are readable).
+    fn len(&self) -> usize;
+    /// Writes keys of positions `start..start + n` as f32 rows of `n_head_kv * head_dim_k`.
+    fn read_k(&self, start: usize, n: usize, dst: &mut [f32]);
+    /// Writes values of positions `start..start + n` as f32 rows of `n_head_kv * head_dim_v`.
+    fn read_v(&self, start: usize, n: usize, dst: &mut [f32]);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionParams {
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim_k: usize,
+    pub head_dim_v: usize,
+    /// Multiplies `q·k` (1.0 when the queries are already scaled).
+    pub scale: f32,
+    /// Sliding window: a query at position `p` sees keys at `p - window < j <= p`.
+    pub window: Option<usize>,
+}
+
+/// Reusable buffers for [`attention`].
+#[derive(Default, Debug)]
+pub struct AttentionScratch {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    scores: Vec<f32>,
+}
+
+impl AttentionScratch {
+    pub fn bytes(&self) -> usize {
+        4 * (self.q.capacity() + self.k.capacity() + self.v.capacity() + self.scores.capacity())
+    }
+}
+
+#[inline]
+fn round_f16(x: f32) -> f32 {
+    f16_to_f32(f32_to_f16(x))
+}
+
+/// `q`: `n_q` rows of `n_head * head_dim_k`, query `i` at absolute position `q_pos0 + i`;
+/// the cache must already hold positions `0..=q_pos0 + n_q - 1` (this batch's own keys
+/// included). `out`: `n_q` rows of `n_head * head_dim_v`.
+pub fn attention(
+    p: &AttentionParams,
+    q: &[f32],
+    q_pos0: usize,
+    kv: &dyn KvRead,
+    out: &mut [f32],
+    s: &mut AttentionScratch,
+) {
+    attention_tiled(p, q, q_pos0, kv, out, s, SCORE_BUDGET)
+}
+
+fn attention_tiled(
+    p: &AttentionParams,
+    q: &[f32],
+    q_pos0: usize,
+    kv: &dyn KvRead,
+    out: &mut [f32],
+    s: &mut AttentionScratch,
+    budget: usize,
+) {
+    let (hk, hv, nh) = (p.head_dim_k, p.head_dim_v, p.n_head);
+    let q_stride = nh * hk;
+    let o_stride = nh * hv;
+    let n_q = q.len() / q_stride;
+    debug_assert_eq!(out.len(), n_q * o_stride);
+    debug_assert!(nh % p.n_head_kv == 0);
+    debug_assert!(kv.len() >= q_pos0 + n_q);
+    let group = nh / p.n_head_kv;
+    let kv_k = p.n_head_kv * hk;
+    let kv_v = p.n_head_kv * hv;
+    // Keys visible to the query at `pos`: lo(pos)..=pos.
+    let lo = |pos: usize| match p.window {
+        Some(w) => (pos + 1).saturating_sub(w),
+        None => 0,
+    };
+
+    s.q.clear();
+    s.q.extend(q.iter().map(|&x| round_f16(x)));
+    s.k.resize(KV_CHUNK * kv_k, 0.0);
+    s.v.resize(KV_CHUNK * kv_v, 0.0);
+    out.iter_mut().for_each(|v| *v = 0.0);
+
+    // Widest key span of any query: a tile of `tile` queries needs `tile * nh * span` scores.
+    let span_max = (q_pos0 + n_q) - lo(q_pos0 + n_q - 1).min(lo(q_pos0));
+    let tile = (budget / (nh * span_max).max(1)).clamp(1, n_q);
+
+    let mut t0 = 0;
+    while t0 < n_q {
+        let t1 = (t0 + tile).min(n_q);
+        let k_lo = lo(q_pos0 + t0);
+        let k_hi = q_pos0 + t1; // exclusive
+        let span = k_hi - k_lo;
+        let scores = &mut s.scores;
+        scores.clear();
+        scores.resize((t1 - t0) * nh * span, f32::NEG_INFINITY);
+
+        // Scores, chunk by chunk of keys.
+        let mut j0 = k_lo;
+        while j0 < k_hi {
+            let n = KV_CHUNK.min(k_hi - j0);
+            kv.read_k(j0, n, &mut s.k[..n * kv_k]);
+            for i in t0..t1 {
+                let pos = q_pos0 + i;
+                let (a, b) = (lo(pos).max(j0), (pos + 1).min(j0 + n));
+                for h in 0..nh {
+                    let qh = &s.q[i * q_stride + h * hk..][..hk];
+                    let g = h / group;
+                    let row = &mut scores[((i - t0) * nh + h) * span..][..span];
+                    for j in a..b {
+                        let kh = &s.k[(j - j0) * kv_k + g * hk..][..hk];
+                        row[j - k_lo] = dot(qh, kh) * p.scale;
+                    }
+                }
+            }
+            j0 += n;
+        }
+
+        // Softmax per (query, head) row; masked entries are -inf and become 0.
+        for row in scores.chunks_exact_mut(span) {
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0f64;
+            for x in row.iter_mut() {
+                let e = if *x == f32::NEG_INFINITY { 0.0 } else { (*x - max).exp() };
+                *x = e;
+                sum += e as f64;
+            }
+            let inv = (1.0 / sum) as f32;
+            row.iter_mut().for_each(|x| *x = round_f16(*x * inv));
+        }
+
+        // Weighted values.
+        let mut j0 = k_lo;
+        while j0 < k_hi {
+            let n = KV_CHUNK.min(k_hi - j0);
+            kv.read_v(j0, n, &mut s.v[..n * kv_v]);
+            for i in t0..t1 {
+                let pos = q_pos0 + i;
+                let (a, b) = (lo(pos).max(j0), (pos + 1).min(j0 + n));
+                for h in 0..nh {
+                    let g = h / group;
+                    let row = &scores[((i - t0) * nh + h) * span..][..span];
+                    let oh = &mut out[i * o_stride + h * hv..][..hv];
+                    for j in a..b {
+                        let w = row[j - k_lo];
+                        if w == 0.0 {
+                            continue;
+                        }
+                        let vh = &s.v[(j - j0) * kv_v + g * hv..][..hv];
+                        for (o, &x) in oh.iter_mut().zip(vh) {
+                            *o += w * x;
+                        }
+                    }
+                }
+            }
+            j0 += n;
+        }
+        t0 = t1;
+    }
+}
+
+#[inline]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    // Eight independent partial sums: lets the compiler vectorize without -ffast-math.
+    let mut acc = [0.0f32; 8];
+    let (ca, ra) = (a.chunks_exact(8), a.len() % 8);
+    for (x, y) in ca.zip(b.chunks_exact(8)) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    let base = a.len() - ra;
+    for k in base..a.len() {
+        s += a[k] * b[k];
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Plain {
+        k: Vec<f32>,
+        v: Vec<f32>,
+        kw: usize,
+        vw: usize,
+    }
+    impl KvRead for Plain {
+        fn len(&self) -> usize {
+            self.k.len() / self.kw
+        }
+        fn read_k(&self, start: usize, n: usize, dst: &mut [f32]) {
+            dst.copy_from_slice(&self.k[start * self.kw..(start + n) * self.kw]);
+        }
+        fn read_v(&self, start: usize, n: usize, dst: &mut [f32]) {
+            dst.copy_from_slice(&self.v[start * self.vw..(start + n) * self.vw]);
+        }
+    }
+
+    /// Straightforward O(n²) reference in f64.
+    fn reference(p: &AttentionParams, q: &[f32], q_pos0: usize, kv: &Plain) -> Vec<f64> {
+        let (hk, hv) = (p.head_dim_k, p.head_dim_v);
+        let n_q = q.len() / (p.n_head * hk);
+        let mut out = vec![0.0f64; n_q * p.n_head * hv];
+        for i in 0..n_q {
+            let pos = q_pos0 + i;
+            for h in 0..p.n_head {
+                let g = h / (p.n_head / p.n_head_kv);
+                let mut sc = vec![];
+                for j in 0..=pos {
+                    if let Some(w) = p.window {
+                        if pos - j >= w {
+                            continue;
+                        }
+                    }
+                    let mut d = 0.0f64;
+                    for x in 0..hk {
+                        d += q[i * p.n_head * hk + h * hk + x] as f64 * kv.k[j * kv.kw + g * hk + x] as f64;
+                    }
+                    sc.push((j, d * p.scale as f64));
+                }
+                let mx = sc.iter().map(|s| s.1).fold(f64::NEG_INFINITY, f64::max);
+                let z: f64 = sc.iter().map(|s| (s.1 - mx).exp()).sum();
+                for &(j, d) in &sc {
+                    let w = (d - mx).exp() / z;
+                    for x in 0..hv {
+                        out[i * p.n_head * hv + h * hv + x] += w * kv.v[j * kv.vw + g * hv + x] as f64;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn pseudo(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2654435761).wrapping_add(12345);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s % 2000) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matches_reference_gqa_window_and_chunks() {
+        for &(n_head, n_head_kv, window, n_ctx, n_q) in &[
+            (4usize, 1usize, None, 150usize, 150usize),
+            (4, 2, Some(40usize), 150, 150),
+            (2, 2, Some(70), 200, 1),
+            (6, 3, None, 130, 3),
+        ] {
+            let (hk, hv) = (16, 8);
+            let p = AttentionParams { n_head, n_head_kv, head_dim_k: hk, head_dim_v: hv, scale: 0.3, window };
+            let kv = Plain { k: pseudo(n_ctx * n_head_kv * hk, 1), v: pseudo(n_ctx * n_head_kv * hv, 2), kw: n_head_kv * hk, vw: n_head_kv * hv };
+            let q = pseudo(n_q * n_head * hk, 3);
+            let q_pos0 = n_ctx - n_q;
+            let mut out = vec![0.0; n_q * n_head * hv];
+            let mut s = AttentionScratch::default();
+            attention(&p, &q, q_pos0, &kv, &mut out, &mut s);
+            let want = reference(&p, &q, q_pos0, &kv);
+            let maxd = out.iter().zip(&want).map(|(&a, &b)| (a as f64 - b).abs()).fold(0.0, f64::max);
+            assert!(maxd < 2e-3, "heads {n_head}/{n_head_kv} window {window:?}: max diff {maxd}");
+        }
+    }
+
+    #[test]
+    fn query_tiles_do_not_change_the_result() {
+        let (n_head, n_head_kv, hk, hv, n_ctx) = (4, 2, 8, 8, 90);
+        for window in [None, Some(20)] {
+            let p = AttentionParams { n_head, n_head_kv, head_dim_k: hk, head_dim_v: hv, scale: 0.4, window };
+            let kv = Plain { k: pseudo(n_ctx * n_head_kv * hk, 7), v: pseudo(n_ctx * n_head_kv * hv, 8), kw: n_head_kv * hk, vw: n_head_kv * hv };
+            let q = pseudo(50 * n_head * hk, 9);
+            let mut one = vec![0.0; 50 * n_head * hv];
+            let mut many = one.clone();
+            attention_tiled(&p, &q, 40, &kv, &mut one, &mut AttentionScratch::default(), SCORE_BUDGET);
+            // A budget of 1000 scores: tiles of a few queries.
+            attention_tiled(&p, &q, 40, &kv, &mut many, &mut AttentionScratch::default(), 1000);
+            assert_eq!(one, many);
+        }
+    }
+
+    #[test]
+    fn first_position_returns_its_own_value() {
+        let p = AttentionParams { n_head: 2, n_head_kv: 1, head_dim_k: 4, head_dim_v: 4, scale: 1.0, window: Some(1) };
+        let kv = Plain { k: pseudo(12, 5), v: (0..12).map(|i| i as f32).collect(), kw: 4, vw: 4 };
+        let q = pseudo(3 * 8, 6);
+        let mut out = vec![0.0; 3 * 8];
+        attention(&p, &q, 0, &kv, &mut out, &mut AttentionScratch::default());
+        // Window 1: every query sees only itself.
+        for i in 0..3 {
+            for h in 0..2 {
+                for x in 0..4 {
+                    assert_eq!(out[i * 8 + h * 4 + x], (i * 4 + x) as f32);
+                }
+            }
+        }
+    }
+}

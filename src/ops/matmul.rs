@@ -1,0 +1,183 @@
+//! `out = x · Wᵀ` for a batch of activation rows against a weight matrix kept in its GGUF block
+//! format.
+//!
+//! Each activation row is quantized once per matmul to the format llama.cpp pairs with the
+//! weight type (`quant::vec_dot_type`: Q8_0 for Q4_0/Q5_0/Q8_0, Q8_K for k-quants, ...), then
+//! every weight row is dotted with every token row of a tile: weight rows outer, tokens inner,
+//! so a weight row is read from memory once per tile of [`TOKEN_TILE`] tokens, not once per token.
+
+use crate::gguf::GgmlType;
+use crate::quant::{self, QuantError, VecDotKernel};
+
+/// Tokens whose quantized activations stay hot in cache while the weight matrix streams by.
+pub const TOKEN_TILE: usize = 32;
+
+/// A 2-D weight `[n_out rows × n_in columns]` (ggml dims `[n_in, n_out]`), bytes as stored.
+pub struct Weight {
+    pub ty: GgmlType,
+    pub n_in: usize,
+    pub n_out: usize,
+    data: Vec<u8>,
+    row_bytes: usize,
+    act_ty: GgmlType,
+    act_row_bytes: usize,
+    kernel: VecDotKernel,
+}
+
+impl std::fmt::Debug for Weight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Weight({} [{} x {}])", self.ty, self.n_out, self.n_in)
+    }
+}
+
+impl Weight {
+    /// Takes ownership of `data` (exactly `n_out` rows of `n_in` elements of `ty`); refuses
+    /// types without a dot kernel (`UNSUPPORTED_TENSOR_TYPE`) and wrong lengths.
+    pub fn new(ty: GgmlType, n_in: usize, n_out: usize, data: Vec<u8>) -> Result<Weight, QuantError> {
+        let kernel = quant::vec_dot_kernel(ty)?;
+        let row_bytes = quant::row_bytes(ty, n_in)?;
+        let act_ty = quant::vec_dot_type(ty);
+        let act_row_bytes = quant::row_bytes(act_ty, n_in)?;
+        let want = row_bytes.checked_mul(n_out).unwrap_or(usize::MAX);
+        if data.len() != want {
+            return Err(QuantError::BadLength { ty, what: "weight bytes", expected: want, got: data.len() });
+        }
+        quant::check_vec_dot(ty, row_bytes, act_row_bytes, n_in)?;
+        Ok(Weight { ty, n_in, n_out, data, row_bytes, act_ty, act_row_bytes, kernel })
+    }
+
+    /// The stored bytes of row `r`.
+    pub fn row(&self, r: usize) -> &[u8] {
+        &self.data[r * self.row_bytes..(r + 1) * self.row_bytes]
+    }
+
+    /// Dequantizes row `r` into `dst` (`n_in` values): an embedding lookup.
+    pub fn dequantize_row(&self, r: usize, dst: &mut [f32]) -> Result<(), QuantError> {
+        quant::dequantize(self.ty, self.row(r), dst)
+    }
+
+    /// Bytes of weight data.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The activation format this weight's rows are dotted with.
+    pub fn activation_type(&self) -> GgmlType {
+        self.act_ty
+    }
+}
+
+/// Reusable buffers for [`matmul`] (quantized activation rows).
+#[derive(Default, Debug)]
+pub struct MatmulScratch {
+    act: Vec<u8>,
+    row: Vec<u8>,
+}
+
+impl MatmulScratch {
+    pub fn bytes(&self) -> usize {
+        self.act.capacity() + self.row.capacity()
+    }
+}
+
+/// `out[t][r] = dot(W[r], x[t])` for `x` of `n_tok = x.len() / n_in` rows; `out` holds
+/// `n_tok * n_out` values.
+pub fn matmul(w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> Result<(), QuantError> {
+    let n_in = w.n_in;
+    let n_out = w.n_out;
+    debug_assert_eq!(x.len() % n_in, 0);
+    let n_tok = x.len() / n_in;
+    debug_assert_eq!(out.len(), n_tok * n_out);
+    let ab = w.act_row_bytes;
+    s.act.resize(n_tok * ab, 0);
+    for t in 0..n_tok {
+        quant::quantize_activation(w.act_ty, &x[t * n_in..(t + 1) * n_in], &mut s.row)?;
+        s.act[t * ab..(t + 1) * ab].copy_from_slice(&s.row);
+    }
+    let kernel = w.kernel;
+    let mut t0 = 0;
+    while t0 < n_tok {
+        let t1 = (t0 + TOKEN_TILE).min(n_tok);
+        for r in 0..n_out {
+            let wr = &w.data[r * w.row_bytes..(r + 1) * w.row_bytes];
+            for t in t0..t1 {
+                out[t * n_out + r] = kernel(wr, &s.act[t * ab..(t + 1) * ab], n_in);
+            }
+        }
+        t0 = t1;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pseudo(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2654435761).wrapping_add(99);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn f32_bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn f32_weights_give_the_plain_product() {
+        let (n_in, n_out, n_tok) = (64, 5, 40); // 40 tokens: crosses a tile boundary
+        let wv = pseudo(n_in * n_out, 1);
+        let x = pseudo(n_in * n_tok, 2);
+        let w = Weight::new(GgmlType::F32, n_in, n_out, f32_bytes(&wv)).unwrap();
+        let mut out = vec![0.0; n_tok * n_out];
+        matmul(&w, &x, &mut out, &mut MatmulScratch::default()).unwrap();
+        for t in 0..n_tok {
+            for r in 0..n_out {
+                let want: f64 = (0..n_in).map(|i| wv[r * n_in + i] as f64 * x[t * n_in + i] as f64).sum();
+                assert!((out[t * n_out + r] as f64 - want).abs() < 1e-4);
+            }
+        }
+    }
+
+    #[test]
+    fn quantized_rows_match_per_row_vec_dot() {
+        // Q8_0 weights built by the activation quantizer (same block layout).
+        let (n_in, n_out, n_tok) = (64, 3, 2);
+        let wv = pseudo(n_in * n_out, 3);
+        let mut data = Vec::new();
+        let mut row = Vec::new();
+        for r in 0..n_out {
+            quant::quantize_activation(GgmlType::Q8_0, &wv[r * n_in..(r + 1) * n_in], &mut row).unwrap();
+            data.extend_from_slice(&row);
+        }
+        let w = Weight::new(GgmlType::Q8_0, n_in, n_out, data).unwrap();
+        let x = pseudo(n_in * n_tok, 4);
+        let mut out = vec![0.0; n_tok * n_out];
+        matmul(&w, &x, &mut out, &mut MatmulScratch::default()).unwrap();
+        for t in 0..n_tok {
+            quant::quantize_activation(GgmlType::Q8_0, &x[t * n_in..(t + 1) * n_in], &mut row).unwrap();
+            for r in 0..n_out {
+                let want = quant::vec_dot(GgmlType::Q8_0, w.row(r), &row, n_in).unwrap();
+                assert_eq!(out[t * n_out + r], want);
+                let exact: f32 = (0..n_in).map(|i| wv[r * n_in + i] * x[t * n_in + i]).sum();
+                assert!((want - exact).abs() < 0.05 * (1.0 + exact.abs()));
+            }
+        }
+    }
+
+    #[test]
+    fn bad_inputs_are_typed_errors() {
+        let e = Weight::new(GgmlType::IQ2_XXS, 256, 1, vec![0; 66]).unwrap_err();
+        assert_eq!(e.code(), "UNSUPPORTED_TENSOR_TYPE");
+        let e = Weight::new(GgmlType::Q8_0, 64, 2, vec![0; 67]).unwrap_err();
+        assert_eq!(e.code(), "QUANT_BAD_LENGTH");
+        let e = Weight::new(GgmlType::Q4_K, 100, 1, vec![0; 144]).unwrap_err();
+        assert_eq!(e.code(), "QUANT_PARTIAL_BLOCK");
+    }
+}
