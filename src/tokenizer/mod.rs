@@ -21,6 +21,8 @@ mod special;
 mod unicode;
 mod unicode_table;
 mod vocab;
+#[cfg(all(test, target_arch = "wasm32"))]
+mod wasm_timing;
 
 pub use chat_template::{ChatMessage, ChatTemplate};
 pub use decode::{DecodeOptions, StreamDecoder};
