@@ -6,6 +6,7 @@
 
 pub mod engine;
 pub mod gguf;
+pub mod host;
 pub mod kv;
 pub mod metrics;
 pub mod model;

@@ -21,7 +21,10 @@ fn jinja_renders_like_llamacpp() {
     let convs = conversations(&cases);
     let expected = json("tok_chat_expected.json");
     let results = expected["results"].as_array().unwrap();
-    assert_eq!(results.len(), cases["templates"].as_object().unwrap().len() * convs.len() * 2);
+    assert_eq!(
+        results.len(),
+        cases["templates"].as_object().unwrap().len() * convs.len() * 2
+    );
     let mut errors_seen = 0;
     for r in results {
         let name = r["template"].as_str().unwrap();
@@ -37,7 +40,12 @@ fn jinja_renders_like_llamacpp() {
         let add_gen = r["add_generation_prompt"].as_bool().unwrap();
         let got = t.apply(conv, add_gen);
         match r["output"].as_str() {
-            Some(want) => assert_eq!(got.as_deref().ok(), Some(want), "{name} conv {} gen {add_gen}", r["conversation"]),
+            Some(want) => assert_eq!(
+                got.as_deref().ok(),
+                Some(want),
+                "{name} conv {} gen {add_gen}",
+                r["conversation"]
+            ),
             None => {
                 errors_seen += 1;
                 let e = got.expect_err("llama.cpp raised an error here");
@@ -57,8 +65,14 @@ fn spm_tokenizer() -> Tokenizer {
 fn file_template_strips_bos_so_encoding_adds_exactly_one() {
     let tok = spm_tokenizer();
     assert!(tok.chat_template().is_some());
-    assert!(matches!(ChatTemplate::for_tokenizer(&tok), ChatTemplate::Jinja { .. }));
-    let conv = vec![ChatMessage::new("system", "Be kind."), ChatMessage::new("user", "Hi")];
+    assert!(matches!(
+        ChatTemplate::for_tokenizer(&tok),
+        ChatTemplate::Jinja { .. }
+    ));
+    let conv = vec![
+        ChatMessage::new("system", "Be kind."),
+        ChatMessage::new("user", "Hi"),
+    ];
     let text = tok.apply_chat_template(&conv, true).unwrap();
     assert_eq!(text, "[INST] <<SYS>>\nBe kind.\n<</SYS>>\n\nHi [/INST]");
     let ids = tok.encode_chat(&conv, true).unwrap();
@@ -66,7 +80,10 @@ fn file_template_strips_bos_so_encoding_adds_exactly_one() {
     assert_ne!(ids[1], 1, "double BOS");
     assert_eq!(ids, tok.encode(&text, true, true));
     // An assistant turn ends with EOS text, parsed as the EOS token.
-    let conv2 = vec![ChatMessage::new("user", "Hi"), ChatMessage::new("assistant", "Hello")];
+    let conv2 = vec![
+        ChatMessage::new("user", "Hi"),
+        ChatMessage::new("assistant", "Hello"),
+    ];
     let ids2 = tok.encode_chat(&conv2, false).unwrap();
     assert_eq!(ids2.iter().filter(|&&i| i == 1).count(), 1);
     assert_eq!(ids2.last(), Some(&2));
@@ -74,11 +91,16 @@ fn file_template_strips_bos_so_encoding_adds_exactly_one() {
 
 #[test]
 fn gemma_falls_back_to_builtin_turn_format() {
-    let Some(model) = common::real_model() else { return };
+    let Some(model) = common::real_model() else {
+        return;
+    };
     let (h, _) = edgellm::gguf::read_header_file(model).unwrap();
     let tok = Tokenizer::from_gguf(&h).unwrap();
     assert_eq!(tok.chat_template(), None, "the file carries no template");
-    assert_eq!(ChatTemplate::for_tokenizer(&tok), ChatTemplate::Builtin(BuiltinTemplate::Gemma));
+    assert_eq!(
+        ChatTemplate::for_tokenizer(&tok),
+        ChatTemplate::Builtin(BuiltinTemplate::Gemma)
+    );
     let conv = vec![
         ChatMessage::new("system", "You are a pirate."),
         ChatMessage::new("user", "Hello"),
@@ -92,10 +114,22 @@ fn gemma_falls_back_to_builtin_turn_format() {
          <start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n"
     );
     let ids = tok.encode_chat(&conv, true).unwrap();
-    assert_eq!(&ids[..2], &[2, 105], "one <bos>, then <start_of_turn> as one token");
+    assert_eq!(
+        &ids[..2],
+        &[2, 105],
+        "one <bos>, then <start_of_turn> as one token"
+    );
     assert_eq!(ids.iter().filter(|&&i| i == 2).count(), 1);
-    assert_eq!(ids.iter().filter(|&&i| i == 106).count(), 3, "<end_of_turn> per finished turn");
-    assert_eq!(&ids[ids.len() - 3..], &[105, 4368, 107], "ends with <start_of_turn>model\\n");
+    assert_eq!(
+        ids.iter().filter(|&&i| i == 106).count(),
+        3,
+        "<end_of_turn> per finished turn"
+    );
+    assert_eq!(
+        &ids[ids.len() - 3..],
+        &[105, 4368, 107],
+        "ends with <start_of_turn>model\\n"
+    );
     assert!(tok.is_eog(106), "<end_of_turn> stops generation");
 
     // Where Gemma's own template does not trim, a simple conversation renders the same as a

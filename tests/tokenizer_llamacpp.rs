@@ -23,7 +23,11 @@ fn expected(name: &str) -> Value {
 }
 
 fn ids(v: &Value) -> Vec<u32> {
-    v.as_array().expect("ids").iter().map(|x| x.as_u64().expect("id") as u32).collect()
+    v.as_array()
+        .expect("ids")
+        .iter()
+        .map(|x| x.as_u64().expect("id") as u32)
+        .collect()
 }
 
 fn load(path: &Path) -> Tokenizer {
@@ -31,8 +35,14 @@ fn load(path: &Path) -> Tokenizer {
     Tokenizer::from_gguf(&header).expect("tokenizer")
 }
 
-const PLAIN: DecodeOptions = DecodeOptions { remove_special: false, unparse_special: false };
-const SPECIAL: DecodeOptions = DecodeOptions { remove_special: false, unparse_special: true };
+const PLAIN: DecodeOptions = DecodeOptions {
+    remove_special: false,
+    unparse_special: false,
+};
+const SPECIAL: DecodeOptions = DecodeOptions {
+    remove_special: false,
+    unparse_special: true,
+};
 
 /// Compares every corpus string; returns a summary line and panics with the first
 /// differences if any.
@@ -40,7 +50,11 @@ fn check_against_llamacpp(tok: &Tokenizer, name: &str, single_eot_candidate: boo
     let corpus = corpus();
     let exp = expected(name);
     let cases = exp["cases"].as_array().expect("cases");
-    assert_eq!(cases.len(), corpus.len(), "fixture out of date: regenerate it");
+    assert_eq!(
+        cases.len(),
+        corpus.len(),
+        "fixture out of date: regenerate it"
+    );
     assert_eq!(exp["n_vocab"].as_u64(), Some(tok.vocab_size() as u64));
     assert_eq!(exp["bos"].as_u64().map(|v| v as u32), tok.bos_id(), "bos");
     assert_eq!(exp["eos"].as_u64().map(|v| v as u32), tok.eos_id(), "eos");
@@ -51,7 +65,10 @@ fn check_against_llamacpp(tok: &Tokenizer, name: &str, single_eot_candidate: boo
     if single_eot_candidate {
         assert_eq!(want_eot, tok.eot_id(), "eot");
     } else {
-        assert!(tok.eot_id().is_some_and(|id| tok.is_eog(id)), "eot must end generation");
+        assert!(
+            tok.eot_id().is_some_and(|id| tok.is_eog(id)),
+            "eot must end generation"
+        );
     }
     assert_eq!(exp["add_bos"].as_bool(), Some(tok.add_bos()), "add_bos");
     assert_eq!(exp["add_eos"].as_bool(), Some(tok.add_eos()), "add_eos");
@@ -59,7 +76,11 @@ fn check_against_llamacpp(tok: &Tokenizer, name: &str, single_eot_candidate: boo
     for pair in exp["attrs"].as_array().expect("attrs") {
         let id = pair[0].as_u64().unwrap() as u32;
         let bits = pair[1].as_u64().unwrap() as u16;
-        assert_eq!(tok.token_attr(id).map(|a| a.0), Some(bits), "attributes of token {id}");
+        assert_eq!(
+            tok.token_attr(id).map(|a| a.0),
+            Some(bits),
+            "attributes of token {id}"
+        );
     }
 
     let mut failures = Vec::new();
@@ -82,11 +103,27 @@ fn check_against_llamacpp(tok: &Tokenizer, name: &str, single_eot_candidate: boo
             tok.decode(&want_special, SPECIAL).unwrap(),
             tok.decode(&want_special, PLAIN).unwrap(),
         ];
-        let want_texts = [case[2].as_str().unwrap(), case[3].as_str().unwrap(), case[4].as_str().unwrap()];
-        if texts.iter().zip(want_texts).all(|(a, b)| a == b) {
+        let want_texts = [
+            case[2].as_str().unwrap(),
+            case[3].as_str().unwrap(),
+            case[4].as_str().unwrap(),
+        ];
+        // Decoding with BOS in front (SPM then keeps the space it would strip).
+        let with_bos = match (tok.bos_id(), case[5].as_str()) {
+            (Some(bos), Some(want)) => {
+                let mut v = vec![bos];
+                v.extend(&want_plain);
+                tok.decode(&v, PLAIN).unwrap() == want
+            }
+            (None, None) => true,
+            _ => false,
+        };
+        if texts.iter().zip(want_texts).all(|(a, b)| a == b) && with_bos {
             same_text += 1;
         } else {
-            failures.push(format!("decode of {s:?}: want {want_texts:?}\n  got {texts:?}"));
+            failures.push(format!(
+                "decode of {s:?}: want {want_texts:?}\n  got {texts:?}"
+            ));
         }
         // Round trip: wherever llama.cpp gives the input back, we must too.
         if want_texts[0] == s {
@@ -114,41 +151,67 @@ fn check_against_llamacpp(tok: &Tokenizer, name: &str, single_eot_candidate: boo
         corpus.len()
     );
     if !failures.is_empty() {
-        panic!("{} differences from llama.cpp in {name}:\n{}", failures.len(), failures[..failures.len().min(12)].join("\n"));
+        panic!(
+            "{} differences from llama.cpp in {name}:\n{}",
+            failures.len(),
+            failures[..failures.len().min(12)].join("\n")
+        );
     }
     assert_eq!(round_trips, ours_round_trip);
 }
 
 #[test]
 fn gemma_matches_llamacpp() {
-    let Some(model) = common::real_model() else { return };
+    let Some(model) = common::real_model() else {
+        return;
+    };
     let tok = load(&model);
     check_against_llamacpp(&tok, "gemma", true);
 }
 
 #[test]
 fn bpe_default_matches_llamacpp() {
-    check_against_llamacpp(&load(&common::data("tok_bpe_default.gguf")), "bpe_default", false);
+    check_against_llamacpp(
+        &load(&common::data("tok_bpe_default.gguf")),
+        "bpe_default",
+        false,
+    );
 }
 
 #[test]
 fn bpe_gpt2_matches_llamacpp() {
-    check_against_llamacpp(&load(&common::data("tok_bpe_gpt_2.gguf")), "bpe_gpt_2", false);
+    check_against_llamacpp(
+        &load(&common::data("tok_bpe_gpt_2.gguf")),
+        "bpe_gpt_2",
+        false,
+    );
 }
 
 #[test]
 fn bpe_llama3_matches_llamacpp() {
-    check_against_llamacpp(&load(&common::data("tok_bpe_llama_bpe.gguf")), "bpe_llama_bpe", false);
+    check_against_llamacpp(
+        &load(&common::data("tok_bpe_llama_bpe.gguf")),
+        "bpe_llama_bpe",
+        false,
+    );
 }
 
 #[test]
 fn bpe_qwen2_matches_llamacpp() {
-    check_against_llamacpp(&load(&common::data("tok_bpe_qwen2.gguf")), "bpe_qwen2", false);
+    check_against_llamacpp(
+        &load(&common::data("tok_bpe_qwen2.gguf")),
+        "bpe_qwen2",
+        false,
+    );
 }
 
 #[test]
 fn bpe_smollm_matches_llamacpp() {
-    check_against_llamacpp(&load(&common::data("tok_bpe_smollm.gguf")), "bpe_smollm", false);
+    check_against_llamacpp(
+        &load(&common::data("tok_bpe_smollm.gguf")),
+        "bpe_smollm",
+        false,
+    );
 }
 
 #[test]

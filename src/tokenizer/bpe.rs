@@ -95,7 +95,11 @@ impl Merges {
         map.reserve(entries.len());
         let mut joined = String::new();
         for (rank, e) in entries.iter().enumerate() {
-            let bad = |reason| TokenizerError::BadMerge { index: rank, merge: e.clone(), reason };
+            let bad = |reason| TokenizerError::BadMerge {
+                index: rank,
+                merge: e.clone(),
+                reason,
+            };
             let split_at = e
                 .char_indices()
                 .skip(1)
@@ -106,8 +110,12 @@ impl Merges {
             if right.is_empty() {
                 return Err(bad("empty right part"));
             }
-            let l = vocab.id(left).ok_or_else(|| bad("left part is not a token"))?;
-            let r = vocab.id(right).ok_or_else(|| bad("right part is not a token"))?;
+            let l = vocab
+                .id(left)
+                .ok_or_else(|| bad("left part is not a token"))?;
+            let r = vocab
+                .id(right)
+                .ok_or_else(|| bad("right part is not a token"))?;
             joined.clear();
             joined.push_str(left);
             joined.push_str(right);
@@ -231,7 +239,13 @@ impl BpeModel {
             let len = c.len_utf8();
             let id = vocab.id(&word[start..start + len]).unwrap_or(NONE);
             let next = if i + 1 == n_chars { -1 } else { i as i32 + 1 };
-            symbols.push(Symbol { start: start as u32, len: len as u32, prev: i as i32 - 1, next, id });
+            symbols.push(Symbol {
+                start: start as u32,
+                len: len as u32,
+                prev: i as i32 - 1,
+                next,
+                id,
+            });
         }
         for i in 1..symbols.len() {
             self.push_bigram(symbols, heap, i as i32 - 1, i as i32);
@@ -264,7 +278,13 @@ impl BpeModel {
             return;
         }
         if let Some((rank, merged)) = self.merges.get(ls.id, rs.id) {
-            heap.push(Bigram { rank, left: l as u32, right: r as u32, size: ls.len + rs.len, merged });
+            heap.push(Bigram {
+                rank,
+                left: l as u32,
+                right: r as u32,
+                size: ls.len + rs.len,
+                merged,
+            });
         }
     }
 }

@@ -22,7 +22,10 @@ pub struct ChatMessage {
 
 impl ChatMessage {
     pub fn new(role: &str, content: &str) -> ChatMessage {
-        ChatMessage { role: role.to_string(), content: content.to_string() }
+        ChatMessage {
+            role: role.to_string(),
+            content: content.to_string(),
+        }
     }
 }
 
@@ -61,7 +64,9 @@ impl BuiltinTemplate {
         let arch = tok.architecture().unwrap_or("");
         if arch.starts_with("gemma") || tok.token_id("<start_of_turn>").is_some() {
             BuiltinTemplate::Gemma
-        } else if tok.token_id("<|start_header_id|>").is_some() && tok.token_id("<|eot_id|>").is_some() {
+        } else if tok.token_id("<|start_header_id|>").is_some()
+            && tok.token_id("<|eot_id|>").is_some()
+        {
             BuiltinTemplate::Llama3
         } else {
             BuiltinTemplate::ChatMl
@@ -78,7 +83,11 @@ impl BuiltinTemplate {
                         system.push_str(c_trim(&m.content));
                         continue;
                     }
-                    let role = if m.role == "assistant" { "model" } else { m.role.as_str() };
+                    let role = if m.role == "assistant" {
+                        "model"
+                    } else {
+                        m.role.as_str()
+                    };
                     s.push_str("<start_of_turn>");
                     s.push_str(role);
                     s.push('\n');
@@ -141,8 +150,17 @@ impl ChatTemplate {
     /// A Jinja template with this tokenizer's BOS/EOS text and BOS/EOS rules.
     pub fn jinja_for(tok: &Tokenizer, source: &str) -> ChatTemplate {
         let text = |id: Option<u32>| {
-            id.and_then(|id| tok.decode(&[id], DecodeOptions { remove_special: false, unparse_special: true }).ok())
-                .unwrap_or_default()
+            id.and_then(|id| {
+                tok.decode(
+                    &[id],
+                    DecodeOptions {
+                        remove_special: false,
+                        unparse_special: true,
+                    },
+                )
+                .ok()
+            })
+            .unwrap_or_default()
         };
         ChatTemplate::Jinja {
             source: source.to_string(),
@@ -162,8 +180,20 @@ impl ChatTemplate {
     ) -> Result<String, TokenizerError> {
         match self {
             ChatTemplate::Builtin(b) => Ok(b.render(messages, add_generation_prompt)),
-            ChatTemplate::Jinja { source, bos_token, eos_token, strip_bos, strip_eos } => {
-                let mut out = render_jinja(source, messages, add_generation_prompt, bos_token, eos_token)?;
+            ChatTemplate::Jinja {
+                source,
+                bos_token,
+                eos_token,
+                strip_bos,
+                strip_eos,
+            } => {
+                let mut out = render_jinja(
+                    source,
+                    messages,
+                    add_generation_prompt,
+                    bos_token,
+                    eos_token,
+                )?;
                 if *strip_bos && !bos_token.is_empty() && out.starts_with(bos_token.as_str()) {
                     out.drain(..bos_token.len());
                 }
@@ -201,10 +231,18 @@ fn render_jinja(
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-    env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
-        Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
+    env.add_function(
+        "raise_exception",
+        |msg: String| -> Result<String, minijinja::Error> {
+            Err(minijinja::Error::new(
+                minijinja::ErrorKind::InvalidOperation,
+                msg,
+            ))
+        },
+    );
+    env.add_function("strftime_now", |fmt: String| {
+        strftime(&fmt, now_unix_seconds())
     });
-    env.add_function("strftime_now", |fmt: String| strftime(&fmt, now_unix_seconds()));
     env.add_template("chat", source).map_err(template_error)?;
     let tmpl = env.get_template("chat").map_err(template_error)?;
     let ctx = minijinja::context! {
@@ -233,8 +271,18 @@ fn now_unix_seconds() -> i64 {
 /// A small `strftime` (UTC) for the formats chat templates use: %d %m %Y %y %b %B %H %M %S %%.
 fn strftime(fmt: &str, unix: i64) -> Result<String, minijinja::Error> {
     const MONTHS: [&str; 12] = [
-        "January", "February", "March", "April", "May", "June", "July", "August", "September",
-        "October", "November", "December",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
     ];
     let days = unix.div_euclid(86_400);
     let secs = unix.rem_euclid(86_400);
@@ -270,7 +318,10 @@ fn strftime(fmt: &str, unix: i64) -> Result<String, minijinja::Error> {
             other => {
                 return Err(minijinja::Error::new(
                     minijinja::ErrorKind::InvalidOperation,
-                    format!("strftime_now: unsupported directive %{}", other.map(String::from).unwrap_or_default()),
+                    format!(
+                        "strftime_now: unsupported directive %{}",
+                        other.map(String::from).unwrap_or_default()
+                    ),
                 ))
             }
         }
@@ -321,7 +372,10 @@ mod tests {
             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n\
              <start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n"
         );
-        assert_eq!(BuiltinTemplate::Gemma.render(&conv()[1..2], false), "<start_of_turn>user\nHi<end_of_turn>\n");
+        assert_eq!(
+            BuiltinTemplate::Gemma.render(&conv()[1..2], false),
+            "<start_of_turn>user\nHi<end_of_turn>\n"
+        );
     }
 
     #[test]
@@ -340,12 +394,14 @@ mod tests {
 
     #[test]
     fn jinja_strips_leading_bos_only_when_asked() {
-        let t = |strip_bos| ChatTemplate::Jinja {
+        let t = |strip_bos| {
+            ChatTemplate::Jinja {
             source: "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content.strip() }}\n{% endfor %}".into(),
             bos_token: "<bos>".into(),
             eos_token: "<eos>".into(),
             strip_bos,
             strip_eos: false,
+        }
         };
         let m = vec![ChatMessage::new("user", " hi ")];
         assert_eq!(t(true).apply(&m, false).unwrap(), "[user]hi\n");
@@ -361,7 +417,10 @@ mod tests {
             strip_bos: false,
             strip_eos: false,
         };
-        assert_eq!(bad.apply(&[], false).unwrap_err().code(), "CHAT_TEMPLATE_ERROR");
+        assert_eq!(
+            bad.apply(&[], false).unwrap_err().code(),
+            "CHAT_TEMPLATE_ERROR"
+        );
         let raising = ChatTemplate::Jinja {
             source: "{{ raise_exception('roles must alternate') }}".into(),
             bos_token: String::new(),
@@ -376,7 +435,10 @@ mod tests {
     #[test]
     fn strftime_formats_utc_dates() {
         // 2024-07-26 13:25:09 UTC
-        assert_eq!(strftime("%d %b %Y %H:%M:%S", 1_722_000_309).unwrap(), "26 Jul 2024 13:25:09");
+        assert_eq!(
+            strftime("%d %b %Y %H:%M:%S", 1_722_000_309).unwrap(),
+            "26 Jul 2024 13:25:09"
+        );
         assert_eq!(strftime("%Y-%m-%d", 0).unwrap(), "1970-01-01");
         assert_eq!(strftime("%B %y %%", 951_782_400).unwrap(), "February 00 %");
         assert!(strftime("%Q", 0).is_err());

@@ -67,7 +67,11 @@ impl Tokenizer {
             }
         }
         // UNUSED-only and UNDEFINED tokens render as nothing.
-        let n_spaces = out[start..].iter().take(lstrip).take_while(|&&b| b == b' ').count();
+        let n_spaces = out[start..]
+            .iter()
+            .take(lstrip)
+            .take_while(|&&b| b == b' ')
+            .count();
         out.drain(start..start + n_spaces);
     }
 
@@ -75,7 +79,10 @@ impl Tokenizer {
         if (id as usize) < self.vocab.len() {
             Ok(())
         } else {
-            Err(TokenizerError::InvalidTokenId { id, n_tokens: self.vocab.len() })
+            Err(TokenizerError::InvalidTokenId {
+                id,
+                n_tokens: self.vocab.len(),
+            })
         }
     }
 
@@ -88,7 +95,11 @@ impl Tokenizer {
     }
 
     /// The bytes of `llama_detokenize(ids, remove_special, unparse_special)`.
-    pub fn decode_bytes(&self, ids: &[u32], opts: DecodeOptions) -> Result<Vec<u8>, TokenizerError> {
+    pub fn decode_bytes(
+        &self,
+        ids: &[u32],
+        opts: DecodeOptions,
+    ) -> Result<Vec<u8>, TokenizerError> {
         for &id in ids {
             self.check_id(id)?;
         }
@@ -226,13 +237,15 @@ impl StreamDecoder<'_> {
         let mut piece = Vec::new();
         if let Some((eos, lstrip)) = self.held_eos.take() {
             // Not the last token after all.
-            self.tok.append_piece(eos, self.opts.unparse_special, lstrip as usize, &mut piece);
+            self.tok
+                .append_piece(eos, self.opts.unparse_special, lstrip as usize, &mut piece);
         }
         let lstrip = std::mem::replace(&mut self.remove_space, false);
         if self.opts.remove_special && s.add_eos && Some(id) == self.tok.ids.eos {
             self.held_eos = Some((id, lstrip));
         } else {
-            self.tok.append_piece(id, self.opts.unparse_special, lstrip as usize, &mut piece);
+            self.tok
+                .append_piece(id, self.opts.unparse_special, lstrip as usize, &mut piece);
         }
         self.accept(&piece);
         Ok(self.take_text(false))
@@ -257,7 +270,11 @@ impl StreamDecoder<'_> {
         let mut split = None;
         for &b in piece {
             self.raw.push(b);
-            self.clean_run = if b == b' ' || b == b'\'' { 0 } else { self.clean_run + 1 };
+            self.clean_run = if b == b' ' || b == b'\'' {
+                0
+            } else {
+                self.clean_run + 1
+            };
             if self.clean_run >= 4 {
                 split = Some(self.raw.len());
             }

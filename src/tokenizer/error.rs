@@ -8,9 +8,16 @@ pub enum TokenizerError {
     /// A required metadata key is absent (e.g. `tokenizer.ggml.tokens`, or scores for SPM).
     MissingKey { key: &'static str },
     /// A metadata key holds the wrong value type (e.g. scores stored as strings).
-    WrongType { key: &'static str, expected: &'static str },
+    WrongType {
+        key: &'static str,
+        expected: &'static str,
+    },
     /// A per-token array whose length differs from the number of tokens.
-    LengthMismatch { key: &'static str, len: usize, n_tokens: usize },
+    LengthMismatch {
+        key: &'static str,
+        len: usize,
+        n_tokens: usize,
+    },
     /// `tokenizer.ggml.model` names a tokenizer we do not implement.
     UnsupportedModel { model: String },
     /// `tokenizer.ggml.pre` names a pre-tokenizer split we do not implement.
@@ -18,11 +25,23 @@ pub enum TokenizerError {
     /// The vocabulary has no tokens, or more than fit in a u32 id.
     BadVocabSize { n_tokens: usize },
     /// Two tokens share the same text (llama.cpp refuses such vocabularies too).
-    DuplicateToken { id: u32, first_id: u32, text: String },
+    DuplicateToken {
+        id: u32,
+        first_id: u32,
+        text: String,
+    },
     /// A special-token id key (bos/eos/...) points outside the vocabulary.
-    BadSpecialTokenId { key: &'static str, id: u64, n_tokens: usize },
+    BadSpecialTokenId {
+        key: &'static str,
+        id: u64,
+        n_tokens: usize,
+    },
     /// A `tokenizer.ggml.merges` entry is not "left right", or names text that is no token.
-    BadMerge { index: usize, merge: String, reason: &'static str },
+    BadMerge {
+        index: usize,
+        merge: String,
+        reason: &'static str,
+    },
     /// A token typed BYTE whose text is not `<0xHH>`.
     BadByteToken { id: u32, text: String },
     /// A token id passed to decode is outside the vocabulary.
@@ -59,7 +78,10 @@ impl fmt::Display for TokenizerError {
             MissingKey { key } => write!(f, "metadata key {key} is missing"),
             WrongType { key, expected } => write!(f, "metadata key {key} should be {expected}"),
             LengthMismatch { key, len, n_tokens } => {
-                write!(f, "{key} has {len} entries but the vocabulary has {n_tokens} tokens")
+                write!(
+                    f,
+                    "{key} has {len} entries but the vocabulary has {n_tokens} tokens"
+                )
             }
             UnsupportedModel { model } => write!(f, "unsupported tokenizer model {model:?}"),
             UnsupportedPreTokenizer { pre } => {
@@ -67,19 +89,35 @@ impl fmt::Display for TokenizerError {
             }
             BadVocabSize { n_tokens } => write!(f, "vocabulary size {n_tokens} is not usable"),
             DuplicateToken { id, first_id, text } => {
-                write!(f, "token {id} repeats the text {text:?} of token {first_id}")
+                write!(
+                    f,
+                    "token {id} repeats the text {text:?} of token {first_id}"
+                )
             }
             BadSpecialTokenId { key, id, n_tokens } => {
-                write!(f, "{key} = {id} is outside the vocabulary of {n_tokens} tokens")
+                write!(
+                    f,
+                    "{key} = {id} is outside the vocabulary of {n_tokens} tokens"
+                )
             }
-            BadMerge { index, merge, reason } => {
+            BadMerge {
+                index,
+                merge,
+                reason,
+            } => {
                 write!(f, "tokenizer.ggml.merges[{index}] = {merge:?}: {reason}")
             }
             BadByteToken { id, text } => {
-                write!(f, "token {id} is typed BYTE but its text {text:?} is not <0xHH>")
+                write!(
+                    f,
+                    "token {id} is typed BYTE but its text {text:?} is not <0xHH>"
+                )
             }
             InvalidTokenId { id, n_tokens } => {
-                write!(f, "token id {id} is outside the vocabulary of {n_tokens} tokens")
+                write!(
+                    f,
+                    "token id {id} is outside the vocabulary of {n_tokens} tokens"
+                )
             }
             ChatTemplate { message } => write!(f, "chat template: {message}"),
         }

@@ -90,22 +90,36 @@ const FIM_MID_TEXTS: &[&str] = &[
     "<|middle|>",
 ];
 const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
-const FIM_REP_TEXTS: &[&str] =
-    &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
+const FIM_REP_TEXTS: &[&str] = &[
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+];
 const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
 
-fn str_array<'h>(h: &'h GgufHeader, key: &'static str) -> Result<Option<&'h [String]>, TokenizerError> {
+fn str_array<'h>(
+    h: &'h GgufHeader,
+    key: &'static str,
+) -> Result<Option<&'h [String]>, TokenizerError> {
     match h.get(key) {
         None => Ok(None),
         Some(Value::Array(Array::String(v))) => Ok(Some(v)),
-        Some(_) => Err(TokenizerError::WrongType { key, expected: "an array of strings" }),
+        Some(_) => Err(TokenizerError::WrongType {
+            key,
+            expected: "an array of strings",
+        }),
     }
 }
 
 fn bool_key(h: &GgufHeader, key: &'static str) -> Result<Option<bool>, TokenizerError> {
     match h.get(key) {
         None => Ok(None),
-        Some(v) => v.as_bool().map(Some).ok_or(TokenizerError::WrongType { key, expected: "a bool" }),
+        Some(v) => v.as_bool().map(Some).ok_or(TokenizerError::WrongType {
+            key,
+            expected: "a bool",
+        }),
     }
 }
 
@@ -113,9 +127,16 @@ fn bool_key(h: &GgufHeader, key: &'static str) -> Result<Option<bool>, Tokenizer
 /// broken file, and generation would misbehave, so we refuse it).
 fn id_key(h: &GgufHeader, key: &'static str, n: usize) -> Result<Option<u32>, TokenizerError> {
     let Some(v) = h.get(key) else { return Ok(None) };
-    let id = v.as_u64().ok_or(TokenizerError::WrongType { key, expected: "an unsigned integer" })?;
+    let id = v.as_u64().ok_or(TokenizerError::WrongType {
+        key,
+        expected: "an unsigned integer",
+    })?;
     if id >= n as u64 {
-        return Err(TokenizerError::BadSpecialTokenId { key, id, n_tokens: n });
+        return Err(TokenizerError::BadSpecialTokenId {
+            key,
+            id,
+            n_tokens: n,
+        });
     }
     Ok(Some(id as u32))
 }
@@ -130,13 +151,19 @@ fn pre_tokenizer(pre: &str) -> Result<(PreTokenizer, bool, bool, bool), Tokenize
         "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es" | "jina-v2-de"
         | "a.x-4.0" | "mellum" | "modern-bert" | "mpt" | "olmo" | "jais" | "exaone4"
         | "trillion" | "granite-docling" => (PreTokenizer::Gpt2, false, false, true),
-        "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" => (PreTokenizer::Qwen2, false, false, false),
+        "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" => {
+            (PreTokenizer::Qwen2, false, false, false)
+        }
         "stablelm2" | "hunyuan" => (PreTokenizer::Qwen2, false, false, true),
         "smollm" | "command-r" => (PreTokenizer::SmolLm, false, false, false),
         "starcoder" | "refact" | "codeshell" | "exaone" | "minerva-7b" | "mellum2" => {
             (PreTokenizer::SmolLm, false, false, true)
         }
-        other => return Err(TokenizerError::UnsupportedPreTokenizer { pre: other.to_string() }),
+        other => {
+            return Err(TokenizerError::UnsupportedPreTokenizer {
+                pre: other.to_string(),
+            })
+        }
     })
 }
 
@@ -146,9 +173,13 @@ impl Tokenizer {
     pub fn from_gguf(h: &GgufHeader) -> Result<Tokenizer, TokenizerError> {
         let model = match h.get(KEY_MODEL) {
             None => return Err(TokenizerError::MissingKey { key: KEY_MODEL }),
-            Some(v) => v.as_str().ok_or(TokenizerError::WrongType { key: KEY_MODEL, expected: "a string" })?,
+            Some(v) => v.as_str().ok_or(TokenizerError::WrongType {
+                key: KEY_MODEL,
+                expected: "a string",
+            })?,
         };
-        let texts = str_array(h, KEY_TOKENS)?.ok_or(TokenizerError::MissingKey { key: KEY_TOKENS })?;
+        let texts =
+            str_array(h, KEY_TOKENS)?.ok_or(TokenizerError::MissingKey { key: KEY_TOKENS })?;
         let n = texts.len();
         if n == 0 || n >= u32::MAX as usize {
             return Err(TokenizerError::BadVocabSize { n_tokens: n });
@@ -156,20 +187,29 @@ impl Tokenizer {
         let is_spm = match model {
             "llama" => true,
             "gpt2" => false,
-            other => return Err(TokenizerError::UnsupportedModel { model: other.to_string() }),
+            other => {
+                return Err(TokenizerError::UnsupportedModel {
+                    model: other.to_string(),
+                })
+            }
         };
 
         // Scores drive SPM merges, so SPM requires them; BPE ignores them.
         let scores: Vec<f32> = match h.get(KEY_SCORES) {
             None if is_spm => return Err(TokenizerError::MissingKey { key: KEY_SCORES }),
             None => vec![0.0; n],
-            Some(Value::Array(Array::F32(v))) => check_len(KEY_SCORES, v.len(), n).map(|_| v.clone())?,
+            Some(Value::Array(Array::F32(v))) => {
+                check_len(KEY_SCORES, v.len(), n).map(|_| v.clone())?
+            }
             Some(Value::Array(Array::I32(v))) => {
                 check_len(KEY_SCORES, v.len(), n)?;
                 v.iter().map(|&s| s as f32).collect()
             }
             Some(_) => {
-                return Err(TokenizerError::WrongType { key: KEY_SCORES, expected: "an array of f32 or i32" })
+                return Err(TokenizerError::WrongType {
+                    key: KEY_SCORES,
+                    expected: "an array of f32 or i32",
+                })
             }
         };
         let mut attrs: Vec<TokenAttr> = match h.get(KEY_TOKEN_TYPE) {
@@ -179,12 +219,18 @@ impl Tokenizer {
                 v.iter().map(|&t| TokenAttr::from_token_type(t)).collect()
             }
             Some(_) => {
-                return Err(TokenizerError::WrongType { key: KEY_TOKEN_TYPE, expected: "an array of i32" })
+                return Err(TokenizerError::WrongType {
+                    key: KEY_TOKEN_TYPE,
+                    expected: "an array of i32",
+                })
             }
         };
         for (id, t) in texts.iter().enumerate() {
             if attrs[id].has(TokenAttr::BYTE) && parse_byte_token(t).is_none() {
-                return Err(TokenizerError::BadByteToken { id: id as u32, text: t.clone() });
+                return Err(TokenizerError::BadByteToken {
+                    id: id as u32,
+                    text: t.clone(),
+                });
             }
         }
         // Per-text attribute fixes below need the index, so build the vocabulary first and
@@ -193,22 +239,52 @@ impl Tokenizer {
 
         // Settings: llama.cpp's defaults per model and pre-tokenizer, then metadata overrides.
         let (kind, mut settings, mut ids) = if is_spm {
-            let s = Settings { add_bos: true, add_eos: false, add_space_prefix: true, clean_spaces: false };
-            let ids = SpecialIds { bos: Some(1), eos: Some(2), unk: Some(0), ..SpecialIds::default() };
+            let s = Settings {
+                add_bos: true,
+                add_eos: false,
+                add_space_prefix: true,
+                clean_spaces: false,
+            };
+            let ids = SpecialIds {
+                bos: Some(1),
+                eos: Some(2),
+                unk: Some(0),
+                ..SpecialIds::default()
+            };
             (Kind::Spm, s, ids)
         } else {
             let pre_name = match h.get(KEY_PRE) {
                 None => "default",
-                Some(v) => v.as_str().ok_or(TokenizerError::WrongType { key: KEY_PRE, expected: "a string" })?,
+                Some(v) => v.as_str().ok_or(TokenizerError::WrongType {
+                    key: KEY_PRE,
+                    expected: "a string",
+                })?,
             };
             let (pre, ignore_merges, add_bos, clean_spaces) = pre_tokenizer(pre_name)?;
             let merges = match str_array(h, KEY_MERGES)? {
                 Some(m) => Merges::new(m, &vocab)?,
                 None => return Err(TokenizerError::MissingKey { key: KEY_MERGES }),
             };
-            let s = Settings { add_bos, add_eos: false, add_space_prefix: false, clean_spaces };
-            let ids = SpecialIds { bos: Some(11), eos: Some(11), ..SpecialIds::default() };
-            (Kind::Bpe(BpeModel { merges, pre, ignore_merges }), s, ids)
+            let s = Settings {
+                add_bos,
+                add_eos: false,
+                add_space_prefix: false,
+                clean_spaces,
+            };
+            let ids = SpecialIds {
+                bos: Some(11),
+                eos: Some(11),
+                ..SpecialIds::default()
+            };
+            (
+                Kind::Bpe(BpeModel {
+                    merges,
+                    pre,
+                    ignore_merges,
+                }),
+                s,
+                ids,
+            )
         };
         // Default ids outside the vocabulary are disabled, as in llama.cpp.
         for id in [&mut ids.bos, &mut ids.eos, &mut ids.unk] {
@@ -234,12 +310,21 @@ impl Tokenizer {
         let mut fim_rep = id_key(h, "tokenizer.ggml.fim_rep_token_id", n)?;
         let mut fim_sep = id_key(h, "tokenizer.ggml.fim_sep_token_id", n)?;
         // FIM prefix/suffix/middle only matter here because auto-detecting them forces CONTROL.
-        let mut fim_pre = id_key(h, "tokenizer.ggml.fim_pre_token_id", n)?
-            .or(id_key(h, "tokenizer.ggml.prefix_token_id", n)?);
-        let mut fim_suf = id_key(h, "tokenizer.ggml.fim_suf_token_id", n)?
-            .or(id_key(h, "tokenizer.ggml.suffix_token_id", n)?);
-        let mut fim_mid = id_key(h, "tokenizer.ggml.fim_mid_token_id", n)?
-            .or(id_key(h, "tokenizer.ggml.middle_token_id", n)?);
+        let mut fim_pre = id_key(h, "tokenizer.ggml.fim_pre_token_id", n)?.or(id_key(
+            h,
+            "tokenizer.ggml.prefix_token_id",
+            n,
+        )?);
+        let mut fim_suf = id_key(h, "tokenizer.ggml.fim_suf_token_id", n)?.or(id_key(
+            h,
+            "tokenizer.ggml.suffix_token_id",
+            n,
+        )?);
+        let mut fim_mid = id_key(h, "tokenizer.ggml.fim_mid_token_id", n)?.or(id_key(
+            h,
+            "tokenizer.ggml.middle_token_id",
+            n,
+        )?);
         if let Some(b) = bool_key(h, "tokenizer.ggml.add_bos_token")? {
             settings.add_bos = b;
         }
@@ -250,10 +335,14 @@ impl Tokenizer {
             settings.add_space_prefix = b;
         }
         if settings.add_bos && ids.bos.is_none() {
-            return Err(TokenizerError::MissingKey { key: "tokenizer.ggml.bos_token_id" });
+            return Err(TokenizerError::MissingKey {
+                key: "tokenizer.ggml.bos_token_id",
+            });
         }
         if settings.add_eos && ids.eos.is_none() {
-            return Err(TokenizerError::MissingKey { key: "tokenizer.ggml.eos_token_id" });
+            return Err(TokenizerError::MissingKey {
+                key: "tokenizer.ggml.eos_token_id",
+            });
         }
 
         // Auto-detected special tokens (by text) become CONTROL, as llama.cpp forces them.
@@ -285,7 +374,10 @@ impl Tokenizer {
         }
 
         // End-of-generation set.
-        let mut eog: Vec<u32> = [ids.fim_pad, fim_rep, fim_sep].into_iter().flatten().collect();
+        let mut eog: Vec<u32> = [ids.fim_pad, fim_rep, fim_sep]
+            .into_iter()
+            .flatten()
+            .collect();
         for t in EOG_TEXTS {
             if let Some(id) = vocab.id(t) {
                 eog.push(id);
@@ -302,7 +394,8 @@ impl Tokenizer {
         eog.sort_unstable();
         eog.dedup();
         // gpt-oss / solar-open: "<|end|>" ends a message, not the generation.
-        let has = |t: &str, eog: &[u32], vocab: &Vocab| vocab.id(t).is_some_and(|id| eog.contains(&id));
+        let has =
+            |t: &str, eog: &[u32], vocab: &Vocab| vocab.id(t).is_some_and(|id| eog.contains(&id));
         if let Some(end) = vocab.id("<|end|>").filter(|id| eog.contains(id)) {
             let ret = has("<|return|>", &eog, &vocab);
             let call = has("<|call|>", &eog, &vocab) || has("<|calls|>", &eog, &vocab);
@@ -328,7 +421,11 @@ impl Tokenizer {
                 let hex = format!("<0x{b:02X}>");
                 *slot = vocab
                     .id(&hex)
-                    .or_else(|| std::str::from_utf8(&[b as u8]).ok().and_then(|s| vocab.id(s)))
+                    .or_else(|| {
+                        std::str::from_utf8(&[b as u8])
+                            .ok()
+                            .and_then(|s| vocab.id(s))
+                    })
                     .or(ids.unk)
                     .unwrap_or(u32::MAX);
             }
@@ -353,7 +450,11 @@ impl Tokenizer {
 
 fn check_len(key: &'static str, len: usize, n: usize) -> Result<(), TokenizerError> {
     if len != n {
-        return Err(TokenizerError::LengthMismatch { key, len, n_tokens: n });
+        return Err(TokenizerError::LengthMismatch {
+            key,
+            len,
+            n_tokens: n,
+        });
     }
     Ok(())
 }

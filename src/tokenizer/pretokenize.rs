@@ -42,7 +42,9 @@ pub fn split(pre: PreTokenizer, cps: &[u32]) -> Vec<usize> {
         PreTokenizer::Llama3 => text.refine(&all, |t, a, b, out| t.llama3(a, b, out, 3)),
         PreTokenizer::Qwen2 => text.refine(&all, |t, a, b, out| t.llama3(a, b, out, 1)),
         PreTokenizer::SmolLm => {
-            let p = text.refine(&all, |t, a, b, out| t.singles(a, b, out, is_collapsed_number));
+            let p = text.refine(&all, |t, a, b, out| {
+                t.singles(a, b, out, is_collapsed_number)
+            });
             text.refine(&p, |t, a, b, out| t.gpt2(a, b, out))
         }
     }
@@ -158,8 +160,20 @@ impl Text<'_> {
 
     /// The GPT-2 expression, implemented as llama.cpp's hand-written matcher does.
     fn gpt2(&self, a: usize, b: usize, out: &mut Vec<usize>) {
-        let cpt = |p: usize| if p >= a && p < b { self.cps[p] } else { OUT_OF_RANGE };
-        let fl = |p: usize| if p >= a && p < b { self.flags[p] } else { Flags::NONE };
+        let cpt = |p: usize| {
+            if p >= a && p < b {
+                self.cps[p]
+            } else {
+                OUT_OF_RANGE
+            }
+        };
+        let fl = |p: usize| {
+            if p >= a && p < b {
+                self.flags[p]
+            } else {
+                Flags::NONE
+            }
+        };
         let mut w = Words { out, prev_end: a };
         let mut pos = a;
         while pos < b {
@@ -226,8 +240,20 @@ impl Text<'_> {
 
     /// The Llama 3 expression (`max_digits` = 3) and Qwen 2's (`max_digits` = 1).
     fn llama3(&self, a: usize, b: usize, out: &mut Vec<usize>, max_digits: usize) {
-        let cpt = |p: usize| if p >= a && p < b { self.cps[p] } else { OUT_OF_RANGE };
-        let fl = |p: usize| if p >= a && p < b { self.flags[p] } else { Flags::NONE };
+        let cpt = |p: usize| {
+            if p >= a && p < b {
+                self.cps[p]
+            } else {
+                OUT_OF_RANGE
+            }
+        };
+        let fl = |p: usize| {
+            if p >= a && p < b {
+                self.flags[p]
+            } else {
+                Flags::NONE
+            }
+        };
         let is_rn = |c: u32| c == '\r' as u32 || c == '\n' as u32;
         let mut w = Words { out, prev_end: a };
         let mut pos = a;
@@ -364,7 +390,10 @@ mod tests {
             words(PreTokenizer::Llama3, "I'M 12345 ok?\n\n  x"),
             ["I", "'M", " ", "123", "45", " ok", "?\n\n", " ", " x"]
         );
-        assert_eq!(words(PreTokenizer::Qwen2, "a 123"), ["a", " ", "1", "2", "3"]);
+        assert_eq!(
+            words(PreTokenizer::Qwen2, "a 123"),
+            ["a", " ", "1", "2", "3"]
+        );
     }
 
     #[test]

@@ -43,14 +43,27 @@ pub struct SpecialMatcher {
 
 impl SpecialMatcher {
     pub fn new(vocab: &Vocab) -> SpecialMatcher {
-        let special = TokenAttr::CONTROL.with(TokenAttr::USER_DEFINED).with(TokenAttr::UNKNOWN);
-        let mut ids: Vec<u32> =
-            (0..vocab.len() as u32).filter(|&id| vocab.attr(id).has(special)).collect();
+        let special = TokenAttr::CONTROL
+            .with(TokenAttr::USER_DEFINED)
+            .with(TokenAttr::UNKNOWN);
+        let mut ids: Vec<u32> = (0..vocab.len() as u32)
+            .filter(|&id| vocab.attr(id).has(special))
+            .collect();
         // Longest text first. llama.cpp's std::sort leaves equal lengths in unspecified order;
         // ties can only matter for overlapping equal-length tokens, and we take the lower id.
-        ids.sort_by(|&a, &b| vocab.text(b).len().cmp(&vocab.text(a).len()).then(a.cmp(&b)));
+        ids.sort_by(|&a, &b| {
+            vocab
+                .text(b)
+                .len()
+                .cmp(&vocab.text(a).len())
+                .then(a.cmp(&b))
+        });
 
-        let mut m = SpecialMatcher { nodes: Vec::new(), root: Box::new([NONE; 256]), n_tokens: 0 };
+        let mut m = SpecialMatcher {
+            nodes: Vec::new(),
+            root: Box::new([NONE; 256]),
+            n_tokens: 0,
+        };
         for (rank, &id) in ids.iter().enumerate() {
             let attr = vocab.attr(id);
             let needs = attr.has(TokenAttr::CONTROL.with(TokenAttr::UNKNOWN));
@@ -86,7 +99,9 @@ impl SpecialMatcher {
     }
 
     fn insert(&mut self, text: &[u8], id: u32, rank: u32, needs_parse_special: bool) {
-        let Some((&first, rest)) = text.split_first() else { return };
+        let Some((&first, rest)) = text.split_first() else {
+            return;
+        };
         let mut node = self.root[first as usize];
         if node == NONE {
             node = self.new_node(first);
@@ -215,7 +230,10 @@ mod tests {
         let m = SpecialMatcher::new(&v);
         use Fragment::*;
         assert_eq!(m.partition("abcd", false), vec![Text("a"), Token(1)]);
-        assert_eq!(m.partition("ab bcd", false), vec![Token(0), Text(" "), Token(1)]);
+        assert_eq!(
+            m.partition("ab bcd", false),
+            vec![Token(0), Text(" "), Token(1)]
+        );
     }
 
     #[test]
@@ -224,7 +242,13 @@ mod tests {
         let m = SpecialMatcher::new(&v);
         use Fragment::*;
         // Seven newlines: two "\n\n\n" then one "\n".
-        assert_eq!(m.partition("\n\n\n\n\n\n\n", false), vec![Token(2), Token(2), Token(0)]);
-        assert_eq!(m.partition("x\n\ny\n", false), vec![Text("x"), Token(1), Text("y"), Token(0)]);
+        assert_eq!(
+            m.partition("\n\n\n\n\n\n\n", false),
+            vec![Token(2), Token(2), Token(0)]
+        );
+        assert_eq!(
+            m.partition("x\n\ny\n", false),
+            vec![Text("x"), Token(1), Text("y"), Token(0)]
+        );
     }
 }

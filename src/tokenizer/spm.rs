@@ -102,7 +102,10 @@ impl SpmSession {
                 Some(id) => out.push(id),
                 // Only a single character can fail to be a token (merges only make tokens).
                 None => out.extend(
-                    piece.bytes().map(|b| byte_tokens[b as usize]).filter(|&id| id != u32::MAX),
+                    piece
+                        .bytes()
+                        .map(|b| byte_tokens[b as usize])
+                        .filter(|&id| id != u32::MAX),
                 ),
             }
             i = s.next;
@@ -126,6 +129,11 @@ fn push_bigram(
     // Adjacent symbols are adjacent in the text, so the pair's text is one slice.
     let merged = &text[ls.start as usize..(ls.start + size) as usize];
     if let Some(id) = vocab.id(merged) {
-        heap.push(Bigram { score: vocab.score(id), left: l as u32, right: r as u32, size });
+        heap.push(Bigram {
+            score: vocab.score(id),
+            left: l as u32,
+            right: r as u32,
+            size,
+        });
     }
 }

@@ -75,10 +75,16 @@ pub struct Flags {
 }
 
 impl Flags {
-    pub const NONE: Flags = Flags { cat: None, whitespace: false };
+    pub const NONE: Flags = Flags {
+        cat: None,
+        whitespace: false,
+    };
 
     pub fn of(cp: u32) -> Flags {
-        Flags { cat: Some(category(cp)), whitespace: is_whitespace(cp) }
+        Flags {
+            cat: Some(category(cp)),
+            whitespace: is_whitespace(cp),
+        }
     }
     pub fn letter(self) -> bool {
         self.cat == Some(Cat::Letter)

@@ -80,7 +80,13 @@ impl Vocab {
                 .map_err(|_| TokenizerError::BadVocabSize { n_tokens: n })?;
             offsets.push(end);
         }
-        let mut vocab = Vocab { arena, offsets, scores, attrs, index: TextIndex::with_capacity(n) };
+        let mut vocab = Vocab {
+            arena,
+            offsets,
+            scores,
+            attrs,
+            index: TextIndex::with_capacity(n),
+        };
         for id in 0..n as u32 {
             if let Some(first_id) = vocab.index.insert(id, &vocab.arena, &vocab.offsets) {
                 return Err(TokenizerError::DuplicateToken {
@@ -131,7 +137,10 @@ impl TextIndex {
     fn with_capacity(n: usize) -> TextIndex {
         // Load factor <= 0.5 keeps probe sequences short.
         let cap = (n * 2).next_power_of_two().max(16);
-        TextIndex { slots: vec![0; cap], mask: cap - 1 }
+        TextIndex {
+            slots: vec![0; cap],
+            mask: cap - 1,
+        }
     }
 
     fn slice<'a>(arena: &'a str, offsets: &[u32], id: u32) -> &'a [u8] {
@@ -224,7 +233,14 @@ mod tests {
     fn duplicate_text_is_an_error() {
         let err = vocab(&["a", "b", "a"]).err().unwrap();
         assert_eq!(err.code(), "TOKENIZER_DUPLICATE_TOKEN");
-        assert_eq!(err, TokenizerError::DuplicateToken { id: 2, first_id: 0, text: "a".into() });
+        assert_eq!(
+            err,
+            TokenizerError::DuplicateToken {
+                id: 2,
+                first_id: 0,
+                text: "a".into()
+            }
+        );
     }
 
     #[test]

@@ -1,13 +1,150 @@
-//! The wasm-bindgen surface: thin wrappers over the native-testable core.
+//! The wasm-bindgen surface: thin wrappers over the native-testable core (`crate::host`).
+//! Each method converts arguments, calls the host, and returns JSON (or throws a JS `Error`
+//! whose `code` property is the core's stable error code). No logic lives here.
+use std::sync::Mutex;
+
+use js_sys::{Error as JsError, Reflect};
 use wasm_bindgen::prelude::*;
+
+use crate::host::{GenerateRequest, Host, HostError};
+
+/// The message of the last panic, kept for the worker to put into its ENGINE_CRASHED error
+/// (on wasm32-unknown-unknown a panic aborts: the call traps right after the hook runs).
+static LAST_PANIC: Mutex<String> = Mutex::new(String::new());
 
 #[wasm_bindgen(start)]
 pub fn start() {
-    console_error_panic_hook::set_once();
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            console_error_panic_hook::hook(info);
+            if let Ok(mut m) = LAST_PANIC.lock() {
+                *m = info.to_string();
+            }
+        }));
+    });
 }
 
 /// Version of the engine, for the JS side to check it loaded the wasm it expects.
 #[wasm_bindgen]
 pub fn version() -> String {
     env!("CARGO_PKG_VERSION").to_string()
+}
+
+/// Whether this build was compiled with SIMD128.
+#[wasm_bindgen]
+pub fn simd_enabled() -> bool {
+    cfg!(target_feature = "simd128")
+}
+
+/// The message of the last panic (empty when none), cleared by reading it.
+#[wasm_bindgen]
+pub fn take_panic_message() -> String {
+    LAST_PANIC.lock().map(|mut m| std::mem::take(&mut *m)).unwrap_or_default()
+}
+
+/// Test hook: panics, so tests can check that a crash becomes a typed error and a restart.
+#[wasm_bindgen]
+pub fn debug_panic() {
+    panic!("debug_panic: deliberate panic requested by the host");
+}
+
+fn js_error(e: HostError) -> JsValue {
+    let err = JsError::new(&e.message);
+    let _ = Reflect::set(&err, &JsValue::from_str("code"), &JsValue::from_str(&e.code));
+    err.into()
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Result<String, JsValue> {
+    serde_json::to_string(v).map_err(|e| js_error(HostError::new("INTERNAL", e.to_string())))
+}
+
+/// `performance.now()` of the current global (window or worker); 0 where there is none.
+pub fn now_ms() -> f64 {
+    let perf = Reflect::get(&js_sys::global(), &JsValue::from_str("performance")).unwrap_or(JsValue::UNDEFINED);
+    if perf.is_undefined() {
+        return 0.0;
+    }
+    let f = Reflect::get(&perf, &JsValue::from_str("now")).ok().and_then(|f| f.dyn_into::<js_sys::Function>().ok());
+    f.and_then(|f| f.call0(&perf).ok()).and_then(|v| v.as_f64()).unwrap_or(0.0)
+}
+
+/// One engine: at most one model, one load or generation in progress.
+#[wasm_bindgen]
+pub struct WasmEngine {
+    host: Host,
+}
+
+impl Default for WasmEngine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[wasm_bindgen]
+impl WasmEngine {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> WasmEngine {
+        WasmEngine { host: Host::with_clock(now_ms) }
+    }
+
+    /// Starts loading a file of `total_len` bytes (`budget_bytes`: optional weights budget).
+    pub fn load_begin(&mut self, total_len: f64, budget_bytes: Option<f64>) {
+        self.host.load_begin(total_len as u64, budget_bytes.map(|b| b as u64));
+    }
+
+    /// Feeds the next chunk; returns `LoadStatus` as JSON.
+    pub fn load_push(&mut self, chunk: &[u8]) -> Result<String, JsValue> {
+        let s = self.host.load_push(chunk).map_err(js_error)?;
+        json(&s)
+    }
+
+    /// Completes the load; returns `ModelInfo` as JSON.
+    pub fn load_finish(&mut self) -> Result<String, JsValue> {
+        let info = self.host.load_finish().map_err(js_error)?;
+        json(info)
+    }
+
+    pub fn load_cancel(&mut self) {
+        self.host.load_cancel();
+    }
+
+    pub fn unload(&mut self) {
+        self.host.unload();
+    }
+
+    /// `ModelInfo` of the loaded model as JSON, or `null`.
+    pub fn model_info(&self) -> Result<String, JsValue> {
+        json(&self.host.model_info())
+    }
+
+    /// Starts a generation from a `GenerateRequest` (JSON); returns `GenerateStarted` JSON.
+    pub fn generate_begin(&mut self, request_json: &str) -> Result<String, JsValue> {
+        let req: GenerateRequest = serde_json::from_str(request_json)
+            .map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad request: {e}"))))?;
+        let s = self.host.generate_begin(&req, now_ms()).map_err(js_error)?;
+        json(&s)
+    }
+
+    /// Runs the next prefill chunk; returns `PrefillStatus` JSON.
+    pub fn prefill_chunk(&mut self) -> Result<String, JsValue> {
+        let s = self.host.prefill_chunk().map_err(js_error)?;
+        json(&s)
+    }
+
+    /// One decode step; returns `StepEvent` JSON.
+    pub fn decode_step(&mut self) -> Result<String, JsValue> {
+        let s = self.host.decode_step().map_err(js_error)?;
+        json(&s)
+    }
+
+    /// Ends the generation; returns `GenerateResult` JSON.
+    pub fn generate_end(&mut self) -> Result<String, JsValue> {
+        let s = self.host.generate_end(now_ms()).map_err(js_error)?;
+        json(&s)
+    }
+
+    pub fn generate_cancel(&mut self) {
+        self.host.generate_cancel();
+    }
 }

@@ -10,11 +10,12 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { startServer } from './server.js';
-import { ROOT, MODEL, MODEL_SIZE, CHROMIUM, CHROMIUM_ARGS, modelMissing, wasmMissing, cliPath, cliCanGenerate } from './helpers.js';
-import { nativeGenerate, GREEDY_PROMPT, GREEDY_TOKENS } from './native.js';
+import { ROOT, MODEL, MODEL_SIZE, CHROMIUM, CHROMIUM_ARGS, REQUIRED, modelMissing, wasmMissing, cliPath, cliCanGenerate } from './helpers.js';
+import { nativeGreedy, GREEDY_PROMPT, GREEDY_TOKENS } from './native.js';
 
 const MODEL_SHA256 = 'a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818';
 const skip = modelMissing() || wasmMissing() || (!fs.existsSync(CHROMIUM) && `no Chromium at ${CHROMIUM}`);
+const noCli = skip || (cliCanGenerate() ? false : REQUIRED ? false : `native CLI with 'generate' not built (${cliPath() || 'none'})`);
 const LONG_TASK_MS = 50;
 
 let srv;
@@ -89,6 +90,16 @@ after(async () => {
   if (Object.keys(report).length) console.log(`browser figures: ${JSON.stringify(report)}`);
 });
 
+test('the long-task observer works (harness self-check)', { skip }, async () => {
+  await page.evaluate(() => {
+    window.__longTasks.length = 0;
+    const t = performance.now();
+    while (performance.now() - t < 120);
+  });
+  await page.waitForFunction(() => window.__longTasks.some((t) => t.duration > 100), null, { timeout: 5000 });
+  await page.evaluate(() => (window.__longTasks.length = 0));
+});
+
 test('load by URL: monotonic progress to the file size, no long task on the page', { skip }, async () => {
   const t0 = Date.now();
   const r = await loadViaUi('/models/good.gguf');
@@ -101,8 +112,77 @@ test('load by URL: monotonic progress to the file size, no long task on the page
   assert.ok(r.progress.every((p) => p.phase === 'download'));
   report.load_long_tasks = r.longTasks.length;
   report.load_longest_task_ms = Math.max(0, ...r.longTasks.map((t) => t.duration));
-  assert.deepEqual(longOnes(r.longTasks), [], 'long tasks during load');
+  assert.deepEqual(longOnes(r.longTasks), [], `long tasks during load: ${JSON.stringify(r.longTasks)}`);
   assert.equal(srv.stats.bytes['/models/good.gguf'], MODEL_SIZE);
+});
+
+test('streamed generation in the page; greedy output equals the native CLI; no long task', { skip: noCli }, async () => {
+  const want = nativeGreedy();
+  await page.evaluate(() => (window.__longTasks.length = 0));
+  await page.check('#raw');
+  await page.fill('#temperature', '0');
+  await page.fill('#max-tokens', String(GREEDY_TOKENS));
+  await page.fill('#prompt', GREEDY_PROMPT);
+  // Count the DOM updates of the reply as they stream in.
+  await page.evaluate(() => {
+    window.__deltas = 0;
+    new MutationObserver(() => window.__deltas++).observe(document.getElementById('transcript'), { subtree: true, characterData: true, childList: true });
+  });
+  await page.click('#send');
+  await page.waitForFunction(() => document.body.dataset.state === 'generating', null, { timeout: 10_000 }).catch(() => {});
+  await page.waitForFunction(() => document.body.dataset.state === 'ready', null, { timeout: 300_000 });
+  const r = await page.evaluate(() => {
+    const msgs = document.querySelectorAll('#transcript .msg.assistant');
+    return { text: msgs[msgs.length - 1].textContent, usage: window.edgellmApp.lastUsage, deltas: window.__deltas, longTasks: window.__longTasks.slice(), err: window.edgellmApp.lastError, shown: document.getElementById('u-decode').textContent };
+  });
+  assert.equal(r.err, null);
+  assert.equal(r.text, want.text);
+  assert.ok(r.deltas >= 3, `the reply streamed in ${r.deltas} DOM updates`);
+  assert.equal(r.usage.completion_tokens, want.ids.length);
+  assert.equal(r.usage.prompt_tokens, want.prompt_ids.length);
+  assert.match(r.shown, /tok\/s$/);
+  report.decode_tok_s = Number(r.usage.decode_tokens_per_s.toFixed(2));
+  report.prefill_tok_s = Number(r.usage.prefill_tokens_per_s.toFixed(2));
+  report.ttft_ms = Math.round(r.usage.ttft_ms);
+  report.generate_long_tasks = r.longTasks.length;
+  assert.deepEqual(longOnes(r.longTasks), [], `long tasks during generation: ${JSON.stringify(r.longTasks)}`);
+});
+
+test('abort mid-generation settles within 100 ms, chunks stop, the next request works', { skip }, async () => {
+  const r = await page.evaluate(async () => {
+    const engine = window.edgellmApp.engine;
+    const ac = new AbortController();
+    const stream = await engine.chat.completions.create({ messages: [{ role: 'user', content: 'Tell me a long story.' }], max_tokens: 64, temperature: 0, stream: true, signal: ac.signal });
+    let contentChunks = 0;
+    let afterAbort = 0;
+    let t0 = 0;
+    let code = null;
+    let latency = null;
+    try {
+      for await (const c of stream) {
+        if (t0) afterAbort++;
+        if (c.choices[0] && c.choices[0].delta.content) contentChunks++;
+        if (contentChunks === 2 && !t0) {
+          t0 = performance.now();
+          ac.abort();
+        }
+      }
+    } catch (e) {
+      latency = performance.now() - t0;
+      code = e.code;
+    }
+    // Chunks really stopped: nothing more arrives on the (finished) iterator.
+    const late = await Promise.race([stream[Symbol.asyncIterator]().next().then((x) => (x.done ? 'done' : 'chunk')), new Promise((res) => setTimeout(() => res('none'), 300))]);
+    const t1 = performance.now();
+    const next = await engine.completions.create({ prompt: 'Hello', max_tokens: 2, temperature: 0 });
+    return { code, latency, afterAbort, late, next: { n: next.usage.completion_tokens, finish: next.choices[0].finish_reason }, nextMs: performance.now() - t1 };
+  });
+  report.abort_latency_ms = Number(r.latency.toFixed(2));
+  assert.equal(r.code, 'ABORTED');
+  assert.ok(r.latency < 100, `abort settled in ${r.latency} ms`);
+  assert.equal(r.afterAbort, 0);
+  assert.equal(r.late, 'done');
+  assert.deepEqual(r.next, { n: 2, finish: 'length' });
 });
 
 test('after a reload the model comes from the cache with zero network bytes', { skip }, async () => {
@@ -117,7 +197,7 @@ test('after a reload the model comes from the cache with zero network bytes', { 
   assertMonotonic(r.progress, MODEL_SIZE);
   assert.equal(srv.stats.requests['/models/good.gguf'] || 0, 0, 'requests for the model');
   assert.equal(srv.stats.bytes['/models/good.gguf'] || 0, 0, 'network bytes for the model');
-  assert.deepEqual(longOnes(r.longTasks), [], 'long tasks during the cached load');
+  assert.deepEqual(longOnes(r.longTasks), [], `long tasks during the cached load: ${JSON.stringify(r.longTasks)}`);
   const entries = await page.evaluate(() => window.edgellmApp.engine.cache.list());
   assert.equal(entries.length, 1);
   assert.equal(entries[0].size, MODEL_SIZE);
@@ -163,10 +243,10 @@ test('load from a File chosen in the page', { skip }, async () => {
   assert.equal(r.model && r.model.source, 'file', JSON.stringify(r.error));
   assert.equal(r.model.sha256, MODEL_SHA256);
   assertMonotonic(r.progress, MODEL_SIZE);
-  assert.deepEqual(longOnes(r.longTasks), [], 'long tasks during the file load');
+  assert.deepEqual(longOnes(r.longTasks), [], `long tasks during the file load: ${JSON.stringify(r.longTasks)}`);
 });
 
-test('a wasm panic becomes ENGINE_CRASHED and the engine restarts', { skip }, async () => {
+test('a wasm panic becomes ENGINE_CRASHED; the engine restarts and reloads the model', { skip }, async () => {
   const r = await page.evaluate(async () => {
     const engine = window.edgellmApp.engine;
     let err = null;
@@ -176,13 +256,17 @@ test('a wasm panic becomes ENGINE_CRASHED and the engine restarts', { skip }, as
       err = { code: e.code, message: e.message };
     }
     const restarts = engine.restarts;
-    const info = await engine.start();
+    const modelAfterCrash = engine.model;
+    // The next request starts a fresh worker and reloads the last model (the File) first.
+    const next = await engine.completions.create({ prompt: 'Hello', max_tokens: 2, temperature: 0 });
     const status = await engine.status();
-    return { err, restarts, version: info.version, loaded: status.loaded };
+    return { err, restarts, modelAfterCrash, n: next.usage.completion_tokens, loaded: status.loaded, source: engine.model.source };
   });
   assert.equal(r.err && r.err.code, 'ENGINE_CRASHED');
   assert.match(r.err.message, /deliberate panic/);
   assert.equal(r.restarts, 1);
-  assert.equal(r.version, '0.1.0');
-  assert.equal(r.loaded, false, 'a fresh worker holds no model until it is reloaded');
+  assert.equal(r.modelAfterCrash, null);
+  assert.equal(r.n, 2);
+  assert.equal(r.loaded, true);
+  assert.equal(r.source, 'file');
 });

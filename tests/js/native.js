@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { MODEL, cliPath } from './helpers.js';
 
 export const GREEDY_PROMPT = 'The capital of France is';
-export const GREEDY_TOKENS = 12;
+export const GREEDY_TOKENS = 8;
 
 /** Runs `edgellm generate … --temperature 0 --json`; returns its parsed JSON. */
 export function nativeGenerate(prompt = GREEDY_PROMPT, maxTokens = GREEDY_TOKENS, extra = []) {
@@ -15,4 +15,11 @@ export function nativeGenerate(prompt = GREEDY_PROMPT, maxTokens = GREEDY_TOKENS
     timeout: 300_000,
   });
   return JSON.parse(out.trim().split('\n').filter(Boolean).pop());
+}
+
+let memo = null;
+/** The CLI's greedy output for GREEDY_PROMPT / GREEDY_TOKENS (computed once per process). */
+export function nativeGreedy() {
+  if (!memo) memo = nativeGenerate();
+  return memo;
 }

@@ -8,10 +8,12 @@ import path from 'node:path';
 
 import { createEngine } from '../../pkg/src/node.js';
 import { startServer } from './server.js';
-import { ROOT, MODEL, MODEL_SIZE, modelMissing, wasmMissing } from './helpers.js';
+import { ROOT, MODEL, MODEL_SIZE, REQUIRED, modelMissing, wasmMissing, cliPath, cliCanGenerate } from './helpers.js';
+import { nativeGreedy, GREEDY_PROMPT, GREEDY_TOKENS } from './native.js';
 
 const MODEL_SHA256 = 'a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818';
 const skip = modelMissing() || wasmMissing();
+const noCli = skip || (cliCanGenerate() ? false : REQUIRED ? false : `native CLI with 'generate' not built (${cliPath() || 'none'})`);
 
 let srv;
 let engine;
@@ -63,6 +65,78 @@ test('load from a file path', { skip }, async () => {
   const st = await engine.status();
   assert.equal(st.loaded, true);
   assert.ok(st.wasm_memory_bytes > info.weights_bytes);
+});
+
+test('greedy completion equals the native CLI; usage has the timings', { skip: noCli }, async () => {
+  const want = nativeGreedy();
+  const r = await engine.completions.create({ prompt: GREEDY_PROMPT, max_tokens: GREEDY_TOKENS, temperature: 0 });
+  assert.equal(r.object, 'text_completion');
+  assert.match(r.id, /^cmpl-/);
+  assert.equal(r.model, engine.model.name);
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].text, want.text);
+  assert.equal(r.choices[0].finish_reason, want.finish_reason);
+  const u = r.usage;
+  assert.equal(u.prompt_tokens, want.prompt_ids.length);
+  assert.equal(u.completion_tokens, want.ids.length);
+  assert.equal(u.total_tokens, u.prompt_tokens + u.completion_tokens);
+  for (const k of ['ttft_ms', 'tpot_ms', 'prefill_tokens_per_s', 'decode_tokens_per_s']) assert.ok(u[k] > 0, `${k} = ${u[k]}`);
+  console.log(`node greedy: ${JSON.stringify(r.choices[0].text)} decode ${u.decode_tokens_per_s.toFixed(2)} tok/s, ttft ${u.ttft_ms.toFixed(0)} ms`);
+});
+
+test('streamed chat completion: OpenAI chunk shapes, text equals the non-streamed result', { skip }, async () => {
+  const params = { messages: [{ role: 'user', content: 'Say hi' }], max_tokens: 4, temperature: 0 };
+  const full = await engine.chat.completions.create(params);
+  assert.equal(full.object, 'chat.completion');
+  assert.equal(full.choices[0].message.role, 'assistant');
+  const stream = await engine.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
+  const chunks = [];
+  for await (const c of stream) chunks.push(c);
+  assert.ok(chunks.length >= 3);
+  assert.ok(chunks.every((c) => c.object === 'chat.completion.chunk' && c.id === chunks[0].id && /^chatcmpl-/.test(c.id)));
+  assert.deepEqual(chunks[0].choices[0].delta, { role: 'assistant', content: '' });
+  const last = chunks[chunks.length - 1];
+  assert.deepEqual(last.choices, [], 'include_usage: a final usage-only chunk');
+  assert.equal(last.usage.completion_tokens, full.usage.completion_tokens);
+  const fin = chunks[chunks.length - 2];
+  assert.equal(fin.choices[0].finish_reason, full.choices[0].finish_reason);
+  assert.ok(fin.usage);
+  const text = chunks.map((c) => (c.choices[0] && c.choices[0].delta.content) || '').join('');
+  assert.equal(text, full.choices[0].message.content);
+});
+
+test('abort mid-generation settles within 100 ms; no chunk after it; the next request works', { skip }, async () => {
+  const ac = new AbortController();
+  const stream = await engine.completions.create({ prompt: 'Once upon a time', max_tokens: 64, temperature: 0, stream: true, signal: ac.signal });
+  let n = 0;
+  let afterAbort = 0;
+  let aborted = false;
+  let latency = null;
+  let t0 = 0;
+  try {
+    for await (const c of stream) {
+      if (aborted) afterAbort++;
+      if (c.choices[0].text) n++;
+      if (n === 2 && !aborted) {
+        aborted = true;
+        t0 = performance.now();
+        ac.abort();
+      }
+    }
+    assert.fail('the stream should reject');
+  } catch (e) {
+    latency = performance.now() - t0;
+    assert.equal(e.code, 'ABORTED');
+  }
+  assert.equal(afterAbort, 0);
+  assert.ok(latency < 100, `abort settled in ${latency} ms`);
+  const r = await engine.completions.create({ prompt: 'Hello', max_tokens: 2, temperature: 0 });
+  assert.equal(r.usage.completion_tokens, 2);
+  // An already-aborted signal rejects at once; bad parameters are INVALID_REQUEST.
+  await assert.rejects(engine.completions.create({ prompt: 'x', signal: AbortSignal.abort() }), (e) => e.code === 'ABORTED');
+  await assert.rejects(engine.chat.completions.create({ messages: [] }), (e) => e.code === 'INVALID_REQUEST');
+  await assert.rejects(engine.completions.create({ prompt: 'x', temperature: -1 }), (e) => e.code === 'INVALID_REQUEST');
+  await assert.rejects(engine.completions.create({ prompt: 'x '.repeat(5000), max_tokens: 1 }), (e) => e.code === 'PROMPT_TOO_LONG');
 });
 
 test('typed errors: 404, non-GGUF, truncated, cut connection, no length, wrong sha256', { skip }, async () => {
@@ -171,17 +245,27 @@ test('Blobs: in-memory ones load, file-backed ones are refused with a hint', { s
   await assert.rejects(engine.load(fileBacked), (e) => e.code === 'INVALID_REQUEST' && /file path/.test(e.message));
 });
 
-test('a wasm panic is ENGINE_CRASHED; the client restarts the worker', { skip }, async () => {
+test('a wasm panic is ENGINE_CRASHED; the client restarts the worker and reloads the model', { skip }, async () => {
   const crashes = [];
-  await assert.rejects(engine._debugPanic(), (e) => {
-    assert.equal(e.code, 'ENGINE_CRASHED');
-    assert.match(e.message, /deliberate panic/);
-    return true;
-  });
-  assert.equal(engine.restarts, 1);
-  assert.equal(engine.model, null);
-  const st = await engine.status(); // starts a fresh worker
-  assert.equal(st.loaded, false);
-  assert.equal(st.dead, false);
-  void crashes;
+  const e2 = await createEngine({ cacheDir, onCrash: (e) => crashes.push(e) });
+  try {
+    await e2.load(MODEL);
+    await assert.rejects(e2._debugPanic(), (e) => {
+      assert.equal(e.code, 'ENGINE_CRASHED');
+      assert.match(e.message, /deliberate panic/);
+      return true;
+    });
+    assert.equal(e2.restarts, 1);
+    assert.equal(crashes.length, 1);
+    assert.equal(e2.model, null);
+    // The next request starts a fresh worker, reloads the model, and works.
+    const r = await e2.completions.create({ prompt: 'Hello', max_tokens: 2, temperature: 0 });
+    assert.equal(r.usage.completion_tokens, 2);
+    assert.equal(e2.model.sha256, MODEL_SHA256);
+    const st = await e2.status();
+    assert.deepEqual([st.loaded, st.dead], [true, false]);
+  } finally {
+    e2.terminate();
+  }
+  await assert.rejects(e2.status(), (e) => e.code === 'TERMINATED');
 });

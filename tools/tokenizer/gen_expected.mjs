@@ -11,7 +11,7 @@
 //
 // Output per model: tests/data/tok_expected_<name>.json with, for corpus string i,
 // cases[i] = [ids, ids_special, detok(ids, false), detok(ids_special, true),
-//             detok(ids_special, false)], plus the vocabulary's end-of-generation ids and the
+//             detok(ids_special, false), detok([bos, ...ids], false)], plus the vocabulary's end-of-generation ids and the
 // attribute bits of every token that is not plain NORMAL.
 import fs from "node:fs";
 import path from "node:path";
@@ -38,8 +38,10 @@ for (const [name, file] of models) {
     const cases = corpus.map((s) => {
         const ids = Array.from(model.tokenize(s, false));
         const idsSpecial = Array.from(model.tokenize(s, true));
+        // With BOS in front: llama.cpp then keeps the leading space SPM would strip.
+        const withBos = model.tokens.bos == null ? null : model.detokenize([model.tokens.bos, ...ids], false);
         return [ids, idsSpecial, model.detokenize(ids, false), model.detokenize(idsSpecial, true),
-            model.detokenize(idsSpecial, false)];
+            model.detokenize(idsSpecial, false), withBos];
     });
     const nVocab = model.fileInfo.metadata.tokenizer.ggml.tokens.length;
     const eog = [];

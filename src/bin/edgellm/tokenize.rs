@@ -23,7 +23,9 @@ pub fn run_tokenize(argv: &[String]) -> Result<(), String> {
     let mut text = args.required("text")?.to_string();
     if text == "-" {
         text.clear();
-        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("reading stdin: {e}"))?;
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("reading stdin: {e}"))?;
     }
     let tok = load(&args)?;
     let ids = tok.encode(&text, !args.flag("no-bos"), args.flag("special"));
@@ -42,8 +44,13 @@ pub fn run_detokenize(argv: &[String]) -> Result<(), String> {
     let args = Args::parse(argv, &["model", "ids"], &["special", "json"])?;
     let ids = args.ids("ids")?.ok_or("--ids is required")?;
     let tok = load(&args)?;
-    let opts = DecodeOptions { remove_special: false, unparse_special: args.flag("special") };
-    let text = tok.decode(&ids, opts).map_err(|e| format!("{e} [{}]", e.code()))?;
+    let opts = DecodeOptions {
+        remove_special: false,
+        unparse_special: args.flag("special"),
+    };
+    let text = tok
+        .decode(&ids, opts)
+        .map_err(|e| format!("{e} [{}]", e.code()))?;
     if args.flag("json") {
         println!("{}", serde_json::json!({ "text": text }));
     } else {

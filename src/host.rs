@@ -1,0 +1,728 @@
+//! The host driver: every operation the JS worker performs on the engine, as small steps with
+//! plain data in and out, so that all of it is reachable from native tests. `src/wasm` wraps
+//! each method 1:1 (JSON strings across the boundary) and adds nothing.
+//!
+//! Loading: `load_begin(total)`, then `load_push(chunk)` for each chunk in file order (the GGUF
+//! header is parsed incrementally; once it is complete the model is checked against what this
+//! engine supports and the memory budget *before* any tensor memory is allocated; then each
+//! tensor's bytes are copied straight into its own final buffer), then `load_finish()`. A
+//! SHA-256 of every pushed byte is computed on the way and reported in the model info, so the
+//! JS cache can record it and verify a cached copy without a second pass over the data.
+//!
+//! Generation (see `generate_*`) is driven the same way: one call per prefill chunk, one per
+//! decoded token, so the host can yield to its event loop in between.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{EngineError, Session, SessionOptions};
+use crate::gguf::{GgmlType, GgufError, GgufHeader, LoadProgress, StreamLoader};
+use crate::metrics::Clock;
+use crate::model::{Arch, Model, ModelError};
+use crate::sampling::SamplerConfig;
+use crate::sha256::Sha256;
+use crate::tokenizer::{ChatMessage, DecodeOptions, Tokenizer, TokenizerError};
+
+/// Prompt tokens per `prefill_chunk` call: the host yields to its event loop between chunks.
+pub const PREFILL_CHUNK: usize = 64;
+
+/// An error with a stable machine-readable `code` (passed on to JS as `Error.code`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostError {
+    pub code: String,
+    pub message: String,
+}
+
+impl HostError {
+    pub fn new(code: &str, message: impl Into<String>) -> HostError {
+        HostError { code: code.to_string(), message: message.into() }
+    }
+}
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for HostError {}
+
+impl From<GgufError> for HostError {
+    fn from(e: GgufError) -> Self {
+        HostError::new(e.code(), e.to_string())
+    }
+}
+
+impl From<ModelError> for HostError {
+    fn from(e: ModelError) -> Self {
+        HostError::new(e.code(), e.to_string())
+    }
+}
+
+impl From<EngineError> for HostError {
+    fn from(e: EngineError) -> Self {
+        HostError::new(e.code(), e.to_string())
+    }
+}
+
+impl From<TokenizerError> for HostError {
+    fn from(e: TokenizerError) -> Self {
+        HostError::new(e.code(), e.to_string())
+    }
+}
+
+/// What the loader reports after a chunk.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LoadStatus {
+    /// "header" (still reading it), "data" (tensor bytes arriving) or "complete".
+    pub phase: &'static str,
+    pub bytes_received: u64,
+    /// True on the one push that completed (and accepted) the header.
+    pub header_ready: bool,
+}
+
+/// A summary of the loaded model, for the client (`engine.model`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelInfo {
+    pub name: String,
+    pub architecture: String,
+    pub file_size: u64,
+    /// Lowercase hex SHA-256 of the whole file as streamed.
+    pub sha256: String,
+    pub tensor_count: usize,
+    pub n_params: u64,
+    pub context_length: Option<u64>,
+    pub vocab_size: Option<usize>,
+    /// The tensor type holding most of the weight bytes (e.g. "Q4_K").
+    pub quantization: Option<String>,
+    pub has_chat_template: bool,
+    /// Bytes of weights held in memory.
+    pub weights_bytes: u64,
+    /// Positions the session's KV cache holds (prompt + generated tokens).
+    pub max_context: usize,
+}
+
+struct Loading {
+    loader: StreamLoader,
+    hasher: Sha256,
+    total: u64,
+    budget: Option<u64>,
+}
+
+/// A loaded model and what goes with it: its tokenizer and one reusable session.
+pub struct Loaded {
+    pub model: Arc<Model>,
+    pub tokenizer: Tokenizer,
+    pub session: Session,
+    pub info: ModelInfo,
+}
+
+/// A generation request (the worker's `GenerateRequest`, OpenAI's parameters).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct GenerateRequest {
+    /// "chat" (apply the chat template to `messages`) or "completion" (raw `prompt`).
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub messages: Option<Vec<ChatMessage>>,
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// Default: until the context is full.
+    #[serde(default)]
+    pub max_tokens: Option<usize>,
+    /// 0 = greedy. Unset sampling fields take llama.cpp's defaults (`SamplerConfig::default`).
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    #[serde(default)]
+    pub top_p: Option<f32>,
+    #[serde(default)]
+    pub top_k: Option<usize>,
+    #[serde(default)]
+    pub min_p: Option<f32>,
+    #[serde(default)]
+    pub repetition_penalty: Option<f32>,
+    #[serde(default)]
+    pub presence_penalty: Option<f32>,
+    #[serde(default)]
+    pub frequency_penalty: Option<f32>,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub stop: Option<Vec<String>>,
+}
+
+impl GenerateRequest {
+    /// The sampler settings: greedy when `temperature` is 0, llama.cpp's defaults otherwise,
+    /// with every given field applied on top (penalties apply to greedy too).
+    pub fn sampler(&self) -> SamplerConfig {
+        let greedy = self.temperature.is_some_and(|t| t <= 0.0);
+        let mut c = if greedy { SamplerConfig::greedy() } else { SamplerConfig::default() };
+        if let Some(t) = self.temperature {
+            c.temperature = t;
+        }
+        if !greedy {
+            if let Some(v) = self.top_p {
+                c.top_p = v;
+            }
+            if let Some(v) = self.top_k {
+                c.top_k = v;
+            }
+            if let Some(v) = self.min_p {
+                c.min_p = v;
+            }
+        }
+        if let Some(v) = self.repetition_penalty {
+            c.repeat_penalty = v;
+        }
+        if let Some(v) = self.presence_penalty {
+            c.presence_penalty = v;
+        }
+        if let Some(v) = self.frequency_penalty {
+            c.frequency_penalty = v;
+        }
+        if let Some(v) = self.seed {
+            c.seed = v;
+        }
+        c
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GenerateStarted {
+    pub prompt_tokens: usize,
+    pub max_tokens: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PrefillStatus {
+    pub done: bool,
+    pub processed: usize,
+    pub total: usize,
+}
+
+/// One decode step's outcome.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepEvent {
+    /// The sampled token (None when the call only reports the end).
+    pub token: Option<u32>,
+    /// Text that became final with this step (may be empty: an unfinished UTF-8 character, or
+    /// text that could be the start of a stop string, is held back).
+    pub text: String,
+    /// Set on the last step: "stop" (end-of-generation token or stop string) or "length".
+    pub finish_reason: Option<&'static str>,
+}
+
+/// The summary of a finished generation (usage figures included).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GenerateResult {
+    pub text: String,
+    pub finish_reason: &'static str,
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    pub ttft_ms: f64,
+    pub tpot_ms: f64,
+    pub prefill_tokens_per_s: f64,
+    pub decode_tokens_per_s: f64,
+    pub total_ms: f64,
+    /// Generated ids (including a final end-of-generation token if that is what stopped it).
+    pub ids: Vec<u32>,
+}
+
+struct Generating {
+    prompt: Vec<u32>,
+    prefilled: usize,
+    /// Generated ids, including a final end-of-generation token.
+    ids: Vec<u32>,
+    /// Bytes of the final decoded text already taken into `hold`.
+    decoded: usize,
+    hold: StopHold,
+    max_tokens: usize,
+    finish: Option<&'static str>,
+    started_ms: f64,
+}
+
+/// The engine as seen by a host. One model at a time, one generation at a time.
+#[derive(Default)]
+pub struct Host {
+    loading: Option<Loading>,
+    loaded: Option<Loaded>,
+    generating: Option<Generating>,
+    clock: Option<Clock>,
+}
+
+impl Host {
+    pub fn new() -> Host {
+        Host::default()
+    }
+
+    /// A host whose sessions time themselves with `clock` (`performance.now` in wasm).
+    pub fn with_clock(clock: Clock) -> Host {
+        Host { clock: Some(clock), ..Host::default() }
+    }
+
+    // ── loading ──────────────────────────────────────────────────────────────────────────────
+
+    /// Starts a load of a `total_len`-byte file. Drops any model already loaded (holding two
+    /// would double the memory peak) and any load in progress. `budget`: refuse models whose
+    /// tensor data exceeds this many bytes (checked from the header, before allocation).
+    pub fn load_begin(&mut self, total_len: u64, budget: Option<u64>) {
+        self.generating = None;
+        self.loaded = None;
+        self.loading = Some(Loading {
+            loader: StreamLoader::new(Some(total_len)),
+            hasher: Sha256::new(),
+            total: total_len,
+            budget,
+        });
+    }
+
+    /// Feeds the next chunk. On error the load is abandoned (its memory freed).
+    pub fn load_push(&mut self, chunk: &[u8]) -> Result<LoadStatus, HostError> {
+        let r = self.load_push_inner(chunk);
+        if r.is_err() {
+            self.loading = None;
+        }
+        r
+    }
+
+    fn load_push_inner(&mut self, chunk: &[u8]) -> Result<LoadStatus, HostError> {
+        let l = self.loading.as_mut().ok_or_else(|| HostError::new("NO_LOAD_IN_PROGRESS", "load_push called before load_begin"))?;
+        l.hasher.update(chunk);
+        let progress = l.loader.push(chunk)?;
+        let mut header_ready = false;
+        let phase = match progress {
+            LoadProgress::Header { .. } => "header",
+            LoadProgress::HeaderReady => {
+                header_ready = true;
+                let header = l.loader.header().expect("header is parsed at HeaderReady");
+                check_supported(header)?;
+                if let Some(budget) = l.budget {
+                    let need = header.tensor_data_bytes();
+                    if need > budget {
+                        return Err(HostError::new(
+                            "OVER_MEMORY_BUDGET",
+                            format!("the model's weights need {need} bytes, more than the budget of {budget} bytes"),
+                        ));
+                    }
+                }
+                // Start the data phase now, so tensor bytes that came with this chunk land.
+                l.loader.accept_header()?;
+                "data"
+            }
+            LoadProgress::Data { .. } => "data",
+            LoadProgress::Complete { .. } => "complete",
+        };
+        Ok(LoadStatus { phase, bytes_received: l.loader.bytes_received(), header_ready })
+    }
+
+    /// Ends the load: every byte must have arrived (`GGUF_TRUNCATED` otherwise), then the model
+    /// is built from the tensors (taking ownership of their buffers, no copy).
+    pub fn load_finish(&mut self) -> Result<&ModelInfo, HostError> {
+        let l = self.loading.take().ok_or_else(|| HostError::new("NO_LOAD_IN_PROGRESS", "load_finish called before load_begin"))?;
+        let sha256 = l.hasher.hex_digest();
+        let file_size = l.total;
+        let store = l.loader.finish()?;
+        let summary = summarize(&store.header);
+        let model = Arc::new(Model::from_store(store)?);
+        let tokenizer = Tokenizer::from_gguf(model.header())?;
+        let mut opts = SessionOptions::for_model(&model);
+        if let Some(clock) = self.clock {
+            opts.clock = clock;
+        }
+        let max_context = opts.max_context;
+        let session = Session::new(model.clone(), opts);
+        let info = ModelInfo {
+            name: summary.name,
+            architecture: summary.architecture,
+            file_size,
+            sha256,
+            tensor_count: summary.tensor_count,
+            n_params: summary.n_params,
+            context_length: summary.context_length,
+            vocab_size: Some(model.n_vocab()),
+            quantization: summary.quantization,
+            has_chat_template: summary.has_chat_template,
+            weights_bytes: model.weight_bytes() as u64,
+            max_context,
+        };
+        self.loaded = Some(Loaded { model, tokenizer, session, info });
+        Ok(&self.loaded.as_ref().unwrap().info)
+    }
+
+    /// Abandons a load in progress (freeing what it allocated).
+    pub fn load_cancel(&mut self) {
+        self.loading = None;
+    }
+
+    /// Bytes pushed so far in the current load (0 when none).
+    pub fn load_bytes_received(&self) -> u64 {
+        self.loading.as_ref().map_or(0, |l| l.loader.bytes_received())
+    }
+
+    /// Frees the model.
+    pub fn unload(&mut self) {
+        self.loading = None;
+        self.generating = None;
+        self.loaded = None;
+    }
+
+    pub fn loaded(&self) -> Option<&Loaded> {
+        self.loaded.as_ref()
+    }
+
+    pub fn model_info(&self) -> Option<&ModelInfo> {
+        self.loaded.as_ref().map(|l| &l.info)
+    }
+
+    // ── generation ───────────────────────────────────────────────────────────────────────────
+    //
+    // `generate_begin`, then `prefill_chunk` until it says `done`, then `decode_step` until an
+    // event carries a `finish_reason`, then `generate_end`. The steps reproduce
+    // `Session::generate` exactly (same stop rules, same text), one model call per host call.
+
+    /// Tokenizes the request and prepares the session (no model call yet).
+    pub fn generate_begin(&mut self, req: &GenerateRequest, now_ms: f64) -> Result<GenerateStarted, HostError> {
+        self.generating = None;
+        let l = self.loaded.as_mut().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
+        let prompt = match req.kind.as_deref().unwrap_or(if req.messages.is_some() { "chat" } else { "completion" }) {
+            "chat" => {
+                let messages = req.messages.as_deref().filter(|m| !m.is_empty()).ok_or_else(|| HostError::new("INVALID_REQUEST", "messages must be a non-empty list"))?;
+                l.tokenizer.encode_chat(messages, true)?
+            }
+            "completion" => {
+                let prompt = req.prompt.as_deref().ok_or_else(|| HostError::new("INVALID_REQUEST", "prompt is required"))?;
+                l.tokenizer.encode(prompt, true, true)
+            }
+            other => return Err(HostError::new("INVALID_REQUEST", format!("unknown request kind {other:?}"))),
+        };
+        if prompt.is_empty() {
+            return Err(HostError::new("INVALID_REQUEST", "the prompt has no tokens"));
+        }
+        let max_context = l.info.max_context;
+        if prompt.len() >= max_context {
+            return Err(HostError::new(
+                "PROMPT_TOO_LONG",
+                format!("the prompt has {} tokens; the context holds {max_context} (prompt + generated)", prompt.len()),
+            ));
+        }
+        let room = max_context - prompt.len();
+        let max_tokens = req.max_tokens.unwrap_or(room).min(room);
+        if max_tokens == 0 {
+            return Err(HostError::new("INVALID_REQUEST", "max_tokens must be at least 1"));
+        }
+        l.session.reset();
+        l.session.set_sampler(req.sampler());
+        self.generating = Some(Generating {
+            prompt,
+            prefilled: 0,
+            ids: Vec::new(),
+            decoded: 0,
+            hold: StopHold::new(req.stop.clone().unwrap_or_default()),
+            max_tokens,
+            finish: None,
+            started_ms: now_ms,
+        });
+        let g = self.generating.as_ref().unwrap();
+        Ok(GenerateStarted { prompt_tokens: g.prompt.len(), max_tokens })
+    }
+
+    /// Runs the next chunk of at most `PREFILL_CHUNK` prompt tokens through the model.
+    pub fn prefill_chunk(&mut self) -> Result<PrefillStatus, HostError> {
+        let (l, g) = self.gen_parts()?;
+        let total = g.prompt.len();
+        if g.prefilled < total {
+            let end = (g.prefilled + PREFILL_CHUNK).min(total);
+            l.session.prefill(&g.prompt[g.prefilled..end])?;
+            g.prefilled = end;
+        }
+        Ok(PrefillStatus { done: g.prefilled == total, processed: g.prefilled, total })
+    }
+
+    /// Samples one token (running the previous one through the model first).
+    pub fn decode_step(&mut self) -> Result<StepEvent, HostError> {
+        let (l, g) = self.gen_parts()?;
+        if g.prefilled < g.prompt.len() {
+            return Err(HostError::new("INVALID_REQUEST", "decode_step before the prompt is prefilled"));
+        }
+        if let Some(f) = g.finish {
+            return Ok(StepEvent { token: None, text: String::new(), finish_reason: Some(f) });
+        }
+        if g.ids.len() >= g.max_tokens || !l.session.can_step() {
+            let text = g.flush(&l.tokenizer, true)?;
+            g.finish = Some("length");
+            return Ok(StepEvent { token: None, text, finish_reason: g.finish });
+        }
+        let id = l.session.step()?;
+        g.ids.push(id);
+        if l.tokenizer.is_eog(id) {
+            let text = g.flush(&l.tokenizer, true)?;
+            g.finish = Some("stop");
+            return Ok(StepEvent { token: Some(id), text, finish_reason: g.finish });
+        }
+        let stopped = g.take_decoded(&l.tokenizer, false)?;
+        if stopped {
+            g.finish = Some("stop");
+            let text = g.hold.ready(true);
+            return Ok(StepEvent { token: Some(id), text, finish_reason: g.finish });
+        }
+        let last = g.ids.len() >= g.max_tokens || !l.session.can_step();
+        if last {
+            let text = g.flush(&l.tokenizer, true)?;
+            g.finish = Some("length");
+            return Ok(StepEvent { token: Some(id), text, finish_reason: g.finish });
+        }
+        Ok(StepEvent { token: Some(id), text: g.hold.ready(false), finish_reason: None })
+    }
+
+    /// Ends the generation and returns its text and usage figures.
+    pub fn generate_end(&mut self, now_ms: f64) -> Result<GenerateResult, HostError> {
+        let l = self.loaded.as_ref().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
+        let g = self.generating.take().ok_or_else(|| HostError::new("NO_GENERATION", "no generation in progress"))?;
+        let m = l.session.metrics();
+        Ok(GenerateResult {
+            text: g.hold.text,
+            finish_reason: g.finish.unwrap_or("length"),
+            prompt_tokens: g.prompt.len(),
+            completion_tokens: g.ids.len(),
+            ttft_ms: m.ttft_ms,
+            tpot_ms: m.tpot_ms(),
+            prefill_tokens_per_s: m.prefill_tok_s(),
+            decode_tokens_per_s: m.decode_tok_s(),
+            total_ms: (now_ms - g.started_ms).max(0.0),
+            ids: g.ids,
+        })
+    }
+
+    /// Abandons a generation (the next `generate_begin` resets the session anyway).
+    pub fn generate_cancel(&mut self) {
+        self.generating = None;
+    }
+
+    pub fn is_generating(&self) -> bool {
+        self.generating.is_some()
+    }
+
+    fn gen_parts(&mut self) -> Result<(&mut Loaded, &mut Generating), HostError> {
+        let l = self.loaded.as_mut().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
+        let g = self.generating.as_mut().ok_or_else(|| HostError::new("NO_GENERATION", "no generation in progress"))?;
+        Ok((l, g))
+    }
+}
+
+impl Generating {
+    /// Takes the decoded text that became final into the stop holder. `finish`: the stream
+    /// ends here (the decoder's held-back tail is final too). Returns true when a stop string
+    /// now occurs.
+    fn take_decoded(&mut self, tok: &Tokenizer, finish: bool) -> Result<bool, HostError> {
+        // A stream decoder borrows the tokenizer, so it cannot live across host calls; it is
+        // replayed instead. Its pieces are final, so each replay extends the previous one.
+        let ids: &[u32] = match self.ids.last() {
+            Some(&last) if tok.is_eog(last) => &self.ids[..self.ids.len() - 1],
+            _ => &self.ids,
+        };
+        let mut d = tok.stream_decoder(DecodeOptions::default());
+        let mut text = String::new();
+        for &id in ids {
+            text.push_str(&d.push(id)?);
+        }
+        if finish {
+            text.push_str(&d.finish());
+        }
+        let new = text.get(self.decoded..).unwrap_or("");
+        self.decoded = text.len();
+        Ok(self.hold.push(new))
+    }
+
+    /// Ends the stream: everything decoded and held back becomes final (cut before a stop
+    /// string if the tail completes one).
+    fn flush(&mut self, tok: &Tokenizer, finish: bool) -> Result<String, HostError> {
+        self.take_decoded(tok, finish)?;
+        Ok(self.hold.ready(true))
+    }
+}
+
+/// Holds back text that could be the start of a stop string; cuts the text before a stop
+/// string once one occurs (the semantics of `Session::generate`'s stop handling).
+#[derive(Clone, Debug, Default)]
+pub struct StopHold {
+    stop: Vec<String>,
+    /// All final text so far (cut before a stop string once one was found).
+    pub text: String,
+    emitted: usize,
+    stopped: bool,
+}
+
+impl StopHold {
+    pub fn new(stop: Vec<String>) -> StopHold {
+        StopHold { stop: stop.into_iter().filter(|s| !s.is_empty()).collect(), ..StopHold::default() }
+    }
+
+    /// Appends `piece`; returns true when a stop string occurs (now or before).
+    pub fn push(&mut self, piece: &str) -> bool {
+        if self.stopped {
+            return true;
+        }
+        let from = self.emitted;
+        self.text.push_str(piece);
+        let cut = self.stop.iter().filter_map(|s| self.text[from..].find(s.as_str()).map(|i| from + i)).min();
+        if let Some(c) = cut {
+            self.text.truncate(c);
+            self.stopped = true;
+        }
+        self.stopped
+    }
+
+    /// Returns the text that is safe to show now (all of it when `all`): everything but a
+    /// tail that is a proper prefix of a stop string.
+    pub fn ready(&mut self, all: bool) -> String {
+        let mut end = self.text.len();
+        if !all && !self.stopped {
+            for s in &self.stop {
+                let max = s.len().saturating_sub(1).min(self.text.len() - self.emitted);
+                for k in (1..=max).rev() {
+                    let start = self.text.len() - k;
+                    if self.text.is_char_boundary(start) && s.starts_with(&self.text[start..]) {
+                        end = end.min(start);
+                        break;
+                    }
+                }
+            }
+        }
+        if end > self.emitted {
+            let out = self.text[self.emitted..end].to_string();
+            self.emitted = end;
+            out
+        } else {
+            String::new()
+        }
+    }
+}
+
+/// Refuses, from the header alone, a model this engine cannot run: before any download of the
+/// weights, rather than after.
+pub fn check_supported(header: &GgufHeader) -> Result<(), HostError> {
+    let arch = header.architecture().unwrap_or("");
+    if Arch::from_name(arch).is_none() {
+        return Err(HostError::new(
+            "UNSUPPORTED_MODEL",
+            format!("architecture {arch:?} is not supported (supported: llama, qwen2, qwen3, gemma3)"),
+        ));
+    }
+    for t in &header.tensors {
+        if !crate::quant::is_supported(t.ggml_type) {
+            return Err(HostError::new(
+                "UNSUPPORTED_TENSOR_TYPE",
+                format!("tensor {} has type {}, which this engine cannot compute with", t.name, t.ggml_type),
+            ));
+        }
+    }
+    Ok(())
+}
+
+struct Summary {
+    name: String,
+    architecture: String,
+    tensor_count: usize,
+    n_params: u64,
+    context_length: Option<u64>,
+    quantization: Option<String>,
+    has_chat_template: bool,
+}
+
+fn summarize(h: &GgufHeader) -> Summary {
+    let architecture = h.architecture().unwrap_or("unknown").to_string();
+    let name = h.get_str("general.name").map(str::to_string).unwrap_or_else(|| architecture.clone());
+    let mut by_type: Vec<(GgmlType, u64)> = Vec::new();
+    let mut n_params = 0u64;
+    for t in &h.tensors {
+        n_params += t.n_elements();
+        match by_type.iter_mut().find(|(ty, _)| *ty == t.ggml_type) {
+            Some(e) => e.1 += t.n_bytes(),
+            None => by_type.push((t.ggml_type, t.n_bytes())),
+        }
+    }
+    let quantization = h
+        .get_u64("general.file_type")
+        .and_then(file_type_name)
+        .map(str::to_string)
+        .or_else(|| by_type.iter().max_by_key(|(_, b)| *b).map(|(ty, _)| ty.name().to_string()));
+    Summary {
+        name,
+        context_length: h.get_u64(&format!("{architecture}.context_length")),
+        architecture,
+        tensor_count: h.tensors.len(),
+        n_params,
+        quantization,
+        has_chat_template: h.get_str("tokenizer.chat_template").is_some(),
+    }
+}
+
+/// llama.cpp's `llama_ftype` names (`general.file_type`), as in model file names.
+fn file_type_name(ftype: u64) -> Option<&'static str> {
+    Some(match ftype {
+        0 => "F32",
+        1 => "F16",
+        2 => "Q4_0",
+        3 => "Q4_1",
+        7 => "Q8_0",
+        8 => "Q5_0",
+        9 => "Q5_1",
+        10 => "Q2_K",
+        11 => "Q3_K_S",
+        12 => "Q3_K_M",
+        13 => "Q3_K_L",
+        14 => "Q4_K_S",
+        15 => "Q4_K_M",
+        16 => "Q5_K_S",
+        17 => "Q5_K_M",
+        18 => "Q6_K",
+        19 => "IQ2_XXS",
+        20 => "IQ2_XS",
+        21 => "Q2_K_S",
+        22 => "IQ3_XS",
+        23 => "IQ3_XXS",
+        24 => "IQ1_S",
+        25 => "IQ4_NL",
+        26 => "IQ3_S",
+        27 => "IQ3_M",
+        28 => "IQ2_S",
+        29 => "IQ2_M",
+        30 => "IQ4_XS",
+        31 => "IQ1_M",
+        32 => "BF16",
+        36 => "TQ1_0",
+        37 => "TQ2_0",
+        38 => "MXFP4",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_before_begin_is_an_error() {
+        let mut h = Host::new();
+        assert_eq!(h.load_push(b"GGUF").unwrap_err().code, "NO_LOAD_IN_PROGRESS");
+        assert_eq!(h.load_finish().unwrap_err().code, "NO_LOAD_IN_PROGRESS");
+    }
+
+    #[test]
+    fn not_gguf_is_bad_magic_and_abandons_the_load() {
+        let mut h = Host::new();
+        h.load_begin(64, None);
+        let e = h.load_push(&[b'<'; 64]).unwrap_err();
+        assert_eq!(e.code, "GGUF_BAD_MAGIC");
+        assert_eq!(h.load_bytes_received(), 0);
+        assert_eq!(h.load_push(b"x").unwrap_err().code, "NO_LOAD_IN_PROGRESS");
+    }
+
+    #[test]
+    fn empty_file_is_truncated() {
+        let mut h = Host::new();
+        h.load_begin(0, None);
+        assert_eq!(h.load_finish().unwrap_err().code, "GGUF_TRUNCATED");
+    }
+}
