@@ -60,6 +60,12 @@ def main():
         n += 1
         if n == N_NORMAL:
             break
+    # The bare space piece (far down Gemma's list) so that every space can be a token.
+    if "\u2581" not in tokens:
+        i = texts.index("\u2581")
+        tokens.append("\u2581")
+        tscores.append(float(scores[i]))
+        ttypes.append(gguf.TokenType.NORMAL)
     # A user-defined token, as some Llama fine-tunes add.
     tokens.append("<|tool|>")
     tscores.append(0.0)
