@@ -2,7 +2,8 @@
 """Build small synthetic byte-level BPE vocabularies as GGUF files (tests/data/tok_bpe_*.gguf).
 
 No real BPE model is available offline, so a ByteLevel BPE is trained with the PyPI
-`tokenizers` package on a licence text shipped with Debian, then written to GGUF with gguf-py:
+`tokenizers` package on a licence text shipped with Debian plus the multilingual test corpus
+(so that merges also join the bytes of non-Latin characters), then written to GGUF with gguf-py:
 one file per pre-tokenizer (`tokenizer.ggml.pre`) we support. Each file is vocabulary-only
 (llama.cpp loads it with `vocab_only`), with a few control and user-defined tokens.
 
@@ -35,6 +36,11 @@ VARIANTS = {
 
 
 def train():
+    import json, tempfile
+    corpus = json.loads((OUT / "tok_corpus.json").read_text())
+    extra = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, encoding="utf-8")
+    extra.write("\n".join(corpus))
+    extra.close()
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -44,9 +50,8 @@ def train():
         show_progress=False,
         special_tokens=[],
     )
-    tok.train([str(TRAIN_TEXT)], trainer)
-    model = tok.model
-    import json
+    tok.train([str(TRAIN_TEXT), extra.name], trainer)
+    pathlib.Path(extra.name).unlink()
     state = json.loads(tok.to_str())["model"]
     vocab = state["vocab"]  # text -> id
     merges = state["merges"]
