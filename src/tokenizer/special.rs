@@ -6,9 +6,15 @@
 //! tokens left behind (leftmost first, non-overlapping). CONTROL and UNKNOWN tokens only take
 //! part when special parsing is on; USER_DEFINED tokens always do.
 //!
-//! Scanning the text once per special token would cost 6,400 passes for Gemma, so instead a
-//! byte trie finds every occurrence of every special token in one pass, and the occurrences are
-//! then accepted in the same priority order llama.cpp applies them. The result is identical.
+//! Scanning the text once per special token would cost 6,400 passes for Gemma. Instead,
+//! occurrences are considered in llama.cpp's order — by token priority (longest text first),
+//! then left to right — and each is accepted unless it overlaps text already taken. A heap
+//! holds, for every position, the best occurrence starting there that could still fit (found
+//! with a byte trie), so memory stays linear even for long runs of spaces or newlines, which
+//! Gemma has dozens of nested special tokens for. The result is identical.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 use super::vocab::{TokenAttr, Vocab};
 
@@ -38,7 +44,8 @@ pub struct SpecialMatcher {
     nodes: Vec<Node>,
     /// Child of the root for each first byte (the root fans out widely; deeper nodes don't).
     root: Box<[u32; 256]>,
-    n_tokens: usize,
+    /// (token id, text length) by rank.
+    by_rank: Vec<(u32, u32)>,
 }
 
 impl SpecialMatcher {
@@ -62,20 +69,20 @@ impl SpecialMatcher {
         let mut m = SpecialMatcher {
             nodes: Vec::new(),
             root: Box::new([NONE; 256]),
-            n_tokens: 0,
+            by_rank: Vec::with_capacity(ids.len()),
         };
         for (rank, &id) in ids.iter().enumerate() {
             let attr = vocab.attr(id);
             let needs = attr.has(TokenAttr::CONTROL.with(TokenAttr::UNKNOWN));
             m.insert(vocab.text(id).as_bytes(), id, rank as u32, needs);
+            m.by_rank.push((id, vocab.text(id).len() as u32));
         }
-        m.n_tokens = ids.len();
         m
     }
 
     /// Number of tokens the matcher knows (llama.cpp's "special tokens cache size").
     pub fn len(&self) -> usize {
-        self.n_tokens
+        self.by_rank.len()
     }
 
     fn new_node(&mut self, byte: u8) -> u32 {
@@ -125,53 +132,74 @@ impl SpecialMatcher {
         n.needs_parse_special = needs_parse_special;
     }
 
+    /// The rank of the longest eligible special token that starts at `bytes[start]` and is at
+    /// most `limit` bytes long. (At one position, longer means higher priority.)
+    fn longest_at(
+        &self,
+        bytes: &[u8],
+        start: usize,
+        limit: usize,
+        parse_special: bool,
+    ) -> Option<u32> {
+        let end_max = bytes.len().min(start + limit);
+        let mut best = None;
+        let mut node = self.root[bytes[start] as usize];
+        let mut end = start + 1;
+        while node != NONE && end <= end_max {
+            let n = &self.nodes[node as usize];
+            if n.token != NONE && (parse_special || !n.needs_parse_special) {
+                best = Some(n.rank);
+            }
+            if end == end_max {
+                break;
+            }
+            node = self.child(node, bytes[end]);
+            end += 1;
+        }
+        best
+    }
+
     /// Splits `text` into raw-text fragments and special tokens.
     pub fn partition<'a>(&self, text: &'a str, parse_special: bool) -> Vec<Fragment<'a>> {
         let bytes = text.as_bytes();
         if bytes.is_empty() {
             return Vec::new();
         }
-        // 1. Every occurrence of every eligible special token: (rank, start, len, id).
-        let mut occ: Vec<(u32, u32, u32, u32)> = Vec::new();
-        for start in 0..bytes.len() {
-            let mut node = self.root[bytes[start] as usize];
-            let mut end = start + 1;
-            while node != NONE {
-                let n = self.nodes[node as usize];
-                if n.token != NONE && (parse_special || !n.needs_parse_special) {
-                    occ.push((n.rank, start as u32, (end - start) as u32, n.token));
-                }
-                if end == bytes.len() {
-                    break;
-                }
-                node = self.child(node, bytes[end]);
-                end += 1;
-            }
-        }
-        if occ.is_empty() {
+        // The best candidate at every position, popped in (priority, position) order.
+        let initial: Vec<Reverse<(u32, u32)>> = (0..bytes.len())
+            .filter_map(|p| {
+                self.longest_at(bytes, p, bytes.len(), parse_special)
+                    .map(|r| Reverse((r, p as u32)))
+            })
+            .collect();
+        if initial.is_empty() {
             return vec![Fragment::Text(text)];
         }
-        // 2. Accept them in llama.cpp's order: token by token (longest first), and for each
-        //    token left to right, skipping occurrences that overlap anything accepted before.
-        occ.sort_unstable();
+        let mut heap = BinaryHeap::from(initial);
         let mut taken = vec![false; bytes.len()];
         let mut accepted: Vec<(u32, u32, u32)> = Vec::new(); // (start, len, id)
-        let mut i = 0;
-        while i < occ.len() {
-            let rank = occ[i].0;
-            let mut cursor = 0u32;
-            while i < occ.len() && occ[i].0 == rank {
-                let (_, start, len, id) = occ[i];
-                i += 1;
-                let span = start as usize..(start + len) as usize;
-                if start >= cursor && !taken[span.clone()].iter().any(|&t| t) {
+        while let Some(Reverse((rank, p))) = heap.pop() {
+            let start = p as usize;
+            if taken[start] {
+                continue; // nothing starting inside taken text can fit
+            }
+            let (id, len) = self.by_rank[rank as usize];
+            let span = start..start + len as usize;
+            match span.clone().find(|&i| taken[i]) {
+                None => {
                     taken[span].iter_mut().for_each(|t| *t = true);
-                    cursor = start + len;
-                    accepted.push((start, len, id));
+                    accepted.push((p, len, id));
+                }
+                // Overlaps: the next candidate here is the longest that stops before the
+                // taken text (taken text only grows, so longer ones can never fit).
+                Some(q) => {
+                    if let Some(r) = self.longest_at(bytes, start, q - start, parse_special) {
+                        heap.push(Reverse((r, p)));
+                    }
                 }
             }
         }
-        // 3. Fragments in text order.
+        // Fragments in text order.
         accepted.sort_unstable();
         let mut out = Vec::with_capacity(accepted.len() * 2 + 1);
         let mut pos = 0usize;
@@ -234,6 +262,33 @@ mod tests {
             m.partition("ab bcd", false),
             vec![Token(0), Text(" "), Token(1)]
         );
+    }
+
+    #[test]
+    fn a_shorter_token_fits_where_a_longer_one_overlaps() {
+        // "cdef" (first by id among the longest) takes 2..6; "abcd" then overlaps it, and the
+        // next candidate at 0 is the shorter "ab", which fits.
+        let v = vocab(&[("cdef", U), ("abcd", U), ("ab", U), ("e", U)]);
+        let m = SpecialMatcher::new(&v);
+        use Fragment::*;
+        assert_eq!(m.partition("abcdef", false), vec![Token(2), Token(0)]);
+        assert_eq!(
+            m.partition("abcd e", false),
+            vec![Token(1), Text(" "), Token(3)]
+        );
+    }
+
+    #[test]
+    fn long_runs_stay_linear() {
+        let texts: Vec<String> = (1..=31).map(|n| " ".repeat(n)).collect();
+        let tokens: Vec<(&str, TokenAttr)> =
+            texts.iter().skip(1).map(|t| (t.as_str(), U)).collect();
+        let m = SpecialMatcher::new(&vocab(&tokens));
+        let run = " ".repeat(100_000);
+        let parts = m.partition(&run, false);
+        // 3225 runs of 31 spaces, then 25 spaces (a token of its own).
+        assert_eq!(parts.len(), 100_000 / 31 + 1);
+        assert!(parts.iter().all(|f| matches!(f, Fragment::Token(_))));
     }
 
     #[test]
