@@ -115,6 +115,12 @@ fn spm_space_prefix_round_trip() {
         unparse_special: false,
     };
     assert_eq!(t.decode(&ids, rm).unwrap(), " Hello world");
+    let first = t.token_to_piece(ids[1], false).unwrap();
+    assert_eq!(first[0], b' ');
+    assert_eq!(
+        t.token_to_piece_lstrip(ids[1], false, 1).unwrap(),
+        &first[1..]
+    );
     // After a special token the space prefix is added again.
     let with_special = t.encode("<s>Hi", false, true);
     assert_eq!(with_special[0], 1);

@@ -87,10 +87,22 @@ impl Tokenizer {
     }
 
     /// Token `id`'s bytes as llama.cpp's `llama_token_to_piece(.., lstrip = 0, special)`.
+    /// `special` renders CONTROL/UNKNOWN tokens as their text (else they are empty).
     pub fn token_to_piece(&self, id: u32, special: bool) -> Result<Vec<u8>, TokenizerError> {
+        self.token_to_piece_lstrip(id, special, 0)
+    }
+
+    /// As [`token_to_piece`](Self::token_to_piece), dropping up to `lstrip` leading spaces
+    /// (llama.cpp's `lstrip` argument: 1 removes the space SPM prefixed to a first word).
+    pub fn token_to_piece_lstrip(
+        &self,
+        id: u32,
+        special: bool,
+        lstrip: usize,
+    ) -> Result<Vec<u8>, TokenizerError> {
         self.check_id(id)?;
         let mut out = Vec::new();
-        self.append_piece(id, special, 0, &mut out);
+        self.append_piece(id, special, lstrip, &mut out);
         Ok(out)
     }
 
