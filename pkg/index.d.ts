@@ -46,6 +46,8 @@ export interface EngineOptions {
   workerUrl?: string | URL;
   /** Milliseconds to wait for the worker and wasm to start (default 60000). */
   initTimeoutMs?: number;
+  /** Refuse models whose weights need more bytes than this (checked from the header, before download). */
+  memoryBudget?: number;
   /** Minimum interval between load progress events (default 50 ms). */
   progressIntervalMs?: number;
   /** Receives the worker's log lines (default: warnings go to console.warn). */
@@ -70,6 +72,8 @@ export interface LoadOptions {
   cache?: boolean;
   /** Expected sha256 (hex) of the file: a mismatch is CHECKSUM_MISMATCH. */
   sha256?: string;
+  /** Refuse (OVER_MEMORY_BUDGET) a model whose weights need more bytes; checked from the header. */
+  memoryBudget?: number;
   progressIntervalMs?: number;
 }
 

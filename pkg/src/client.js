@@ -403,6 +403,7 @@ export class Engine {
       source: src,
       cache: opts.cache ?? !!this.#opts.cache,
       sha256: opts.sha256 ? String(opts.sha256).toLowerCase() : undefined,
+      budget: opts.memoryBudget ?? this.#opts.memoryBudget,
       progressIntervalMs: opts.progressIntervalMs ?? this.#opts.progressIntervalMs,
     };
     this.model = null;
@@ -414,7 +415,7 @@ export class Engine {
       : null;
     const info = await this.#request(msg, onEvent, signal);
     this.model = info;
-    this.#lastLoad = { source, opts: { cache: msg.cache, sha256: msg.sha256 } };
+    this.#lastLoad = { source, opts: { cache: msg.cache, sha256: msg.sha256, memoryBudget: msg.budget } };
     return info;
   }
 

@@ -21,8 +21,9 @@
 // ── Client → worker ────────────────────────────────────────────────────────────────────────────
 // {type:'init', id, wasmUrl?: string, cache: CacheConfig}
 //     → result {version: string, protocol: number, cache: 'opfs'|'fs'|'none', simd: boolean}
-// {type:'load', id, source: Source, cache: boolean, sha256?: string, progressIntervalMs: number}
-//     → progress* → result ModelInfo
+// {type:'load', id, source: Source, cache: boolean, sha256?: string, budget?: number,
+//  progressIntervalMs: number}
+//     → progress* → result ModelInfo      (budget: most bytes of weights; checked from the header)
 // {type:'generate', id, request: GenerateRequest}
 //     → started → token* → result GenerateResult
 // {type:'unload', id}                    → result null

@@ -213,7 +213,7 @@ export class Runtime {
     const t0 = now();
     const src = msg.source || {};
     const interval = msg.progressIntervalMs ?? 50;
-    const ctx = { id: msg.id, signal, interval };
+    const ctx = { id: msg.id, signal, interval, budget: msg.budget };
     let info;
     if (src.kind === 'blob') {
       info = await this.#stream({ ...ctx, phase: 'file', total: src.blob.size, chunks: readBlob(src.blob, { signal }), sha256: msg.sha256 });
@@ -301,7 +301,7 @@ export class Runtime {
    * then each tensor's bytes straight into its final allocation; the sha256 is computed on the
    * way. `total` may be a function (known once the first response arrived).
    */
-  async #stream({ id, signal, interval, phase, total, chunks, sha256, fromCache, beforeFirst, writer, dropWriter }) {
+  async #stream({ id, signal, interval, phase, total, chunks, sha256, fromCache, beforeFirst, writer, dropWriter, budget }) {
     const getTotal = typeof total === 'function' ? total : () => total;
     const getWriter = typeof writer === 'function' ? writer : () => null;
     let loaded = 0;
@@ -328,7 +328,7 @@ export class Runtime {
             throw new EdgeLLMError(ErrorCode.NETWORK, 'the server did not send a Content-Length: the model size must be known before loading', { detail: 'NO_CONTENT_LENGTH' });
           }
           if (beforeFirst) await beforeFirst();
-          this.#call(() => this.engine.load_begin(t));
+          this.#call(() => this.engine.load_begin(t, budget ?? undefined));
           begun = true;
           progress(true);
         }

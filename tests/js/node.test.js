@@ -130,7 +130,16 @@ test('abort mid-generation settles within 100 ms; no chunk after it; the next re
   }
   assert.equal(afterAbort, 0);
   assert.ok(latency < 100, `abort settled in ${latency} ms`);
-  const r = await engine.completions.create({ prompt: 'Hello', max_tokens: 2, temperature: 0 });
+  // While a generation runs, status is answered between steps.
+  const running = engine.completions.create({ prompt: 'Hello', max_tokens: 2, temperature: 0 });
+  await new Promise((r) => setTimeout(r, 50));
+  const t1 = performance.now();
+  const st = await engine.status();
+  const statusMs = performance.now() - t1;
+  assert.equal(st.busy, true);
+  assert.equal(st.running, 'generate');
+  console.log(`node: status answered in ${statusMs.toFixed(0)} ms during a generation`);
+  const r = await running;
   assert.equal(r.usage.completion_tokens, 2);
   // An already-aborted signal rejects at once; bad parameters are INVALID_REQUEST.
   await assert.rejects(engine.completions.create({ prompt: 'x', signal: AbortSignal.abort() }), (e) => e.code === 'ABORTED');
@@ -163,6 +172,11 @@ test('typed errors: 404, non-GGUF, truncated, cut connection, no length, wrong s
   // A wrong expected sha256 is refused after the bytes are read.
   await assert.rejects(engine.load(new Blob([])), (e) => e.code === 'GGUF_TRUNCATED');
   await assert.rejects(engine.load(MODEL, { sha256: '0'.repeat(64) }), (e) => e.code === 'CHECKSUM_MISMATCH');
+  // Over the memory budget: refused from the header, before the weights are downloaded.
+  srv.resetStats();
+  const rec = progressRecorder();
+  await assert.rejects(engine.load(url('good.gguf'), { memoryBudget: 100 << 20, cache: false, onProgress: rec.onProgress }), (e) => e.code === 'OVER_MEMORY_BUDGET');
+  assert.ok((srv.stats.bytes['/models/good.gguf'] || 0) < 64 << 20, `bytes sent before the refusal: ${srv.stats.bytes['/models/good.gguf']}`);
   assert.equal((await engine.status()).loaded, false);
 });
 

@@ -1,6 +1,6 @@
 // The npm package as a user gets it: `npm pack` → install the tarball into a fresh Vite 7 app
 // (no plugins, no config) → `vite build` → run the built app in Chromium, which loads the real
-// model and (once the engine can generate) generates a few tokens.
+// model and generates two tokens.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -38,7 +38,7 @@ try {
   const info = await engine.load('/models/good.gguf');
   const result = { version: engine.info.version, simd: engine.info.simd, sha256: info.sha256, codes: Object.keys(ErrorCode).length };
   if (new URLSearchParams(location.search).get('generate')) {
-    const r = await engine.completions.create({ prompt: 'The capital of France is', max_tokens: 4, temperature: 0 });
+    const r = await engine.completions.create({ prompt: 'The capital of France is', max_tokens: 2, temperature: 0 });
     result.text = r.choices[0].text;
     result.usage = r.usage;
   }
@@ -81,13 +81,15 @@ test('npm pack → Vite 7 app (no plugins) → runs in Chromium', { skip, timeou
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
   const page = await browser.newPage();
   page.on('pageerror', (e) => console.log(`[app error] ${e.message}`));
-  await page.goto(`${srv.origin}/app/`);
+  await page.goto(`${srv.origin}/app/?generate=1`);
   await page.waitForFunction(() => document.body.dataset.done === '1', null, { timeout: 300_000 });
   const r = JSON.parse(await page.textContent('#out'));
   assert.equal(r.error, undefined, JSON.stringify(r.error));
   assert.equal(r.version, '0.1.0');
   assert.equal(r.simd, true);
   assert.equal(r.sha256, 'a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818');
+  assert.equal(r.usage.completion_tokens, 2);
+  assert.equal(typeof r.text, 'string');
   const fetchedWasm = srv.stats.log.filter((l) => l.path.startsWith('/app/assets/') && l.path.endsWith('.wasm'));
   assert.ok(fetchedWasm.length >= 1, 'the app fetched the wasm the bundler emitted');
 });

@@ -1,0 +1,81 @@
+// Compiled (not run) by types.test.js with `tsc --strict`: the hand-written index.d.ts must
+// accept the documented usage and reject misuse (each @ts-expect-error must be an error).
+import {
+  createEngine,
+  EdgeLLMError,
+  ErrorCode,
+  type ChatCompletion,
+  type ChatCompletionChunk,
+  type Completion,
+  type CompletionChunk,
+  type CompletionStream,
+  type Engine,
+  type ErrorCodeName,
+  type LoadProgress,
+  type ModelInfo,
+} from 'edgellm';
+
+export async function usage(file: File): Promise<string> {
+  const engine: Engine = await createEngine({ cache: true, onLog: (level, msg) => console.log(level, msg) });
+  const ac = new AbortController();
+  const info: ModelInfo = await engine.load('https://example.org/m.gguf', {
+    signal: ac.signal,
+    onProgress: (p: LoadProgress) => console.log(p.phase, p.loaded, p.total, p.fraction),
+  });
+  await engine.load(file);
+  await engine.load(new URL('https://example.org/m.gguf'), { sha256: info.sha256, cache: false });
+
+  const r: ChatCompletion = await engine.chat.completions.create({
+    messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: [{ type: 'text', text: 'Hi' }] }],
+    max_tokens: 16,
+    temperature: 0,
+    top_p: 0.9,
+    top_k: 40,
+    min_p: 0.05,
+    repetition_penalty: 1.1,
+    presence_penalty: 0,
+    frequency_penalty: 0,
+    seed: 1,
+    stop: ['\n\n'],
+    signal: ac.signal,
+  });
+  let text: string = r.choices[0].message.content;
+  const ttft: number = r.usage.ttft_ms + r.usage.tpot_ms + r.usage.prefill_tokens_per_s + r.usage.decode_tokens_per_s;
+
+  const stream: CompletionStream<ChatCompletionChunk> = await engine.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], stream: true });
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.delta.content ?? '';
+    if (chunk.usage) console.log(chunk.usage.decode_tokens_per_s);
+  }
+  stream.abort();
+
+  const c: Completion = await engine.completions.create({ prompt: 'The capital of France is', max_tokens: 4 });
+  const cs: CompletionStream<CompletionChunk> = await engine.completions.create({ prompt: 'x', stream: true }, { signal: ac.signal });
+  for await (const chunk of cs) text += chunk.choices[0]?.text ?? '';
+  text += c.choices[0].text;
+
+  try {
+    await engine.unload();
+  } catch (e) {
+    if (e instanceof EdgeLLMError) {
+      const code: ErrorCodeName = e.code;
+      if (code === ErrorCode.ABORTED || e.code === 'NETWORK') console.log(e.status, e.detail);
+    }
+  }
+  const st = await engine.status();
+  console.log(st.busy, st.model?.name, engine.model?.quantization, engine.info?.simd, ttft);
+  const entries = await engine.cache.list();
+  console.log(entries[0]?.sha256);
+  engine.terminate();
+
+  // @ts-expect-error: messages are required for chat
+  await engine.chat.completions.create({ prompt: 'x' });
+  // @ts-expect-error: a streamed request does not return a ChatCompletion
+  const wrong: ChatCompletion = await engine.chat.completions.create({ messages: [], stream: true });
+  // @ts-expect-error: not an error code
+  const bad: ErrorCodeName = 'NOPE';
+  // @ts-expect-error: load needs a source
+  await engine.load();
+  console.log(wrong, bad);
+  return text;
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env node
+// Serves the demo page on 127.0.0.1: www/ and pkg/ from the repository, and the models in
+// models/ under /models/ (with Range support, so interrupted downloads resume).
+//
+//   node www/serve.js [--port 8080] [--host 127.0.0.1]
+//   → open http://127.0.0.1:8080/www/?model=/models/gemma-3-270m-q4_k_m.gguf
+//
+// Needs `./build.sh build` first (it generates pkg/wasm/).
+import http from 'node:http';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const arg = (name, dflt) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 && process.argv[i + 1] ? process.argv[i + 1] : dflt;
+};
+const port = Number(arg('port', process.env.PORT || 8080));
+const host = arg('host', '127.0.0.1');
+const MIME = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8', '.json': 'application/json', '.wasm': 'application/wasm', '.gguf': 'application/octet-stream', '.ts': 'text/plain; charset=utf-8' };
+const ALLOWED = ['www/', 'pkg/', 'models/'];
+
+const server = http.createServer((req, res) => {
+  let rel = decodeURIComponent(new URL(req.url, 'http://x').pathname).replace(/^\/+/, '');
+  if (rel === '' || rel === 'www') rel = 'www/';
+  if (!ALLOWED.some((a) => rel.startsWith(a))) return send(res, 404, 'not found');
+  let file = path.join(root, rel);
+  if (!file.startsWith(root + path.sep)) return send(res, 404, 'not found');
+  if (rel.endsWith('/')) file = path.join(file, 'index.html');
+  let st;
+  try {
+    st = fs.statSync(file);
+  } catch {
+    return send(res, 404, 'not found');
+  }
+  if (!st.isFile()) return send(res, 404, 'not found');
+  const etag = `"${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`;
+  const headers = { 'Content-Type': MIME[path.extname(file)] || 'application/octet-stream', 'Accept-Ranges': 'bytes', ETag: etag, 'Cache-Control': 'no-cache' };
+  let start = 0;
+  let end = st.size - 1;
+  let status = 200;
+  const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range || '');
+  if (m && (!req.headers['if-range'] || req.headers['if-range'] === etag)) {
+    start = Number(m[1]);
+    end = m[2] ? Math.min(Number(m[2]), st.size - 1) : st.size - 1;
+    if (start > end) {
+      res.writeHead(416, { 'Content-Range': `bytes */${st.size}` });
+      return res.end();
+    }
+    status = 206;
+    headers['Content-Range'] = `bytes ${start}-${end}/${st.size}`;
+  }
+  headers['Content-Length'] = String(st.size === 0 ? 0 : end - start + 1);
+  res.writeHead(status, headers);
+  if (req.method === 'HEAD' || st.size === 0) return res.end();
+  fs.createReadStream(file, { start, end }).pipe(res);
+});
+
+function send(res, code, text) {
+  res.writeHead(code, { 'Content-Type': 'text/plain' });
+  res.end(text + '\n');
+}
+
+server.listen(port, host, () => {
+  const models = fs.existsSync(path.join(root, 'models')) ? fs.readdirSync(path.join(root, 'models')).filter((f) => f.endsWith('.gguf')) : [];
+  const q = models.length ? `?model=/models/${models[0]}` : '';
+  console.log(`edgellm demo: http://${host}:${port}/www/${q}`);
+  if (!fs.existsSync(path.join(root, 'pkg/wasm/edgellm_bg.wasm'))) console.log('note: pkg/wasm/ is missing: run ./build.sh build first');
+});
