@@ -84,6 +84,19 @@ test('greedy completion equals the native CLI; usage has the timings', { skip: n
   console.log(`node greedy: ${JSON.stringify(r.choices[0].text)} decode ${u.decode_tokens_per_s.toFixed(2)} tok/s, ttft ${u.ttft_ms.toFixed(0)} ms`);
 });
 
+test('stop strings cut the text (finish "stop"); a seed makes sampling repeatable', { skip: noCli }, async () => {
+  const want = nativeGreedy();
+  const cut = want.text.indexOf(' of');
+  assert.ok(cut > 0, `the reference text has no ' of': ${JSON.stringify(want.text)}`);
+  const r = await engine.completions.create({ prompt: GREEDY_PROMPT, max_tokens: GREEDY_TOKENS, temperature: 0, stop: [' of', 'zzz'] });
+  assert.equal(r.choices[0].text, want.text.slice(0, cut));
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  const sampled = { prompt: GREEDY_PROMPT, max_tokens: 3, temperature: 0.9, top_k: 40, top_p: 0.95, min_p: 0.05, seed: 42 };
+  const a = await engine.completions.create(sampled);
+  const b = await engine.completions.create(sampled);
+  assert.equal(a.choices[0].text, b.choices[0].text);
+});
+
 test('streamed chat completion: OpenAI chunk shapes, text equals the non-streamed result', { skip }, async () => {
   const params = { messages: [{ role: 'user', content: 'Say hi' }], max_tokens: 4, temperature: 0 };
   const full = await engine.chat.completions.create(params);
