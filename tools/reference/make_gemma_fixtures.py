@@ -75,7 +75,8 @@ def main():
 
     greedy_out = []
     logits_out = []
-    n_steps = n_margin_05 = n_agree = n_agree_05 = 0
+    n_steps = n_margin_05 = n_margin_1 = n_agree = n_agree_05 = n_agree_1 = 0
+    disagreements = []
     for p in raw["prompts"]:
         ids = p["ids"]
         g = p["greedy"]
@@ -98,6 +99,11 @@ def main():
         n_margin_05 += sum(1 for x in margins if x >= 0.5)
         n_agree += sum(agree)
         n_agree_05 += sum(a for a, x in zip(agree, margins) if x >= 0.5)
+        n_margin_1 += sum(1 for x in margins if x >= 1.0)
+        n_agree_1 += sum(a for a, x in zip(agree, margins) if x >= 1.0)
+        disagreements += [{"prompt": p["name"], "step": k, "llama": toks[k], "f64": f_arg[k],
+                           "llama_margin": r6(margins[k]), "f64_margin": f_margin[k]}
+                          for k in range(len(toks)) if not agree[k]]
         greedy_out.append({
             "name": p["name"], "text": p["text"], "special": p["special"], "bos_added": p["bos_added"],
             "ids": ids,
@@ -136,6 +142,8 @@ def main():
                     "llama_vs_f64_llama_top20": dist_on(top20_l, l_whole, f_lp_all(top20_l)),
                     "llama_vs_f64_llama_top40": dist_on([t for t, _ in p["last_top"]], l_whole,
                                                         f_lp_all([t for t, _ in p["last_top"]])),
+                    "llama_token_by_token_vs_f64_llama_top20": dist_on(
+                        [t for t in top20_l if t in l_tbt], l_tbt, f_lp_all([t for t in top20_l if t in l_tbt])),
                     "llama_self_spread_top40": dist_on(shared_tbt, l_whole, l_tbt),
                     "llama_self_spread_top20": dist_on(shared_tbt20, l_whole, l_tbt),
                     "top1_llama": p["last_top"][0][0], "top1_f64": int(ftop[0]),
@@ -191,7 +199,10 @@ def main():
                  "tools/reference/make_gemma_fixtures.py",
         "model": "gemma-3-270m-q4_k_m.gguf", "engine": eng, "steps": STEPS, "conventions": conv_greedy,
         "summary": {"prompts": len(greedy_out), "steps": n_steps, "steps_margin_ge_0_5": n_margin_05,
-                    "f64_argmax_agrees": n_agree, "f64_argmax_agrees_where_margin_ge_0_5": n_agree_05},
+                    "steps_margin_ge_1_0": n_margin_1,
+                    "f64_argmax_agrees": n_agree, "f64_argmax_agrees_where_margin_ge_0_5": n_agree_05,
+                    "f64_argmax_agrees_where_margin_ge_1_0": n_agree_1,
+                    "disagreements": disagreements},
         "f64_model": desc,
         "prompts": greedy_out,
     }
@@ -211,6 +222,8 @@ def main():
         "llama_vs_f64_shared_top20_rms_max": max(f["llama_vs_f64_shared_top20"]["rms"] for f in figs),
         "llama_self_spread_top40_max_abs": max(f["llama_self_spread_top40"]["max_abs"] for f in figs),
         "llama_self_spread_top40_rms_max": max(f["llama_self_spread_top40"]["rms"] for f in figs),
+        "llama_token_by_token_vs_f64_top20_max_abs": max(
+            f["llama_token_by_token_vs_f64_llama_top20"]["max_abs"] for f in figs),
         "top1_agree_llama_f64": sum(f["top1_llama"] == f["top1_f64"] for f in figs),
         "prompts": len(figs),
     }
