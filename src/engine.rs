@@ -99,6 +99,8 @@ pub struct Session {
     pending: Option<u32>,
     /// Next-token logits after the last token run through the model.
     logits: Vec<f32>,
+    /// Where a forward pass writes (swapped into `logits` on success).
+    out: Vec<f32>,
     max_batch: usize,
     clock: Clock,
     metrics: GenerationMetrics,
@@ -119,6 +121,7 @@ impl Session {
             tokens: Vec::new(),
             pending: None,
             logits: Vec::new(),
+            out: Vec::new(),
             max_batch: opts.max_batch.max(1),
             clock: opts.clock,
             metrics: GenerationMetrics::default(),
@@ -160,7 +163,7 @@ impl Session {
 
     /// Bytes of session state: KV cache and scratch buffers.
     pub fn bytes(&self) -> usize {
-        self.kv.bytes_allocated() + self.scratch.bytes() + 4 * self.logits.capacity()
+        self.kv.bytes_allocated() + self.scratch.bytes() + 4 * (self.logits.capacity() + self.out.capacity())
     }
 
     /// Forgets the conversation (the sampler keeps its RNG state; reseed it to repeat a run).
@@ -174,8 +177,16 @@ impl Session {
     }
 
     /// Runs `ids` through the model (after any pending sampled token), batched, in chunks of
-    /// at most `max_batch`; logits are computed for the last position only.
+    /// at most `max_batch`; logits are computed for the last position only. All or nothing: on
+    /// error the session is as it was.
     pub fn prefill(&mut self, ids: &[u32]) -> Result<(), EngineError> {
+        self.prefill_with(ids, true)
+    }
+
+    /// [`prefill`](Self::prefill), optionally without computing logits: a host that feeds a
+    /// long prompt in several calls skips the output projection (the largest matmul of a small
+    /// model) on all but the last. After `logits = false`, `step` needs another prefill first.
+    pub fn prefill_with(&mut self, ids: &[u32], logits: bool) -> Result<(), EngineError> {
         let t0 = (self.clock)();
         if !self.in_prompt {
             self.metrics = GenerationMetrics::default();
@@ -193,19 +204,21 @@ impl Session {
         let start = self.kv.len();
         let n_chunks = batch.len().div_ceil(self.max_batch);
         for (i, chunk) in batch.chunks(self.max_batch).enumerate() {
-            let rows = if i + 1 == n_chunks { LogitRows::Last } else { LogitRows::None };
-            if let Err(e) = self.model.forward(chunk, &mut self.kv, &mut self.scratch, rows, &mut self.logits) {
+            let rows = if logits && i + 1 == n_chunks { LogitRows::Last } else { LogitRows::None };
+            if let Err(e) = self.model.forward(chunk, &mut self.kv, &mut self.scratch, rows, &mut self.out) {
                 // All or nothing: drop the chunks already cached.
                 self.kv.truncate(start);
-                if self.pending.is_none() {
-                    self.logits.clear();
-                }
                 return Err(e.into());
             }
         }
         // `pending` was already in `tokens` (pushed when sampled).
         self.pending = None;
         self.tokens.extend_from_slice(ids);
+        if logits {
+            std::mem::swap(&mut self.logits, &mut self.out);
+        } else {
+            self.logits.clear();
+        }
         self.metrics.prompt_tokens += ids.len();
         self.metrics.prefill_ms += (self.clock)() - t0;
         Ok(())
@@ -215,7 +228,8 @@ impl Session {
     pub fn step(&mut self) -> Result<u32, EngineError> {
         let t0 = (self.clock)();
         if let Some(t) = self.pending {
-            self.model.forward(&[t], &mut self.kv, &mut self.scratch, LogitRows::Last, &mut self.logits)?;
+            self.model.forward(&[t], &mut self.kv, &mut self.scratch, LogitRows::Last, &mut self.out)?;
+            std::mem::swap(&mut self.logits, &mut self.out);
             self.pending = None;
         }
         if self.logits.is_empty() {

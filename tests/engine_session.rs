@@ -75,6 +75,14 @@ fn chunked_prefill_and_continued_conversation_match_one_batch() {
     let mut chunked = Session::new(model.clone(), SessionOptions { max_batch: 3, ..opts(&model, SamplerConfig::greedy()) });
     chunked.prefill(&ids).unwrap();
     assert_eq!(whole.logits(), chunked.logits());
+    // A host feeding the prompt in pieces, logits only for the last piece.
+    let mut pieces = Session::new(model.clone(), opts(&model, SamplerConfig::greedy()));
+    pieces.prefill_with(&ids[..4], false).unwrap();
+    assert!(pieces.logits().is_empty());
+    assert_eq!(pieces.step().unwrap_err().code(), "NOTHING_TO_DECODE");
+    pieces.prefill_with(&ids[4..], true).unwrap();
+    assert_eq!(whole.logits(), pieces.logits());
+    assert_eq!(pieces.tokens(), &ids[..]);
 
     // Generate two tokens, then add more prompt: the same as a fresh session given everything.
     let a = whole.step().unwrap();
@@ -197,9 +205,21 @@ fn full_context_and_bad_input_are_typed_errors() {
     assert_eq!(s.prefill(&[1, 999_999]).unwrap_err().code(), "BAD_TOKEN_ID");
     assert_eq!(s.kv().len(), 0);
     assert_eq!(s.prefill(&[]).unwrap_err().code(), "BAD_REQUEST");
-    // The session still works afterwards.
+    // The session still works afterwards, and a failed prefill leaves it as it was.
     s.prefill(&p).unwrap();
-    s.step().unwrap();
+    let before = s.logits().to_vec();
+    assert_eq!(s.prefill(&[5, 999_999]).unwrap_err().code(), "BAD_TOKEN_ID");
+    assert_eq!((s.logits(), s.tokens(), s.kv().len()), (&before[..], &p[..], p.len()));
+    // Also when an earlier chunk already went through the model.
+    let mut c = Session::new(model.clone(), SessionOptions { max_batch: 2, ..opts(&model, SamplerConfig::greedy()) });
+    c.prefill(&p).unwrap();
+    assert_eq!(c.prefill(&[5, 6, 7, 999_999]).unwrap_err().code(), "BAD_TOKEN_ID");
+    assert_eq!((c.logits(), c.kv().len()), (&before[..], p.len()));
+    let a = s.step().unwrap();
+    assert_eq!(c.step().unwrap(), a);
+    let mut fresh = Session::new(model.clone(), opts(&model, SamplerConfig::greedy()));
+    fresh.prefill(&p).unwrap();
+    assert_eq!(fresh.step().unwrap(), a);
 }
 
 static TICKS: AtomicU64 = AtomicU64::new(0);

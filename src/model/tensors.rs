@@ -34,7 +34,7 @@ impl Tensors {
     fn take(&mut self, name: &str, dims: &[usize]) -> Result<(GgmlType, Vec<u8>), ModelError> {
         let &i = self.by_name.get(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
         let info = &self.infos[i];
-        let got: Vec<u64> = info.dims.iter().copied().collect();
+        let got: Vec<u64> = info.dims.to_vec();
         // Trailing 1s are the same shape ([640] == [640, 1]).
         let trim = |v: &[u64]| {
             let mut v = v.to_vec();

@@ -24,6 +24,9 @@ pub const SCORE_BUDGET: usize = 1 << 20;
 pub trait KvRead {
     /// Number of positions held (`0..len()` are readable).
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Writes keys of positions `start..start + n` as f32 rows of `n_head_kv * head_dim_k`.
     fn read_k(&self, start: usize, n: usize, dst: &mut [f32]);
     /// Writes values of positions `start..start + n` as f32 rows of `n_head_kv * head_dim_v`.

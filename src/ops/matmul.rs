@@ -38,7 +38,7 @@ impl Weight {
         let row_bytes = quant::row_bytes(ty, n_in)?;
         let act_ty = quant::vec_dot_type(ty);
         let act_row_bytes = quant::row_bytes(act_ty, n_in)?;
-        let want = row_bytes.checked_mul(n_out).unwrap_or(usize::MAX);
+        let want = row_bytes.saturating_mul(n_out);
         if data.len() != want {
             return Err(QuantError::BadLength { ty, what: "weight bytes", expected: want, got: data.len() });
         }

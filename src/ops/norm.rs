@@ -4,7 +4,7 @@
 /// Normalizes each row of length `w.len()` of `x` in place.
 pub fn rms_norm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
     let n = w.len();
-    debug_assert!(n > 0 && x.len() % n == 0);
+    debug_assert!(n > 0 && x.len().is_multiple_of(n));
     for row in x.chunks_exact_mut(n) {
         let scale = inv_rms(row, eps);
         for (v, &g) in row.iter_mut().zip(w) {
@@ -16,7 +16,7 @@ pub fn rms_norm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
 /// `dst = rmsnorm(src) * w`, row by row (`src` and `dst` have the same shape).
 pub fn rms_norm_into(src: &[f32], dst: &mut [f32], w: &[f32], eps: f32) {
     let n = w.len();
-    debug_assert!(n > 0 && src.len() % n == 0 && src.len() == dst.len());
+    debug_assert!(n > 0 && src.len().is_multiple_of(n) && src.len() == dst.len());
     for (s, d) in src.chunks_exact(n).zip(dst.chunks_exact_mut(n)) {
         let scale = inv_rms(s, eps);
         for ((o, &v), &g) in d.iter_mut().zip(s).zip(w) {
