@@ -13,6 +13,8 @@ pub mod model;
 pub mod ops;
 pub mod quant;
 pub mod sampling;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod server;
 pub mod sha256;
 pub mod tokenizer;
 

@@ -3,6 +3,8 @@ mod args;
 mod inspect;
 mod generate;
 mod logits;
+mod serve;
+mod tokenize;
 
 const USAGE: &str = "usage: edgellm <command> [options]
 
@@ -13,6 +15,15 @@ commands:
            [--chat] [--json]        generate text (streams; metrics on stderr)
   logits --model M --ids 2,818 [--all-positions] [--top K] [--json]
                                       teacher-forced next-token logits (one batched pass)
+  tokenize --model M --text T [--special] [--no-bos] [--json]
+                                      token ids (BOS per metadata; --text - reads stdin)
+  detokenize --model M --ids 2,818,5279 [--special] [--json]
+                                      text of token ids
+  serve --model M [--port 8080] [--host 127.0.0.1] [--api-key K] [--cors-origin O]...
+        [--queue 16] [--max-tokens 1024] [--max-prompt-tokens N] [--max-body-bytes B]
+        [--max-connections 256] [--model-id NAME]
+                                      OpenAI-compatible HTTP server (/v1/chat/completions,
+                                      /v1/completions, /v1/models, /health)
 ";
 
 fn main() {
@@ -26,6 +37,9 @@ fn main() {
         "inspect" => inspect::run(rest),
         "logits" => logits::run(rest),
         "generate" => generate::run(rest),
+        "serve" => serve::run(rest),
+        "tokenize" => tokenize::run_tokenize(rest),
+        "detokenize" => tokenize::run_detokenize(rest),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");
             Ok(())

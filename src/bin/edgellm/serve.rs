@@ -1,0 +1,78 @@
+//! `edgellm serve --model M [--port 8080] [--host 127.0.0.1] [--api-key K]
+//! [--cors-origin ORIGIN]... [--queue 16] [--max-tokens 1024] [--max-prompt-tokens N]
+//! [--max-body-bytes 1048576] [--max-connections 256] [--model-id NAME]`
+//!
+//! The OpenAI-compatible server (see `edgellm::server`). Prints one line
+//! `edgellm serve: listening on http://HOST:PORT ...` once it accepts requests (`--port 0`
+//! picks a free port), then serves until the process is stopped. `--api-key` may also come from
+//! the `EDGELLM_API_KEY` environment variable (not visible in the process list).
+
+use edgellm::server::{start, ServerConfig};
+
+use crate::args::Args;
+
+pub fn run(argv: &[String]) -> Result<(), String> {
+    // --cors-origin may repeat; the shared parser keeps one value per name, so take them first.
+    let mut origins = Vec::new();
+    let mut rest = Vec::new();
+    let mut i = 0;
+    while i < argv.len() {
+        let a = &argv[i];
+        if a == "--cors-origin" {
+            origins.push(argv.get(i + 1).cloned().ok_or("--cors-origin needs a value")?);
+            i += 2;
+            continue;
+        }
+        if let Some(v) = a.strip_prefix("--cors-origin=") {
+            origins.push(v.to_string());
+        } else {
+            rest.push(a.clone());
+        }
+        i += 1;
+    }
+    let args = Args::parse(
+        &rest,
+        &["model", "port", "host", "api-key", "queue", "max-tokens", "max-prompt-tokens", "max-body-bytes", "max-connections", "model-id"],
+        &[],
+    )?;
+    let mut cfg = ServerConfig::new(args.required("model")?);
+    cfg.cors_origins = origins;
+    if let Some(v) = args.parsed("port")? {
+        cfg.port = v;
+    }
+    if let Some(v) = args.value("host") {
+        cfg.host = v.to_string();
+    }
+    cfg.api_key = args.value("api-key").map(str::to_string).or_else(|| std::env::var("EDGELLM_API_KEY").ok().filter(|k| !k.is_empty()));
+    if let Some(v) = args.parsed::<usize>("queue")? {
+        if v == 0 {
+            return Err("--queue must be at least 1".into());
+        }
+        cfg.queue = v;
+    }
+    if let Some(v) = args.parsed::<usize>("max-tokens")? {
+        cfg.max_tokens = v.max(1);
+    }
+    cfg.max_prompt_tokens = args.parsed("max-prompt-tokens")?;
+    if let Some(v) = args.parsed("max-body-bytes")? {
+        cfg.max_body_bytes = v;
+    }
+    if let Some(v) = args.parsed("max-connections")? {
+        cfg.max_connections = v;
+    }
+    cfg.model_id = args.value("model-id").map(str::to_string);
+    let auth = if cfg.api_key.is_some() { "bearer token required" } else { "no auth" };
+    let handle = start(cfg).map_err(|e| e.to_string())?;
+    let m = handle.model();
+    println!(
+        "edgellm serve: listening on {} (model {}, sha256 {}, context {}, {auth})",
+        handle.url(),
+        m.id,
+        m.sha256,
+        m.max_context
+    );
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    handle.wait();
+    Ok(())
+}

@@ -1,0 +1,86 @@
+//! Errors the server sends, in OpenAI's shape: `{"error": {"message", "type", "code"}}` with an
+//! HTTP status. `code` is stable (clients branch on it); `type` is OpenAI's coarse class.
+
+use serde_json::json;
+
+use crate::host::HostError;
+
+/// An error response. Build one with the constructors below so codes stay consistent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiError {
+    pub status: u16,
+    /// OpenAI's class: `invalid_request_error`, `authentication_error`, `rate_limit_error`,
+    /// `server_error`, `not_found_error`.
+    pub kind: &'static str,
+    /// Stable machine-readable code.
+    pub code: String,
+    pub message: String,
+    /// Seconds, sent as `Retry-After` (429 only).
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(status: u16, kind: &'static str, code: &str, message: impl Into<String>) -> ApiError {
+        ApiError { status, kind, code: code.to_string(), message: message.into(), retry_after: None }
+    }
+
+    /// 400: a malformed or out-of-range request (`code` says which rule).
+    pub fn invalid(code: &str, message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_request_error", code, message)
+    }
+
+    pub fn unauthorized() -> ApiError {
+        ApiError::new(401, "authentication_error", "invalid_api_key", "missing or incorrect API key (send `Authorization: Bearer <key>`)")
+    }
+
+    pub fn not_found(path: &str) -> ApiError {
+        ApiError::new(404, "not_found_error", "not_found", format!("no route for {path}"))
+    }
+
+    pub fn method_not_allowed(method: &str, path: &str) -> ApiError {
+        ApiError::new(405, "invalid_request_error", "method_not_allowed", format!("{method} is not allowed on {path}"))
+    }
+
+    pub fn body_too_large(limit: usize) -> ApiError {
+        ApiError::new(413, "invalid_request_error", "body_too_large", format!("the request body exceeds {limit} bytes"))
+    }
+
+    pub fn queue_full(capacity: usize, retry_after: u64) -> ApiError {
+        ApiError {
+            retry_after: Some(retry_after),
+            ..ApiError::new(429, "rate_limit_error", "queue_full", format!("the request queue is full ({capacity} waiting); retry after {retry_after} s"))
+        }
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(500, "server_error", "internal_error", message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError::new(503, "server_error", "unavailable", message)
+    }
+
+    /// An engine error: request problems are 400 (the prompt does not fit: OpenAI's
+    /// `context_length_exceeded`), anything else 500.
+    pub fn from_host(e: &HostError) -> ApiError {
+        match e.code.as_str() {
+            "PROMPT_TOO_LONG" | "CONTEXT_FULL" => ApiError::invalid("context_length_exceeded", e.message.clone()),
+            "INVALID_REQUEST" => ApiError::invalid("invalid_request", e.message.clone()),
+            "CHAT_TEMPLATE_ERROR" => ApiError::invalid("chat_template_error", e.message.clone()),
+            _ => ApiError::new(500, "server_error", "engine_error", format!("{} [{}]", e.message, e.code)),
+        }
+    }
+
+    /// The JSON body: `{"error": {"message", "type", "code", "param": null}}`.
+    pub fn body(&self) -> serde_json::Value {
+        json!({ "error": { "message": self.message, "type": self.kind, "code": self.code, "param": null } })
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.status, self.code, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}

@@ -1,0 +1,106 @@
+//! Server-sent events: a response body fed by the inference thread's events.
+//!
+//! Each event becomes one `data: <json>\n\n` frame; the stream ends with `data: [DONE]\n\n`.
+//! Chat streams start with a chunk whose delta holds only `role`; the chunk that carries
+//! `finish_reason` also carries `usage`, and with `stream_options.include_usage` one more chunk
+//! with `choices: []` and `usage` follows (OpenAI's shape). An error after the stream started is
+//! sent as `data: {"error": {...}}` before `[DONE]` (OpenAI-compatible servers do the same).
+//!
+//! Dropping this body (hyper does when the client disconnects) drops the event receiver, which
+//! the inference thread notices between steps.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::errors::ApiError;
+use super::openai::{usage, Envelope, Kind};
+use super::queue::Event;
+
+/// One SSE frame.
+pub fn frame(data: &Value) -> Bytes {
+    Bytes::from(format!("data: {data}\n\n"))
+}
+
+pub fn done_frame() -> Bytes {
+    Bytes::from_static(b"data: [DONE]\n\n")
+}
+
+pub struct SseBody {
+    rx: mpsc::UnboundedReceiver<Event>,
+    env: Envelope,
+    include_usage: bool,
+    out: VecDeque<Bytes>,
+    finished: bool,
+}
+
+impl SseBody {
+    /// Called after the `Started` event was received (it is rendered here as the first chunk).
+    pub fn new(rx: mpsc::UnboundedReceiver<Event>, env: Envelope, include_usage: bool) -> SseBody {
+        let mut out = VecDeque::new();
+        if env.kind == Kind::Chat {
+            out.push_back(frame(&env.chunk(Some(""), true, None, None)));
+        }
+        SseBody { rx, env, include_usage, out, finished: false }
+    }
+
+    fn render(&mut self, ev: Option<Event>) {
+        match ev {
+            Some(Event::Started { .. }) => {}
+            Some(Event::Text(t)) => self.out.push_back(frame(&self.env.chunk(Some(&t), false, None, None))),
+            Some(Event::Done { result, queue_ms }) => {
+                let u = usage(&result, queue_ms);
+                self.out.push_back(frame(&self.env.chunk(None, false, Some(result.finish_reason), Some(u.clone()))));
+                if self.include_usage {
+                    self.out.push_back(frame(&self.env.usage_chunk(u)));
+                }
+                self.end();
+            }
+            Some(Event::Failed(e)) => {
+                self.out.push_back(frame(&e.body()));
+                self.end();
+            }
+            None => {
+                // The inference thread dropped the job without a last word (it stopped).
+                self.out.push_back(frame(&ApiError::internal("the generation ended without a result").body()));
+                self.end();
+            }
+        }
+    }
+
+    fn end(&mut self) {
+        self.out.push_back(done_frame());
+        self.finished = true;
+        self.rx.close();
+    }
+}
+
+impl Body for SseBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        loop {
+            if let Some(b) = self.out.pop_front() {
+                return Poll::Ready(Some(Ok(Frame::data(b))));
+            }
+            if self.finished {
+                return Poll::Ready(None);
+            }
+            match self.rx.poll_recv(cx) {
+                Poll::Ready(ev) => self.render(ev),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.finished && self.out.is_empty()
+    }
+}
