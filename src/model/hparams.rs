@@ -129,8 +129,9 @@ impl HParams {
         let mut attn_scale = explicit_scale.unwrap_or(1.0 / (head_dim_k as f32).sqrt());
         match arch {
             Arch::Gemma3 => {
-                // llama.cpp: every 6th layer (il % 6 == 5) is global, the rest slide; local
-                // layers use RoPE base 10000 and no scaling.
+                // llama.cpp: every 6th layer (il % 6 == 5) is global, the rest slide (a
+                // `sliding_window_pattern` period or per-layer bool array overrides); local
+                // layers use RoPE base 10000 (`rope.freq_base_swa` overrides) and no scaling.
                 let w = m.opt_usize("attention.sliding_window")?;
                 if let Some(w) = w.filter(|&w| w > 0) {
                     sliding_window = Some(w);
@@ -141,7 +142,7 @@ impl HParams {
                             (0..n_layer).map(|il| period == 0 || il % period < period - 1).collect()
                         }
                     };
-                    rope_base_swa = Some(10000.0);
+                    rope_base_swa = Some(m.opt_f64("rope.freq_base_swa")?.unwrap_or(10000.0) as f32);
                 }
                 if explicit_scale.is_none() {
                     // gemma 3 27B scales queries by 1/sqrt(n_embd / n_head) (query_pre_attn_scalar).
@@ -289,5 +290,99 @@ impl Meta<'_> {
             return Ok(vals.first().map(|&v| v as usize));
         }
         self.opt_usize(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::Value;
+
+    fn header(arch: &str, extra: &[(&str, Value)]) -> GgufHeader {
+        let mut md: Vec<(String, Value)> = vec![("general.architecture".into(), Value::String(arch.into()))];
+        let base = [
+            ("embedding_length", Value::U32(64)),
+            ("block_count", Value::U32(12)),
+            ("feed_forward_length", Value::U32(128)),
+            ("attention.head_count", Value::U32(4)),
+            ("attention.head_count_kv", Value::U32(2)),
+            ("attention.layer_norm_rms_epsilon", Value::F32(1e-6)),
+        ];
+        for (k, v) in base.into_iter().chain(extra.iter().cloned()) {
+            let key = format!("{arch}.{k}");
+            md.retain(|(k2, _)| *k2 != key);
+            md.push((key, v));
+        }
+        GgufHeader { version: 3, metadata: md, tensors: vec![], alignment: 32, data_offset: 0 }
+    }
+
+    #[test]
+    fn llama_defaults() {
+        let h = HParams::from_header(&header("llama", &[]), 100).unwrap();
+        assert_eq!((h.n_embd, h.n_layer, h.n_head, h.n_head_kv, h.head_dim_k, h.n_rot), (64, 12, 4, 2, 16, 16));
+        assert_eq!(h.rope_base, 10000.0);
+        assert_eq!(h.attn_scale, 0.25);
+        assert_eq!(h.rope_scaling, RopeScaling::None);
+        assert!(h.swa_layers.iter().all(|&s| !s) && h.sliding_window.is_none());
+        assert_eq!(h.kv_widths(), (32, 32));
+        assert_eq!(h.arch.rope_mode(), RopeMode::Normal);
+    }
+
+    #[test]
+    fn gemma3_sliding_pattern_and_bases() {
+        let h = HParams::from_header(&header("gemma3", &[("attention.sliding_window", Value::U32(512)), ("rope.freq_base", Value::F32(1e6))]), 100).unwrap();
+        let globals: Vec<usize> = (0..12).filter(|&i| !h.swa_layers[i]).collect();
+        assert_eq!(globals, [5, 11]);
+        assert_eq!((h.sliding_window, h.rope_base, h.rope_base_swa), (Some(512), 1e6, Some(10000.0)));
+        assert_eq!(h.arch.rope_mode(), RopeMode::Neox);
+        // Period override and explicit local base.
+        let h = HParams::from_header(
+            &header("gemma3", &[
+                ("attention.sliding_window", Value::U32(8)),
+                ("attention.sliding_window_pattern", Value::U32(3)),
+                ("rope.freq_base_swa", Value::F32(500.0)),
+            ]),
+            100,
+        )
+        .unwrap();
+        assert_eq!((0..12).filter(|&i| !h.swa_layers[i]).collect::<Vec<_>>(), [2, 5, 8, 11]);
+        assert_eq!(h.rope_base_swa, Some(500.0));
+        // The 27B rule: 62 layers scale queries by 1/sqrt(d_model / n_head).
+        let h = HParams::from_header(&header("gemma3", &[("block_count", Value::U32(62)), ("attention.key_length", Value::U32(64))]), 100).unwrap();
+        assert_eq!(h.attn_scale, 1.0 / 16f32.sqrt());
+    }
+
+    #[test]
+    fn rope_scaling_keys() {
+        let lin = [("rope.scaling.type", Value::String("linear".into())), ("rope.scaling.factor", Value::F32(4.0))];
+        let h = HParams::from_header(&header("llama", &lin), 100).unwrap();
+        assert_eq!(h.rope_freq_scale(), 0.25);
+        let yarn = [("rope.scaling.type", Value::String("yarn".into())), ("rope.scaling.factor", Value::F32(4.0))];
+        assert_eq!(HParams::from_header(&header("llama", &yarn), 100).unwrap_err().code(), "UNSUPPORTED_MODEL");
+        let l3 = [
+            ("rope.scaling.type", Value::String("llama3".into())),
+            ("rope.scaling.factor", Value::F32(8.0)),
+            ("rope.scaling.low_freq_factor", Value::F32(1.0)),
+            ("rope.scaling.high_freq_factor", Value::F32(4.0)),
+            ("rope.scaling.original_context_length", Value::U32(8192)),
+        ];
+        assert!(matches!(HParams::from_header(&header("llama", &l3), 100).unwrap().rope_scaling, RopeScaling::Llama3 { .. }));
+    }
+
+    #[test]
+    fn refusals_are_typed() {
+        assert_eq!(HParams::from_header(&header("mamba", &[]), 10).unwrap_err().code(), "UNSUPPORTED_MODEL");
+        assert_eq!(HParams::from_header(&header("llama", &[("expert_count", Value::U32(8))]), 10).unwrap_err().code(), "UNSUPPORTED_MODEL");
+        let mut h = header("llama", &[]);
+        h.metadata.retain(|(k, _)| k != "llama.embedding_length");
+        assert_eq!(HParams::from_header(&h, 10).unwrap_err().code(), "BAD_METADATA");
+        let h = header("llama", &[("attention.head_count_kv", Value::U32(3))]);
+        assert_eq!(HParams::from_header(&h, 10).unwrap_err().code(), "BAD_METADATA");
+        let h = header("llama", &[("attention.layer_norm_rms_epsilon", Value::String("x".into()))]);
+        assert_eq!(HParams::from_header(&h, 10).unwrap_err().code(), "BAD_METADATA");
+        let h = header("qwen2", &[("attention.head_count", Value::Array(crate::gguf::Array::U32(vec![4; 11])))]);
+        assert_eq!(HParams::from_header(&h, 10).unwrap_err().code(), "UNSUPPORTED_MODEL");
+        let h = header("qwen2", &[("attention.head_count", Value::Array(crate::gguf::Array::U32(vec![4; 12])))]);
+        assert_eq!(HParams::from_header(&h, 10).unwrap().n_head, 4);
     }
 }
