@@ -16,7 +16,14 @@ export type ErrorCodeName =
   | 'MODEL_NOT_LOADED'
   | 'INVALID_REQUEST'
   | 'TERMINATED'
-  | 'INTERNAL';
+  | 'INTERNAL'
+  | 'PROMPT_OVER_KV_BUDGET'
+  | 'PRIVATE_REMOTE_FORBIDDEN'
+  | 'REMOTE_UNAVAILABLE'
+  | 'REMOTE_UNAUTHORIZED'
+  | 'REMOTE_ERROR'
+  | 'REMOTE_INTERRUPTED'
+  | 'NO_ROUTE';
 
 export declare const ErrorCode: { readonly [K in ErrorCodeName]: K };
 
@@ -28,8 +35,10 @@ export declare class EdgeLLMError extends Error {
   readonly code: ErrorCodeName;
   /** The precise code of the failing layer, e.g. 'GGUF_BAD_MAGIC', 'HTTP_STATUS', 'CONNECTION_LOST'. */
   readonly detail?: string;
-  /** HTTP status, for NETWORK errors caused by one. */
+  /** HTTP status, for NETWORK and REMOTE_* errors caused by one. */
   readonly status?: number;
+  /** For errors of routed requests: the decision (what was ruled out and why). */
+  route?: RouteInfo;
   toJSON(): { code: ErrorCodeName; message: string; detail?: string; status?: number };
 }
 
@@ -54,6 +63,142 @@ export interface EngineOptions {
   onLog?: (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
   /** Called when the worker crashed and was discarded (a fresh one starts on the next call). */
   onCrash?: (error: EdgeLLMError) => void;
+  /** Route requests between this engine and an OpenAI-compatible server (see README "Routing"). */
+  route?: RouteOptions;
+}
+
+// ── Routing ────────────────────────────────────────────────────────────────────────────────────
+
+export type RouteMode = 'local-only' | 'prefer-local' | 'prefer-remote' | 'remote-only';
+export type RouteTarget = 'local' | 'remote';
+
+/** Why a route was ruled out (see README "Routing"). */
+export type RuledOutReason =
+  | 'mode_local_only'
+  | 'mode_remote_only'
+  | 'private'
+  | 'no_local_model'
+  | 'over_memory_budget'
+  | 'prompt_over_kv_budget'
+  | 'remote_not_configured'
+  | 'remote_unavailable'
+  | 'remote_unauthorized'
+  | 'capability'
+  | 'latency'
+  | 'version_pinned';
+
+export interface RemoteOptions {
+  /** The server's OpenAI base URL, e.g. 'http://127.0.0.1:8080/v1'. */
+  baseURL: string;
+  /** Sent as `Authorization: Bearer <apiKey>`. */
+  apiKey?: string;
+  /** The model name sent to the server (default: the first model of its /v1/models). */
+  model?: string;
+  headers?: Record<string, string>;
+  /** Default: baseURL without its trailing /v1, plus /health. */
+  healthURL?: string;
+  /** Most milliseconds from the request to the first chunk (default 30000): then REMOTE_UNAVAILABLE. */
+  timeoutMs?: number;
+  /** Most milliseconds between chunks once streaming (default 60000): then REMOTE_INTERRUPTED. */
+  idleTimeoutMs?: number;
+  /** A fetch implementation (default: globalThis.fetch). */
+  fetch?: typeof fetch;
+}
+
+export interface RouteCapabilityContext {
+  target: RouteTarget;
+  /** The request's parameters, app-specific fields (e.g. `quality`) included. */
+  params: Record<string, unknown>;
+  /** The local ModelInfo, or the server's model card. */
+  model: unknown;
+}
+
+export interface RouteOptions {
+  /** Default 'prefer-local' with a remote, 'local-only' without. */
+  mode?: RouteMode;
+  remote?: RemoteOptions;
+  local?: {
+    /** The local KV/context budget in tokens (prompt + output); default the session's context. */
+    maxContextTokens?: number;
+  };
+  /** Return true to treat a request as private (never sent to the server). */
+  isSensitive?: (input: ChatMessage[] | string | string[], params: Record<string, unknown>) => boolean | Promise<boolean>;
+  /** Return false to rule a route out for this request (quality: Q_r(x) >= Q_min). */
+  capability?: (ctx: RouteCapabilityContext) => boolean;
+  /** C_r(x): lower wins (default: the mode's preference). Ties go to the lower latency estimate. */
+  cost?: (target: RouteTarget, ctx: { estimates: RouteEstimates; params: Record<string, unknown>; mode: RouteMode }) => number;
+  /** T_max: a route whose estimate exceeds it is ruled out. */
+  maxLatencyMs?: number;
+  /** Output tokens assumed by the estimates when a request sets no max_tokens (default 256). */
+  defaultMaxTokens?: number;
+  /** Forbid switching routes within a conversation while local and server model versions differ. */
+  pinOnVersionMismatch?: boolean;
+  health?: { healthTtlMs?: number; healthDownTtlMs?: number; healthTimeoutMs?: number; modelTtlMs?: number };
+  /** Starting rates for the estimates, until measurements replace them. */
+  priors?: {
+    local?: { prefill_tokens_per_s?: number; tpot_ms?: number; load_ms?: number };
+    remote?: { rtt_ms?: number; prefill_tokens_per_s?: number; tpot_ms?: number };
+  };
+  /** Called with each decision, before the request runs. */
+  onDecision?: (route: RouteInfo) => void;
+}
+
+export interface RouteEstimates {
+  /** Estimated time of the whole request locally (load if needed + prefill + decode); null if local is impossible. */
+  t_local_ms: number | null;
+  /** Estimated time on the server (RTT + prefill + decode); null if the server is not allowed. */
+  t_remote_ms: number | null;
+}
+
+/** The decision, on every routed response and streamed chunk. */
+export interface RouteInfo {
+  target: RouteTarget;
+  /** Why this target: the mode ('prefer-local', 'local-only', ...), 'private', or why the other was ruled out. After a failover: what failed ('remote_unavailable', 'remote_error_503', 'engine_crashed', ...). */
+  reason: string;
+  mode: RouteMode;
+  estimates: RouteEstimates;
+  ruled_out: Partial<Record<RouteTarget, RuledOutReason>>;
+  /** sha256 of the local model and of the server's (from /v1/models); match null when unknown. */
+  version: { local: string | null; remote: string | null; match: boolean | null };
+  /** The prompt's tokens as the local tokenizer counts them (null when not counted). */
+  prompt_tokens: number | null;
+  kv_budget: number | null;
+  private: boolean;
+  /** Set when the first choice failed before its first token and the other route took over. */
+  fallback_from?: RouteTarget;
+  /** What made the first choice fail (with fallback_from). */
+  error?: { code: ErrorCodeName; message: string; status?: number; detail?: string };
+}
+
+/** Per-request routing fields (removed before the request goes anywhere). */
+export interface RouteParams {
+  /** Never send this request to the server. */
+  private?: boolean;
+  /** Overrides of the engine's route options for this request. */
+  route?: { mode?: RouteMode; maxLatencyMs?: number; pinOnVersionMismatch?: boolean };
+  /** T_max for this request. */
+  max_latency_ms?: number;
+  /** Identifies a conversation (default for chat: its system + first user message). */
+  conversation_id?: string;
+}
+
+export interface RouterHandle {
+  readonly mode: RouteMode;
+  /** The last decision made. */
+  readonly lastRoute: RouteInfo | null;
+  readonly estimates: {
+    snapshot(): {
+      local: { prefill_tokens_per_s: number; tpot_ms: number; load_ms: number; samples: number };
+      remote: { rtt_ms: number; prefill_tokens_per_s: number; tpot_ms: number; samples: number };
+    };
+  };
+}
+
+/** Set on a response (final chunk) whose source broke after the first token (finish_reason 'error'). */
+export interface StreamError {
+  code: ErrorCodeName;
+  message: string;
+  detail?: string;
 }
 
 export interface LoadProgress {
@@ -133,7 +278,7 @@ export interface ChatMessage {
   content: string | TextContentPart[] | null;
 }
 
-export interface SamplingParams {
+export interface SamplingParams extends RouteParams {
   max_tokens?: number | null;
   /** Alias of max_tokens. */
   max_completion_tokens?: number | null;
@@ -189,9 +334,16 @@ export interface CompletionUsage {
   decode_tokens_per_s: number;
 }
 
-export type FinishReason = 'stop' | 'length';
+/** 'error': the route's source broke after the first token (see `error`); routed requests only. */
+export type FinishReason = 'stop' | 'length' | 'error';
 
-export interface ChatCompletion {
+/** Fields routed responses add. */
+export interface Routed {
+  route?: RouteInfo;
+  error?: StreamError;
+}
+
+export interface ChatCompletion extends Routed {
   id: string;
   object: 'chat.completion';
   created: number;
@@ -205,7 +357,7 @@ export interface ChatCompletion {
   usage: CompletionUsage;
 }
 
-export interface ChatCompletionChunk {
+export interface ChatCompletionChunk extends Routed {
   id: string;
   object: 'chat.completion.chunk';
   created: number;
@@ -220,7 +372,7 @@ export interface ChatCompletionChunk {
   usage?: CompletionUsage;
 }
 
-export interface Completion {
+export interface Completion extends Routed {
   id: string;
   object: 'text_completion';
   created: number;
@@ -229,7 +381,7 @@ export interface Completion {
   usage: CompletionUsage;
 }
 
-export interface CompletionChunk {
+export interface CompletionChunk extends Routed {
   id: string;
   object: 'text_completion';
   created: number;
@@ -267,6 +419,12 @@ export declare class Engine {
   status(): Promise<EngineStatus>;
   /** Stops the worker for good; pending calls reject with TERMINATED. */
   terminate(): void;
+  /** The router, when routing is on. */
+  readonly router: RouterHandle | null;
+  /** Replaces the routing options (null: every request runs locally). */
+  setRoute(options: RouteOptions | null): RouterHandle | null;
+  /** The prompt's tokens as the local engine sees them (chat template applied). */
+  countTokens(params: { messages: ChatMessage[] } | { prompt: string | [string] }): Promise<{ prompt_tokens: number | null; max_context: number; fits: boolean }>;
 
   readonly chat: {
     readonly completions: {

@@ -9,6 +9,7 @@
 
 import { Req, Ev, PROTOCOL_VERSION } from './protocol.js';
 import { EdgeLLMError, ErrorCode, errorFromPayload, abortedError } from './errors.js';
+import { Router } from './router.js';
 
 let idCounter = 0;
 const nextId = () => ++idCounter;
@@ -74,6 +75,24 @@ function samplingParams(p) {
   // OpenAI semantics: without a seed, sampling differs from run to run.
   if (out.seed === undefined && out.temperature !== 0) out.seed = globalThis.crypto.getRandomValues(new Uint32Array(1))[0];
   return out;
+}
+
+/** OpenAI-style parameters → the worker's GenerateRequest (validated). */
+function buildRequest(kind, params) {
+  const request = { kind, ...samplingParams(params) };
+  if (kind === 'chat') {
+    if (!Array.isArray(params.messages) || params.messages.length === 0) throw invalid('messages must be a non-empty array');
+    request.messages = params.messages.map((m, i) => {
+      if (!m || typeof m.role !== 'string') throw invalid(`messages[${i}].role must be a string`);
+      return { role: m.role, content: textOf(m.content, `messages[${i}]`) };
+    });
+  } else {
+    let prompt = params.prompt;
+    if (Array.isArray(prompt) && prompt.length === 1) prompt = prompt[0];
+    if (typeof prompt !== 'string') throw invalid('prompt must be a string');
+    request.prompt = prompt;
+  }
+  return request;
 }
 
 function usageOf(r) {
@@ -184,6 +203,9 @@ export class Engine {
   #lastLoad = null; // {source, opts} of the last successful load, for a restart
   #reloadNeeded = false;
   #terminated = false;
+  #router = null;
+  #lastModel = null; // ModelInfo of the last successful load (kept across crashes)
+  #lastLoadError = null; // code of the last failed load (e.g. OVER_MEMORY_BUDGET)
 
   /** Info about the loaded model (null when none). */
   model = null;
@@ -209,6 +231,7 @@ export class Engine {
         return self.#create('completion', params, options);
       },
     };
+    if (this.#opts.route) this.#router = new Router(this.#routerHooks(), this.#opts.route);
     this.cache = {
       list: () => this.#request({ type: Req.CACHE, action: 'list' }),
       delete: (url) => this.#request({ type: Req.CACHE, action: 'delete', url: this.#normalizeSource(url).url }),
@@ -413,8 +436,16 @@ export class Engine {
           if (ev.type === Ev.PROGRESS) onProgress({ phase: ev.phase, loaded: ev.loaded, total: ev.total, fraction: ev.total ? ev.loaded / ev.total : null });
         }
       : null;
-    const info = await this.#request(msg, onEvent, signal);
+    let info;
+    try {
+      info = await this.#request(msg, onEvent, signal);
+    } catch (e) {
+      this.#lastLoadError = e && e.code ? e.code : ErrorCode.INTERNAL;
+      throw e;
+    }
     this.model = info;
+    this.#lastModel = info;
+    this.#lastLoadError = null;
     this.#lastLoad = { source, opts: { cache: msg.cache, sha256: msg.sha256, memoryBudget: msg.budget } };
     return info;
   }
@@ -437,21 +468,62 @@ export class Engine {
   }
 
   // ── generation ───────────────────────────────────────────────────────────────────────────
-  async #create(kind, params, options = {}) {
-    if (!params || typeof params !== 'object') throw invalid('create() needs a parameters object');
-    const request = { kind, ...samplingParams(params) };
-    if (kind === 'chat') {
-      if (!Array.isArray(params.messages) || params.messages.length === 0) throw invalid('messages must be a non-empty array');
-      request.messages = params.messages.map((m, i) => {
-        if (!m || typeof m.role !== 'string') throw invalid(`messages[${i}].role must be a string`);
-        return { role: m.role, content: textOf(m.content, `messages[${i}]`) };
-      });
-    } else {
-      let prompt = params.prompt;
-      if (Array.isArray(prompt) && prompt.length === 1) prompt = prompt[0];
-      if (typeof prompt !== 'string') throw invalid('prompt must be a string');
-      request.prompt = prompt;
+  /** Requests go through the router when one is configured (createEngine({route}) or a per-request `route`). */
+  #create(kind, params, options = {}) {
+    if (!this.#router && params && typeof params === 'object' && params.route) {
+      this.#router = new Router(this.#routerHooks(), { mode: 'local-only' });
     }
+    if (this.#router) return this.#router.create(kind, params, options);
+    return this.#createLocal(kind, params, options);
+  }
+
+  #routerHooks() {
+    return {
+      local: (kind, params, options) => this.#createLocal(kind, params, options),
+      countTokens: (kind, params) => this.#countTokens(kind, params),
+      localState: () => ({
+        model: this.model,
+        reloadable: this.#reloadNeeded && !!this.#lastLoad,
+        lastModel: this.#lastModel,
+        lastLoadError: this.#lastLoadError,
+        memoryBudget: this.#opts.memoryBudget ?? null,
+      }),
+      makeStream: (onCancel) => new CompletionStream(onCancel),
+    };
+  }
+
+  /**
+   * Replaces the routing configuration (the `route` option of createEngine); null turns routing
+   * off (every request runs locally, as without the option). Measured rates start afresh.
+   */
+  setRoute(config) {
+    this.#router = config ? new Router(this.#routerHooks(), config) : null;
+    return this.#router;
+  }
+
+  /** The router (null when none is configured): `router.estimates.snapshot()`, `router.lastRoute`. */
+  get router() {
+    return this.#router;
+  }
+
+  async #countTokens(kind, params) {
+    const request = buildRequest(kind, params);
+    return this.#request({ type: Req.COUNT, request });
+  }
+
+  /**
+   * Counts the prompt's tokens as the local engine would see them (chat template applied).
+   * @returns {Promise<{prompt_tokens: number|null, max_context: number, fits: boolean}>}
+   */
+  async countTokens(params) {
+    if (!params || typeof params !== 'object') throw invalid('countTokens() needs {messages} or {prompt}');
+    if (!this.model) throw new EdgeLLMError(ErrorCode.MODEL_NOT_LOADED, 'no model is loaded: call engine.load() first');
+    return this.#countTokens(Array.isArray(params.messages) ? 'chat' : 'completion', params);
+  }
+
+  async #createLocal(kind, params, options = {}) {
+    if (!params || typeof params !== 'object') throw invalid('create() needs a parameters object');
+    const request = buildRequest(kind, params);
     const signal = params.signal || options.signal;
     if (signal && signal.aborted) throw abortedError('generation');
     await this.#ensureModel();

@@ -34,6 +34,21 @@ export const ErrorCode = Object.freeze({
   TERMINATED: 'TERMINATED',
   /** Anything else: a bug. */
   INTERNAL: 'INTERNAL',
+  // ── the router (route option) ──
+  /** The prompt does not fit the local KV/context budget, and the route may not leave the device. */
+  PROMPT_OVER_KV_BUDGET: 'PROMPT_OVER_KV_BUDGET',
+  /** A private request cannot run locally; nothing was sent to the server. */
+  PRIVATE_REMOTE_FORBIDDEN: 'PRIVATE_REMOTE_FORBIDDEN',
+  /** The server is unreachable, unhealthy or timed out (before the first token). */
+  REMOTE_UNAVAILABLE: 'REMOTE_UNAVAILABLE',
+  /** The server refused the API key (HTTP 401/403). */
+  REMOTE_UNAUTHORIZED: 'REMOTE_UNAUTHORIZED',
+  /** The server answered with an error (`status`; `detail` = its error code). */
+  REMOTE_ERROR: 'REMOTE_ERROR',
+  /** The server's stream broke after it started (the text so far is kept; finish_reason 'error'). */
+  REMOTE_INTERRUPTED: 'REMOTE_INTERRUPTED',
+  /** No route satisfies the constraints (capability, latency, version pin): see `error.route`. */
+  NO_ROUTE: 'NO_ROUTE',
 });
 
 export class EdgeLLMError extends Error {
@@ -87,7 +102,6 @@ export function umbrellaCode(detail) {
     case 'NOTHING_TO_DECODE':
     case 'NO_LOAD_IN_PROGRESS':
       return ErrorCode.INTERNAL;
-    case 'PROMPT_OVER_KV_BUDGET':
     case 'CONTEXT_FULL':
     case 'CONTEXT_OVERFLOW':
       return ErrorCode.PROMPT_TOO_LONG;

@@ -26,6 +26,10 @@
 //     → progress* → result ModelInfo      (budget: most bytes of weights; checked from the header)
 // {type:'generate', id, request: GenerateRequest}
 //     → started → token* → result GenerateResult
+// {type:'count', id, request: GenerateRequest}
+//     → result {prompt_tokens: number|null, max_context: number, fits: boolean}
+//     The prompt's tokens as generate would see them (chat template applied); fits = false when
+//     it does not fit the context (prompt_tokens is then the count if known). Used by the router.
 // {type:'unload', id}                    → result null
 // {type:'status', id}                    → result {loaded: boolean, model: ModelInfo|null, busy: boolean, queued: number, wasm_memory_bytes: number}
 // {type:'cache', id, action: 'list'|'delete'|'clear', url?: string}  → result (list: CacheEntry[]; else null)
@@ -78,6 +82,7 @@ export const Req = Object.freeze({
   INIT: 'init',
   LOAD: 'load',
   GENERATE: 'generate',
+  COUNT: 'count',
   UNLOAD: 'unload',
   STATUS: 'status',
   CACHE: 'cache',

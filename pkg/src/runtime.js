@@ -131,6 +131,8 @@ export class Runtime {
         return this.#load(msg, signal);
       case Req.GENERATE:
         return this.#generate(msg, signal);
+      case Req.COUNT:
+        return this.#count(msg);
       case Req.UNLOAD:
         this.#unload();
         return null;
@@ -410,6 +412,32 @@ export class Runtime {
           this.engine.generate_cancel();
         } catch {
           /* already reset */
+        }
+      }
+    }
+  }
+
+  // ── count ──────────────────────────────────────────────────────────────────────────────
+  /** Tokenizes a request the way generate would (generate_begin, then cancel: no model call). */
+  #count(msg) {
+    this.#requireEngine();
+    if (!this.model) throw new EdgeLLMError(ErrorCode.MODEL_NOT_LOADED, 'no model is loaded: call engine.load() first');
+    const max_context = this.model.max_context;
+    try {
+      const b = this.#json(() => this.engine.generate_begin(JSON.stringify({ ...msg.request, max_tokens: 1 })));
+      return { prompt_tokens: b.prompt_tokens, max_context, fits: true };
+    } catch (e) {
+      if (e instanceof EdgeLLMError && e.code === ErrorCode.PROMPT_TOO_LONG) {
+        const m = /(\d+) tokens/.exec(e.message);
+        return { prompt_tokens: m ? Number(m[1]) : null, max_context, fits: false };
+      }
+      throw e;
+    } finally {
+      if (!this.dead) {
+        try {
+          this.engine.generate_cancel();
+        } catch {
+          /* nothing to cancel */
         }
       }
     }

@@ -13,6 +13,8 @@ import {
   type ErrorCodeName,
   type LoadProgress,
   type ModelInfo,
+  type RouteInfo,
+  type RouteOptions,
 } from 'edgellm';
 
 export async function usage(file: File): Promise<string> {
@@ -67,6 +69,25 @@ export async function usage(file: File): Promise<string> {
   const entries = await engine.cache.list();
   console.log(entries[0]?.sha256);
   engine.terminate();
+
+  // Routing between this engine and an OpenAI-compatible server.
+  const route: RouteOptions = {
+    mode: 'prefer-local',
+    remote: { baseURL: 'http://127.0.0.1:8080/v1', apiKey: 'k', timeoutMs: 10_000 },
+    local: { maxContextTokens: 2048 },
+    isSensitive: (input) => JSON.stringify(input).includes('password'),
+    capability: ({ target, params }) => params.quality !== 'high' || target === 'remote',
+    pinOnVersionMismatch: true,
+  };
+  const routed = await createEngine({ route });
+  const rr = await routed.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], private: true, route: { mode: 'local-only' } });
+  const ri: RouteInfo | undefined = rr.route;
+  console.log(ri?.target, ri?.reason, ri?.estimates.t_local_ms, ri?.fallback_from, ri?.version.match, rr.error?.code);
+  if (rr.choices[0].finish_reason === 'error') console.log('broken after the first token');
+  routed.setRoute({ ...route, mode: 'prefer-remote' });
+  console.log(routed.router?.lastRoute?.ruled_out.remote, (await routed.countTokens({ prompt: 'x' })).prompt_tokens);
+  // @ts-expect-error: not a mode
+  routed.setRoute({ mode: 'sometimes' });
 
   // @ts-expect-error: messages are required for chat
   await engine.chat.completions.create({ prompt: 'x' });

@@ -1,0 +1,411 @@
+// The router: runs each request where it is feasible and cheapest — in this tab (the local
+// engine) or on an OpenAI-compatible server — and says why in `route` on every response.
+//
+//   createEngine({ route: { mode, remote: { baseURL, apiKey, model }, local: { maxContextTokens }, ... } })
+//   engine.chat.completions.create({ messages, private: true, route: { mode }, ... })
+//
+// Pieces: router/decision.js (the pure decision and its reason codes), router/estimates.js
+// (latency estimates from measured rates), router/health.js (cached server health and model
+// card), router/remote.js (the HTTP/SSE client). This file gathers the facts, decides, runs the
+// chosen route, and fails over:
+//
+//   remote → local   server unreachable, 5xx/429 or timeout before the first token (when the
+//                    mode allows local and the request fits locally)
+//   local  → remote  OVER_MEMORY_BUDGET / ENGINE_CRASHED before the first token (when the mode
+//                    allows remote and the request is not private)
+//
+// After the first token there is no switch: if the source breaks, the text already delivered
+// stays and the response ends with finish_reason 'error' and `error: {code, message}`
+// (REMOTE_INTERRUPTED, ENGINE_CRASHED, ...). A private request never causes a single network
+// request to the server: not a health check, not a model-card fetch.
+
+import { EdgeLLMError, ErrorCode, abortedError } from './errors.js';
+import { decide, noRouteError, MODES, other } from './router/decision.js';
+import { Estimates } from './router/estimates.js';
+import { RemoteState } from './router/health.js';
+import { RemoteClient, remoteRetriable } from './router/remote.js';
+
+const invalid = (m) => new EdgeLLMError(ErrorCode.INVALID_REQUEST, m);
+const LOCAL_FAILOVER = new Set([ErrorCode.OVER_MEMORY_BUDGET, ErrorCode.ENGINE_CRASHED]);
+const ROUTER_PARAMS = ['private', 'route', 'conversation_id', 'max_latency_ms', 'signal'];
+
+/** FNV-1a over a string: a compact conversation key. */
+function hash(s) {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h.toString(16);
+}
+
+/** A conversation is known by its id, else by its opening (system + first user message). */
+function conversationKey(kind, params, id) {
+  if (id !== undefined && id !== null) return `id:${id}`;
+  if (kind !== 'chat') return null;
+  const msgs = params.messages || [];
+  const firstUser = msgs.findIndex((m) => m && m.role === 'user');
+  if (firstUser < 0) return null;
+  return `h:${hash(JSON.stringify(msgs.slice(0, firstUser + 1).map((m) => [m.role, m.content])))}`;
+}
+
+function hasOutput(chunk) {
+  const cs = (chunk && chunk.choices) || [];
+  return cs.some((c) => c && (c.finish_reason || (c.delta && c.delta.content) || c.text));
+}
+
+function promptChars(kind, p) {
+  if (kind !== 'chat') return typeof p.prompt === 'string' ? p.prompt.length : String(p.prompt ?? '').length;
+  return (p.messages || []).reduce((n, m) => n + (typeof m.content === 'string' ? m.content.length : JSON.stringify(m.content ?? '').length), 0);
+}
+
+export class Router {
+  #hooks;
+  #conversations = new Map(); // key → target of its last turn (bounded)
+
+  /**
+   * @param {{local: Function, countTokens: Function, localState: Function, makeStream: Function}} hooks from the Engine
+   * @param {object} config createEngine's `route` option (see index.d.ts RouteOptions)
+   */
+  constructor(hooks, config = {}) {
+    this.#hooks = hooks;
+    const mode = config.mode ?? (config.remote ? 'prefer-local' : 'local-only');
+    if (!MODES.includes(mode)) throw invalid(`route.mode must be one of ${MODES.join(', ')}; got ${JSON.stringify(mode)}`);
+    this.mode = mode;
+    this.config = config;
+    this.client = config.remote ? new RemoteClient(config.remote) : null;
+    this.remote = this.client ? new RemoteState(this.client, config.health || {}) : null;
+    this.estimates = new Estimates(config.priors);
+    this.defaultMaxTokens = config.defaultMaxTokens ?? 256;
+    this.maxContextTokens = config.local && config.local.maxContextTokens;
+    /** The last decision (for debugging and tests). */
+    this.lastRoute = null;
+  }
+
+  // ── facts ──────────────────────────────────────────────────────────────────────────────
+  async #localFacts(kind, clean, mode, nOut) {
+    if (mode === 'remote-only') return { reason: null, prompt_tokens: null };
+    const st = this.#hooks.localState();
+    const info = st.model || (st.reloadable ? st.lastModel : null);
+    if (!info) return { reason: st.lastLoadError === ErrorCode.OVER_MEMORY_BUDGET ? 'over_memory_budget' : 'no_local_model', prompt_tokens: null };
+    if (st.memoryBudget && info.weights_bytes > st.memoryBudget) return { reason: 'over_memory_budget', prompt_tokens: null };
+    const budget = Math.min(info.max_context, this.maxContextTokens ?? Infinity);
+    let n = null;
+    let fits = true;
+    if (st.model) {
+      // Counted by the worker's tokenizer, chat template included.
+      const c = await this.#hooks.countTokens(kind, clean);
+      n = c.prompt_tokens;
+      fits = c.fits;
+    }
+    if (n === null) n = Math.ceil(promptChars(kind, clean) / 3);
+    const out = { prompt_tokens: n, budget, loaded: !!st.model, load_ms: info.load_ms };
+    if (!fits || n >= budget) return { ...out, reason: 'prompt_over_kv_budget' };
+    const room = budget - n;
+    return { ...out, reason: null, max_tokens: Math.min(nOut ?? room, room) };
+  }
+
+  async #remoteFacts() {
+    if (!this.client) return { reason: 'remote_not_configured', info: null };
+    const before = this.remote.health;
+    const [h, info] = await Promise.all([this.remote.checkHealth(), this.remote.modelInfo()]);
+    if (h !== before && h.ok && h.rtt_ms) this.estimates.observeRtt(h.rtt_ms);
+    let reason = null;
+    if (!h.ok) reason = h.reason || 'remote_unavailable';
+    else if (info && info.error && info.error.code === ErrorCode.REMOTE_UNAUTHORIZED) reason = 'remote_unauthorized';
+    return { reason, info: info && !info.error ? info : null, health: h };
+  }
+
+  // ── the request ────────────────────────────────────────────────────────────────────────
+  /** Routes one request (the Engine's chat.completions.create / completions.create). */
+  async create(kind, params, options = {}) {
+    if (!params || typeof params !== 'object') throw invalid('create() needs a parameters object');
+    const signal = params.signal || options.signal;
+    if (signal && signal.aborted) throw abortedError('generation');
+    const ro = params.route ?? {};
+    if (typeof ro !== 'object') throw invalid('route must be an object such as {mode: "prefer-local"}');
+    const mode = ro.mode ?? this.mode;
+    if (!MODES.includes(mode)) throw invalid(`route.mode must be one of ${MODES.join(', ')}; got ${JSON.stringify(mode)}`);
+    const clean = { ...params };
+    for (const k of ROUTER_PARAMS) delete clean[k];
+    if (kind === 'chat' && (!Array.isArray(clean.messages) || clean.messages.length === 0)) throw invalid('messages must be a non-empty array');
+    if (kind !== 'chat' && typeof clean.prompt !== 'string' && !Array.isArray(clean.prompt)) throw invalid('prompt must be a string');
+
+    let isPrivate = params.private === true;
+    if (!isPrivate && this.config.isSensitive) {
+      isPrivate = !!(await this.config.isSensitive(kind === 'chat' ? clean.messages : clean.prompt, params));
+    }
+    const nOutReq = clean.max_tokens ?? clean.max_completion_tokens ?? null;
+    const nOut = nOutReq ?? this.defaultMaxTokens;
+    const remoteAllowed = mode !== 'local-only' && !isPrivate;
+
+    const [local, remote] = await Promise.all([
+      this.#localFacts(kind, clean, mode, nOutReq),
+      remoteAllowed ? this.#remoteFacts() : Promise.resolve({ reason: null, info: null }),
+    ]);
+    if (signal && signal.aborted) throw abortedError('generation');
+    // With no alternative, a failed health check does not stop the attempt: the request itself
+    // then fails with the server's real error (REMOTE_UNAVAILABLE when it is really down).
+    if (mode === 'remote-only' && remote.reason === 'remote_unavailable') remote.reason = null;
+    const promptTokens = local.prompt_tokens ?? Math.ceil(promptChars(kind, clean) / 3);
+
+    // Capability (Q_r(x) >= Q_min): the app's rule, per target.
+    const cap = this.config.capability;
+    for (const [t, facts] of [['local', local], ['remote', remote]]) {
+      if (!facts.reason && cap && !cap({ target: t, params, model: t === 'local' ? this.#hooks.localState().model : remote.info })) facts.reason = 'capability';
+    }
+    const canLocal = mode !== 'remote-only' && !['no_local_model', 'over_memory_budget'].includes(local.reason);
+    const estimates = {
+      t_local_ms: canLocal ? Math.round(this.estimates.tLocal({ promptTokens, maxTokens: Math.min(nOut, local.max_tokens ?? nOut), loaded: local.loaded, loadMs: local.load_ms })) : null,
+      t_remote_ms: remoteAllowed && this.client ? Math.round(this.estimates.tRemote({ promptTokens, maxTokens: nOut })) : null,
+    };
+
+    // Version consistency: the local model's sha256 against the server's /v1/models.
+    const localModel = this.#hooks.localState().model;
+    const version = {
+      local: localModel ? localModel.sha256 : null,
+      remote: remote.info ? remote.info.sha256 : null,
+      match: null,
+    };
+    if (version.local && version.remote) version.match = version.local === version.remote;
+    const key = conversationKey(kind, clean, params.conversation_id);
+    const pinOn = ro.pinOnVersionMismatch ?? this.config.pinOnVersionMismatch ?? false;
+    const pinned = pinOn && version.match === false && key && this.#conversations.has(key) ? this.#conversations.get(key) : null;
+
+    const d = decide({
+      mode,
+      private: isPrivate,
+      maxLatencyMs: params.max_latency_ms ?? ro.maxLatencyMs ?? this.config.maxLatencyMs ?? null,
+      local,
+      remote,
+      estimates,
+      pinned,
+      cost: this.config.cost ? (t) => this.config.cost(t, { estimates, params, mode }) : undefined,
+    });
+    const route = {
+      target: d.target,
+      reason: d.reason,
+      mode,
+      estimates,
+      ruled_out: d.ruled_out,
+      version,
+      prompt_tokens: local.prompt_tokens,
+      kv_budget: local.budget ?? null,
+      private: isPrivate,
+    };
+    this.lastRoute = route;
+    if (!d.target) throw noRouteError(d, route);
+    if (this.config.onDecision) this.config.onDecision(route);
+
+    const ctx = { kind, clean, signal, local, remote, route };
+    let run;
+    try {
+      run = await this.#start(route.target, ctx);
+    } catch (e) {
+      if (e && e.code === ErrorCode.ABORTED) throw e;
+      const from = route.target;
+      const to = other(from);
+      const ok =
+        from === 'remote'
+          ? (remoteRetriable(e) || e.code === ErrorCode.REMOTE_INTERRUPTED) && mode !== 'remote-only' && !local.reason && pinned !== 'remote'
+          : LOCAL_FAILOVER.has(e.code) && remoteAllowed && !!this.client && !remote.reason && pinned !== 'local';
+      if (from === 'remote' && remoteRetriable(e)) this.remote.markDown();
+      if (!ok) {
+        e.route = route;
+        throw e;
+      }
+      route.fallback_from = from;
+      route.target = to;
+      route.reason = from === 'remote' ? (e.status ? `remote_error_${e.status}` : 'remote_unavailable') : String(e.code).toLowerCase();
+      route.error = { code: e.code, message: e.message, ...(e.status ? { status: e.status } : {}), ...(e.detail ? { detail: e.detail } : {}) };
+      try {
+        run = await this.#start(to, ctx);
+      } catch (e2) {
+        e2.route = route;
+        throw e2;
+      }
+    }
+    if (key) {
+      this.#conversations.delete(key);
+      this.#conversations.set(key, route.target);
+      if (this.#conversations.size > 256) this.#conversations.delete(this.#conversations.keys().next().value);
+    }
+    const includeUsage = !!(params.stream_options && params.stream_options.include_usage);
+    return params.stream ? this.#stream(run, ctx, includeUsage) : this.#collect(run, ctx);
+  }
+
+  /**
+   * Starts `target` and reads until its first output (a token or the end): failures up to there
+   * may fail over. Resolves with the chunks read so far and the iterator for the rest.
+   */
+  async #start(target, ctx) {
+    const t0 = performance.now();
+    let it;
+    let abort;
+    if (target === 'local') {
+      const p = { ...ctx.clean, stream: true, stream_options: { include_usage: false } };
+      delete p.max_completion_tokens;
+      if (ctx.local.max_tokens !== undefined) p.max_tokens = ctx.local.max_tokens;
+      const s = await this.#hooks.local(ctx.kind, p, { signal: ctx.signal });
+      it = s[Symbol.asyncIterator]();
+      abort = () => s.abort();
+    } else {
+      const body = this.client.body(ctx.kind, ctx.clean, ctx.remote.info && ctx.remote.info.id);
+      const conn = await this.client.open(ctx.kind, body, ctx.signal);
+      it = conn.chunks;
+      abort = conn.abort;
+    }
+    const first = [];
+    try {
+      for (;;) {
+        const r = await it.next();
+        if (r.done) return { target, t0, it, abort, first, ended: true, firstOutputAt: performance.now() };
+        first.push(r.value);
+        if (hasOutput(r.value)) break;
+      }
+    } catch (e) {
+      abort();
+      throw e;
+    }
+    return { target, t0, it, abort, first, ended: false, firstOutputAt: performance.now() };
+  }
+
+  /** Reads a started run to its end: chunks in order (usage merged onto the finish chunk). */
+  async *#chunks(run, ctx) {
+    const route = ctx.route;
+    let held = null; // the finish chunk, held until its usage is known
+    let usage = null;
+    let outputs = 0;
+    let lastOutputAt = run.firstOutputAt;
+    let meta = null;
+    const take = (c) => {
+      if (!meta && c && c.id) meta = { id: c.id, created: c.created, model: c.model, object: c.object };
+      if (c && Array.isArray(c.choices) && c.choices.length === 0) {
+        if (c.usage) usage = c.usage;
+        return null;
+      }
+      if (c && c.usage) usage = c.usage;
+      if (c && (c.choices || []).some((x) => x && ((x.delta && x.delta.content) || x.text))) {
+        outputs++;
+        lastOutputAt = performance.now();
+      }
+      if (c && c.choices && c.choices.some((x) => x && x.finish_reason)) {
+        held = c;
+        return null;
+      }
+      return c;
+    };
+    const finalUsage = () => {
+      const u = { ...(usage || {}) };
+      const ttft = run.firstOutputAt - run.t0;
+      if (u.prompt_tokens === undefined) u.prompt_tokens = route.prompt_tokens ?? 0;
+      if (u.completion_tokens === undefined) u.completion_tokens = outputs;
+      u.total_tokens = (u.prompt_tokens || 0) + (u.completion_tokens || 0);
+      if (u.ttft_ms === undefined) u.ttft_ms = ttft;
+      if (u.tpot_ms === undefined) u.tpot_ms = outputs > 1 ? (lastOutputAt - run.firstOutputAt) / (outputs - 1) : 0;
+      if (u.prefill_tokens_per_s === undefined) u.prefill_tokens_per_s = ttft > 0 ? (u.prompt_tokens * 1000) / ttft : 0;
+      if (u.decode_tokens_per_s === undefined) u.decode_tokens_per_s = u.tpot_ms > 0 ? 1000 / u.tpot_ms : 0;
+      return u;
+    };
+    try {
+      for (const c of run.first) {
+        const out = take(c);
+        if (out) yield { chunk: out };
+      }
+      if (!run.ended) {
+        for (;;) {
+          const r = await run.it.next();
+          if (r.done) break;
+          const out = take(r.value);
+          if (out) yield { chunk: out };
+        }
+      }
+    } catch (e) {
+      if (e && e.code === ErrorCode.ABORTED) throw e;
+      // Broke after the first token: what was delivered stays; the response ends here.
+      yield { error: e, meta, usage: finalUsage() };
+      return;
+    }
+    const u = finalUsage();
+    if (run.target === 'local') this.estimates.observeLocal(u);
+    else this.estimates.observeRemote(usage, { prompt_tokens: u.prompt_tokens, ttft_ms: u.ttft_ms, tpot_ms: u.tpot_ms });
+    if (held) {
+      held.usage = u;
+      yield { chunk: held };
+    }
+    yield { usage: u, meta };
+  }
+
+  #errorInfo(e) {
+    const code = e.code === ErrorCode.REMOTE_INTERRUPTED || e.code === ErrorCode.ENGINE_CRASHED ? e.code : e.code || ErrorCode.INTERNAL;
+    return { code, message: e.message, ...(e.detail ? { detail: e.detail } : {}) };
+  }
+
+  #stream(run, ctx, includeUsage) {
+    const route = ctx.route;
+    const kind = ctx.kind;
+    const out = this.#hooks.makeStream(() => run.abort());
+    (async () => {
+      let meta = null;
+      try {
+        for await (const ev of this.#chunks(run, ctx)) {
+          if (ev.chunk) {
+            if (!meta) meta = { id: ev.chunk.id, created: ev.chunk.created, model: ev.chunk.model, object: ev.chunk.object };
+            out._push({ ...ev.chunk, route });
+          } else if (ev.error) {
+            const m = meta || ev.meta || {};
+            const choice = kind === 'chat' ? { index: 0, delta: {}, logprobs: null, finish_reason: 'error' } : { index: 0, text: '', logprobs: null, finish_reason: 'error' };
+            out._push({ id: m.id, object: m.object || (kind === 'chat' ? 'chat.completion.chunk' : 'text_completion'), created: m.created, model: m.model, choices: [choice], usage: ev.usage, error: this.#errorInfo(ev.error), route });
+          } else if (ev.usage && includeUsage) {
+            const m = meta || ev.meta || {};
+            out._push({ id: m.id, object: m.object, created: m.created, model: m.model, choices: [], usage: ev.usage, route });
+          }
+        }
+        out._end();
+      } catch (e) {
+        out._end(e);
+      }
+    })();
+    return out;
+  }
+
+  async #collect(run, ctx) {
+    const kind = ctx.kind;
+    let text = '';
+    let finish = null;
+    let usage = null;
+    let meta = null;
+    let error = null;
+    try {
+      for await (const ev of this.#chunks(run, ctx)) {
+        if (ev.chunk) {
+          const c = ev.chunk;
+          if (!meta) meta = { id: c.id, created: c.created, model: c.model };
+          for (const ch of c.choices || []) {
+            text += (ch.delta ? ch.delta.content : ch.text) || '';
+            if (ch.finish_reason) finish = ch.finish_reason;
+          }
+          if (c.usage) usage = c.usage;
+        } else if (ev.error) {
+          error = this.#errorInfo(ev.error);
+          usage = ev.usage;
+          finish = 'error';
+          meta = meta || ev.meta;
+        } else if (ev.usage) {
+          usage = ev.usage;
+        }
+      }
+    } catch (e) {
+      e.route = ctx.route;
+      throw e;
+    }
+    const m = meta || {};
+    const choice =
+      kind === 'chat'
+        ? { index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: finish || 'stop' }
+        : { index: 0, text, logprobs: null, finish_reason: finish || 'stop' };
+    const r = { id: m.id, object: kind === 'chat' ? 'chat.completion' : 'text_completion', created: m.created, model: m.model, choices: [choice], usage, route: ctx.route };
+    if (error) r.error = error;
+    return r;
+  }
+}

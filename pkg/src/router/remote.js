@@ -1,0 +1,259 @@
+// The remote route: an OpenAI-compatible server (edgellm serve, llama.cpp server, vLLM, …).
+//
+// Requests always go out streamed (SSE with stream_options.include_usage), whatever the caller
+// asked: the router needs to know when the first token arrived (failover is only allowed before
+// it) and what was received when a connection dies. Non-streamed responses are assembled by the
+// router from the same chunks.
+//
+// Errors (EdgeLLMError codes):
+//   REMOTE_UNAVAILABLE   network failure, refused connection, or no first token within timeoutMs
+//   REMOTE_UNAUTHORIZED  401 / 403
+//   REMOTE_ERROR         any other HTTP error (`status`, `detail` = the server's error.code),
+//                        or an error event in the stream before the first token
+//   REMOTE_INTERRUPTED   the stream broke after it started (connection lost, error event, idle timeout)
+
+import { EdgeLLMError, ErrorCode, abortedError } from '../errors.js';
+
+/** Request fields forwarded to the server (only those the caller set). */
+const FORWARD = [
+  'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'top_k', 'min_p', 'repetition_penalty',
+  'presence_penalty', 'frequency_penalty', 'seed', 'stop', 'n', 'user', 'logit_bias', 'response_format',
+];
+
+const trimSlash = (s) => String(s).replace(/\/+$/, '');
+
+/** `http://h:p/v1` → `http://h:p/health` (where edgellm serve, llama.cpp and vLLM answer). */
+export function defaultHealthURL(baseURL) {
+  const u = new URL(trimSlash(baseURL));
+  u.pathname = u.pathname.replace(/\/v1$/, '') + '/health';
+  u.pathname = u.pathname.replace(/\/{2,}/g, '/');
+  return u.href;
+}
+
+/** Parses an SSE byte stream into `data:` payloads (one string per event). */
+export async function* sseData(reader) {
+  const dec = new TextDecoder();
+  let buf = '';
+  let data = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      let line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (line.endsWith('\r')) line = line.slice(0, -1);
+      if (line === '') {
+        if (data.length) yield data.join('\n');
+        data = [];
+      } else if (line.startsWith('data:')) {
+        data.push(line.slice(line[5] === ' ' ? 6 : 5));
+      } // comments (':'), event:, id:, retry: are not needed
+    }
+  }
+  if (data.length) yield data.join('\n');
+}
+
+function httpError(status, body, what) {
+  let parsed = null;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    /* not JSON */
+  }
+  const e = parsed && parsed.error ? parsed.error : null;
+  const serverMsg = e ? (typeof e === 'string' ? e : e.message) : body.slice(0, 200);
+  const detail = e && typeof e === 'object' && e.code ? String(e.code) : `HTTP_${status}`;
+  const msg = `${what}: HTTP ${status}${serverMsg ? ` — ${serverMsg}` : ''}`;
+  if (status === 401 || status === 403) return new EdgeLLMError(ErrorCode.REMOTE_UNAUTHORIZED, msg, { status, detail });
+  const err = new EdgeLLMError(ErrorCode.REMOTE_ERROR, msg, { status, detail });
+  return err;
+}
+
+/** Whether a failure of the remote route before the first token may fall back to local. */
+export function remoteRetriable(e) {
+  if (!e) return false;
+  if (e.code === ErrorCode.REMOTE_UNAVAILABLE) return true;
+  return e.code === ErrorCode.REMOTE_ERROR && (e.status === undefined || e.status === 429 || e.status >= 500);
+}
+
+export class RemoteClient {
+  /**
+   * @param {{baseURL: string, apiKey?: string, model?: string, headers?: Record<string,string>,
+   *          healthURL?: string, timeoutMs?: number, idleTimeoutMs?: number, fetch?: typeof fetch}} cfg
+   */
+  constructor(cfg) {
+    if (!cfg || !cfg.baseURL) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'route.remote.baseURL is required');
+    this.baseURL = trimSlash(cfg.baseURL);
+    this.apiKey = cfg.apiKey;
+    this.model = cfg.model;
+    this.extraHeaders = cfg.headers || {};
+    this.healthURL = cfg.healthURL || defaultHealthURL(this.baseURL);
+    this.timeoutMs = cfg.timeoutMs ?? 30_000;
+    this.idleTimeoutMs = cfg.idleTimeoutMs ?? 60_000;
+    this.fetch = cfg.fetch || ((...a) => globalThis.fetch(...a));
+  }
+
+  headers(json) {
+    const h = { ...this.extraHeaders };
+    if (json) h['Content-Type'] = 'application/json';
+    if (this.apiKey) h.Authorization = `Bearer ${this.apiKey}`;
+    return h;
+  }
+
+  /** GET with a timeout; resolves with the Response, or throws REMOTE_UNAVAILABLE. */
+  async #get(url, timeoutMs, auth) {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), timeoutMs);
+    try {
+      return await this.fetch(url, { method: 'GET', headers: auth ? this.headers(false) : { ...this.extraHeaders }, signal: ctl.signal, cache: 'no-store' });
+    } catch (e) {
+      const what = ctl.signal.aborted ? `no answer within ${timeoutMs} ms` : e && e.message ? e.message : String(e);
+      throw new EdgeLLMError(ErrorCode.REMOTE_UNAVAILABLE, `${url}: ${what}`, { detail: ctl.signal.aborted ? 'TIMEOUT' : 'CONNECT', cause: e });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * GET /health → {ok, status, rtt_ms}. Never throws. Any answer below 500 counts as up (a server
+   * without a health route answers 404; llama.cpp answers 503 while it loads its model).
+   */
+  async health(timeoutMs) {
+    const t0 = performance.now();
+    try {
+      const r = await this.#get(this.healthURL, timeoutMs, false);
+      const rtt_ms = performance.now() - t0;
+      await r.body?.cancel?.().catch(() => {});
+      const ok = r.status < 500;
+      return { ok, status: r.status, rtt_ms, reason: ok ? null : 'remote_unavailable' };
+    } catch (e) {
+      return { ok: false, status: null, rtt_ms: null, reason: 'remote_unavailable', error: e.message };
+    }
+  }
+
+  /** GET {baseURL}/models → the model entry (id, sha256 when the server reports it) or throws. */
+  async modelInfo(timeoutMs) {
+    const r = await this.#get(`${this.baseURL}/models`, timeoutMs, true);
+    const text = await r.text();
+    if (!r.ok) throw httpError(r.status, text, 'GET /models');
+    let list;
+    try {
+      list = JSON.parse(text);
+    } catch {
+      throw new EdgeLLMError(ErrorCode.REMOTE_ERROR, 'GET /models: the answer is not JSON', { detail: 'BAD_RESPONSE' });
+    }
+    const data = Array.isArray(list && list.data) ? list.data : [];
+    const m = (this.model && data.find((d) => d && d.id === this.model)) || data[0] || null;
+    if (!m) return { id: this.model ?? null, sha256: null };
+    return {
+      id: m.id ?? null,
+      sha256: typeof m.sha256 === 'string' ? m.sha256.toLowerCase() : null,
+      max_context: m.max_context ?? m.context_length ?? null,
+      max_prompt_tokens: m.max_prompt_tokens ?? null,
+    };
+  }
+
+  /** The request body sent to the server. */
+  body(kind, params, modelId) {
+    const b = { model: this.model || modelId || 'default' };
+    if (kind === 'chat') b.messages = params.messages;
+    else b.prompt = params.prompt;
+    for (const k of FORWARD) if (params[k] !== undefined && params[k] !== null) b[k] = params[k];
+    b.stream = true;
+    b.stream_options = { include_usage: true };
+    return b;
+  }
+
+  /**
+   * POSTs a streamed completion. Resolves once the response headers are in (status 200), with an
+   * async iterator of chunk objects; throws the typed errors above.
+   * @returns {Promise<{chunks: AsyncIterator<object>, abort: () => void, t0: number, headers_ms: number}>}
+   */
+  async open(kind, body, signal) {
+    const ctl = new AbortController();
+    const onAbort = () => ctl.abort();
+    if (signal) {
+      if (signal.aborted) throw abortedError('generation');
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+    const path = kind === 'chat' ? '/chat/completions' : '/completions';
+    const t0 = performance.now();
+    let timedOut = false;
+    let timer = setTimeout(() => {
+      timedOut = true;
+      ctl.abort();
+    }, this.timeoutMs);
+    const cleanup = () => {
+      clearTimeout(timer);
+      if (signal) signal.removeEventListener('abort', onAbort);
+    };
+    let res;
+    try {
+      res = await this.fetch(`${this.baseURL}${path}`, { method: 'POST', headers: this.headers(true), body: JSON.stringify(body), signal: ctl.signal, cache: 'no-store' });
+    } catch (e) {
+      cleanup();
+      if (signal && signal.aborted) throw abortedError('generation');
+      if (timedOut) throw new EdgeLLMError(ErrorCode.REMOTE_UNAVAILABLE, `POST ${path}: no answer within ${this.timeoutMs} ms`, { detail: 'TIMEOUT' });
+      throw new EdgeLLMError(ErrorCode.REMOTE_UNAVAILABLE, `POST ${path}: ${e && e.message ? e.message : e}`, { detail: 'CONNECT', cause: e });
+    }
+    if (!res.ok) {
+      cleanup();
+      const text = await res.text().catch(() => '');
+      throw httpError(res.status, text, `POST ${path}`);
+    }
+    const headers_ms = performance.now() - t0;
+    const reader = res.body.getReader();
+    const self = this;
+    let started = false;
+    // After the first chunk, the timer becomes an idle timeout between chunks.
+    const arm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        timedOut = true;
+        ctl.abort();
+      }, started ? self.idleTimeoutMs : Math.max(1, self.timeoutMs - (performance.now() - t0)));
+    };
+    async function* chunks() {
+      let finished = false;
+      try {
+        arm();
+        for await (const data of sseData(reader)) {
+          if (data === '[DONE]') {
+            finished = true;
+            break;
+          }
+          let obj;
+          try {
+            obj = JSON.parse(data);
+          } catch {
+            continue; // not a JSON event: ignore, as OpenAI clients do
+          }
+          if (obj && obj.error) {
+            const e = obj.error;
+            const msg = `the server reported an error: ${typeof e === 'string' ? e : e.message || JSON.stringify(e)}`;
+            const detail = (e && e.code && String(e.code)) || 'STREAM_ERROR';
+            if (!started) throw new EdgeLLMError(ErrorCode.REMOTE_ERROR, msg, { detail, status: e && e.type === 'server_error' ? 500 : 400 });
+            throw new EdgeLLMError(ErrorCode.REMOTE_INTERRUPTED, msg, { detail });
+          }
+          started = true;
+          arm();
+          yield obj;
+          if (obj.choices && obj.choices.some((c) => c && c.finish_reason)) finished = true;
+        }
+        if (!finished) throw new Error('the stream ended before a finish_reason');
+      } catch (e) {
+        if (e instanceof EdgeLLMError) throw e;
+        if (signal && signal.aborted) throw abortedError('generation');
+        const why = timedOut ? `no data for ${started ? self.idleTimeoutMs : self.timeoutMs} ms` : e && e.message ? e.message : String(e);
+        if (!started) throw new EdgeLLMError(ErrorCode.REMOTE_UNAVAILABLE, `POST ${path}: ${why}`, { detail: timedOut ? 'TIMEOUT' : 'CONNECTION_LOST' });
+        throw new EdgeLLMError(ErrorCode.REMOTE_INTERRUPTED, `the server's stream broke: ${why}`, { detail: timedOut ? 'TIMEOUT' : 'CONNECTION_LOST' });
+      } finally {
+        cleanup();
+        reader.cancel().catch(() => {});
+      }
+    }
+    return { chunks: chunks(), abort: () => ctl.abort(), t0, headers_ms };
+  }
+}

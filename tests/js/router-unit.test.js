@@ -1,0 +1,147 @@
+// The router's pieces without a model or a server: the decision table and its typed errors,
+// latency estimates, the SSE parser and the remote client's error mapping (with a fake fetch).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { decide, noRouteError } from '../../pkg/src/router/decision.js';
+import { Estimates } from '../../pkg/src/router/estimates.js';
+import { RemoteClient, sseData, defaultHealthURL, remoteRetriable } from '../../pkg/src/router/remote.js';
+import { RemoteState } from '../../pkg/src/router/health.js';
+
+const base = (x = {}) => ({
+  mode: 'prefer-local',
+  private: false,
+  local: { reason: null },
+  remote: { reason: null },
+  estimates: { t_local_ms: 1000, t_remote_ms: 500 },
+  ...x,
+});
+
+test('decide: modes, privacy, feasibility, latency, pins, cost', () => {
+  assert.deepEqual(decide(base()), { target: 'local', reason: 'prefer-local', ruled_out: {} });
+  assert.equal(decide(base({ mode: 'prefer-remote' })).target, 'remote');
+  assert.deepEqual(decide(base({ mode: 'local-only' })), { target: 'local', reason: 'local-only', ruled_out: { remote: 'mode_local_only' } });
+  assert.deepEqual(decide(base({ mode: 'remote-only' })), { target: 'remote', reason: 'remote-only', ruled_out: { local: 'mode_remote_only' } });
+  assert.deepEqual(decide(base({ mode: 'prefer-remote', private: true })), { target: 'local', reason: 'private', ruled_out: { remote: 'private' } });
+  const over = decide(base({ local: { reason: 'prompt_over_kv_budget' } }));
+  assert.deepEqual(over, { target: 'remote', reason: 'prompt_over_kv_budget', ruled_out: { local: 'prompt_over_kv_budget' } });
+  assert.equal(decide(base({ mode: 'prefer-remote', remote: { reason: 'remote_unavailable' } })).reason, 'remote_unavailable');
+  // T_max rules out the slow route; both too slow: no route.
+  assert.deepEqual(decide(base({ maxLatencyMs: 800 })), { target: 'remote', reason: 'latency', ruled_out: { local: 'latency' } });
+  assert.equal(decide(base({ maxLatencyMs: 100 })).target, null);
+  assert.deepEqual(decide(base({ pinned: 'local', mode: 'prefer-remote' })), { target: 'local', reason: 'version_pinned', ruled_out: { remote: 'version_pinned' } });
+  // An app cost function; equal costs go to the lower latency.
+  assert.equal(decide(base({ cost: (t) => (t === 'local' ? 5 : 1) })).target, 'remote');
+  assert.equal(decide(base({ cost: () => 1 })).target, 'remote');
+  assert.equal(decide(base({ cost: () => 1, estimates: { t_local_ms: 10, t_remote_ms: 500 } })).target, 'local');
+});
+
+test('no route: one typed error per situation', () => {
+  const err = (x) => noRouteError(decide(base(x)), { some: 'route' });
+  let e = err({ private: true, local: { reason: 'prompt_over_kv_budget' } });
+  assert.equal(e.code, 'PRIVATE_REMOTE_FORBIDDEN');
+  assert.equal(e.detail, 'PROMPT_OVER_KV_BUDGET');
+  assert.deepEqual(e.route, { some: 'route' });
+  assert.equal(err({ mode: 'local-only', local: { reason: 'prompt_over_kv_budget' } }).code, 'PROMPT_OVER_KV_BUDGET');
+  assert.equal(err({ mode: 'local-only', local: { reason: 'no_local_model' } }).code, 'MODEL_NOT_LOADED');
+  assert.equal(err({ mode: 'remote-only', remote: { reason: 'remote_unavailable' } }).code, 'REMOTE_UNAVAILABLE');
+  assert.equal(err({ mode: 'remote-only', remote: { reason: 'remote_unauthorized' } }).code, 'REMOTE_UNAUTHORIZED');
+  assert.equal(err({ local: { reason: 'prompt_over_kv_budget' }, remote: { reason: 'remote_unavailable' } }).code, 'REMOTE_UNAVAILABLE');
+  assert.equal(err({ local: { reason: 'capability' }, remote: { reason: 'capability' } }).code, 'NO_ROUTE');
+  assert.equal(err({ mode: 'remote-only', private: true }).code, 'PRIVATE_REMOTE_FORBIDDEN');
+});
+
+test('estimates: T_local = load + prefill + decode, T_remote = RTT + prefill + decode, averaged', () => {
+  const e = new Estimates({ local: { prefill_tokens_per_s: 100, tpot_ms: 50, load_ms: 2000 }, remote: { rtt_ms: 40, prefill_tokens_per_s: 1000, tpot_ms: 10 } });
+  assert.equal(e.tLocal({ promptTokens: 100, maxTokens: 10, loaded: true }), 1000 + 500);
+  assert.equal(e.tLocal({ promptTokens: 100, maxTokens: 10, loaded: false }), 2000 + 1500);
+  assert.equal(e.tLocal({ promptTokens: 100, maxTokens: 10, loaded: false, loadMs: 300 }), 300 + 1500);
+  assert.equal(e.tRemote({ promptTokens: 100, maxTokens: 10 }), 40 + 100 + 100);
+  e.observeLocal({ prefill_tokens_per_s: 200, tpot_ms: 20 }); // first sample replaces the prior
+  assert.equal(e.tLocal({ promptTokens: 100, maxTokens: 10, loaded: true }), 500 + 200);
+  e.observeLocal({ prefill_tokens_per_s: 0, tpot_ms: NaN }); // ignored
+  e.observeLocal({ prefill_tokens_per_s: 100, tpot_ms: 30 });
+  assert.ok(Math.abs(e.snapshot().local.tpot_ms - 23) < 1e-9);
+  e.observeRemote(undefined, { prompt_tokens: 50, ttft_ms: 100, tpot_ms: 5 }); // no server timings: the client's
+  assert.equal(e.snapshot().remote.prefill_tokens_per_s, 500);
+  assert.equal(e.snapshot().remote.tpot_ms, 5);
+});
+
+function streamOf(parts, { failAfter = null } = {}) {
+  const enc = new TextEncoder();
+  let i = 0;
+  return new ReadableStream({
+    pull(c) {
+      if (failAfter !== null && i === failAfter) return c.error(new Error('socket hang up'));
+      if (i < parts.length) c.enqueue(enc.encode(parts[i++]));
+      else c.close();
+    },
+  });
+}
+
+test('SSE parser: split lines, CRLF, multi-line data, comments', async () => {
+  const out = [];
+  for await (const d of sseData(streamOf([': hi\r\ndata: {"a"', ':1}\r\n\r\nda', 'ta: x\ndata: y\n\nevent: e\ndata: [DONE]\n\n']).getReader())) out.push(d);
+  assert.deepEqual(out, ['{"a":1}', 'x\ny', '[DONE]']);
+});
+
+test('remote client: errors before the first token vs after it', async () => {
+  assert.equal(defaultHealthURL('http://h:1/v1'), 'http://h:1/health');
+  assert.equal(defaultHealthURL('http://h:1/api/v1/'), 'http://h:1/api/health');
+  const chunk = (t, fin = null) => `data: ${JSON.stringify({ id: 'x', choices: [{ index: 0, text: t, finish_reason: fin }] })}\n\n`;
+  const respond = (status, body, headers = {}) => async () => new Response(body, { status, headers });
+  const client = (fetch, extra = {}) => new RemoteClient({ baseURL: 'http://fake/v1', fetch, ...extra });
+  const drain = async (conn) => {
+    const got = [];
+    for await (const c of conn.chunks) got.push(c);
+    return got;
+  };
+  // Complete stream.
+  let c = client(respond(200, streamOf([chunk('a'), chunk('b', 'stop'), 'data: [DONE]\n\n'])));
+  assert.equal((await drain(await c.open('completion', {}, null))).length, 2);
+  // Broken after a token: REMOTE_INTERRUPTED. Broken before any: REMOTE_UNAVAILABLE (retriable).
+  c = client(respond(200, streamOf([chunk('a')], { failAfter: 1 })));
+  await assert.rejects(drain(await c.open('completion', {}, null)), { code: 'REMOTE_INTERRUPTED' });
+  c = client(respond(200, streamOf([], { failAfter: 0 })));
+  const e = await drain(await c.open('completion', {}, null)).catch((x) => x);
+  assert.equal(e.code, 'REMOTE_UNAVAILABLE');
+  assert.ok(remoteRetriable(e));
+  // An error event in the stream, HTTP statuses, refused connections.
+  c = client(respond(200, streamOf(['data: {"error":{"message":"boom","type":"server_error","code":"x"}}\n\n'])));
+  await assert.rejects(drain(await c.open('completion', {}, null)), { code: 'REMOTE_ERROR', detail: 'x' });
+  await assert.rejects(client(respond(401, '{"error":{"message":"no","code":"invalid_api_key"}}')).open('chat', {}, null), { code: 'REMOTE_UNAUTHORIZED', status: 401 });
+  const e5 = await client(respond(500, 'oops')).open('chat', {}, null).catch((x) => x);
+  assert.equal(e5.code, 'REMOTE_ERROR');
+  assert.ok(remoteRetriable(e5));
+  const e4 = await client(respond(400, '{"error":{"message":"bad","code":"max_tokens_exceeded"}}')).open('chat', {}, null).catch((x) => x);
+  assert.equal(e4.detail, 'max_tokens_exceeded');
+  assert.ok(!remoteRetriable(e4));
+  await assert.rejects(client(async () => Promise.reject(new TypeError('fetch failed'))).open('chat', {}, null), { code: 'REMOTE_UNAVAILABLE' });
+  // No first token within timeoutMs.
+  const never = async (url, init) =>
+    new Response(
+      new ReadableStream({
+        start(ctl) {
+          init.signal.addEventListener('abort', () => ctl.error(new Error('aborted')));
+        },
+      }),
+      { status: 200 },
+    );
+  const t0 = Date.now();
+  await assert.rejects(drain(await client(never, { timeoutMs: 150 }).open('chat', {}, null)), { code: 'REMOTE_UNAVAILABLE', detail: 'TIMEOUT' });
+  assert.ok(Date.now() - t0 < 2000);
+});
+
+test('remote state: health cached, shared in flight, marked down', async () => {
+  let calls = 0;
+  const client = { health: async () => (calls++, { ok: true, status: 200, rtt_ms: 3 }), modelInfo: async () => ({ id: 'm', sha256: 'ab' }) };
+  const st = new RemoteState(client, { healthTtlMs: 10_000 });
+  const [a, b] = await Promise.all([st.checkHealth(), st.checkHealth()]);
+  assert.equal(calls, 1);
+  assert.equal(a, b);
+  await st.checkHealth();
+  assert.equal(calls, 1);
+  st.markDown();
+  assert.equal((await st.checkHealth()).ok, false, 'down until the down-TTL passes');
+  assert.equal((await st.modelInfo()).sha256, 'ab');
+});
