@@ -1,5 +1,7 @@
 // The router's pieces without a model or a server: the decision table and its typed errors,
-// latency estimates, the SSE parser and the remote client's error mapping (with a fake fetch).
+// latency estimates, the SSE parser, the remote client's error mapping (with a fake fetch), and
+// the Router itself over a fake local engine and a fake server (memory budget, capability,
+// latency, local crash before / after the first token).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -7,6 +9,9 @@ import { decide, noRouteError } from '../../pkg/src/router/decision.js';
 import { Estimates } from '../../pkg/src/router/estimates.js';
 import { RemoteClient, sseData, defaultHealthURL, remoteRetriable } from '../../pkg/src/router/remote.js';
 import { RemoteState } from '../../pkg/src/router/health.js';
+import { Router } from '../../pkg/src/router.js';
+import { CompletionStream } from '../../pkg/src/client.js';
+import { EdgeLLMError } from '../../pkg/src/errors.js';
 
 const base = (x = {}) => ({
   mode: 'prefer-local',
@@ -144,4 +149,84 @@ test('remote state: health cached, shared in flight, marked down', async () => {
   st.markDown();
   assert.equal((await st.checkHealth()).ok, false, 'down until the down-TTL passes');
   assert.equal((await st.modelInfo()).sha256, 'ab');
+});
+
+// ── the Router with a fake local engine and a fake server ─────────────────────────────────────
+
+function fakeServer(log = []) {
+  const sse = (objs) => new ReadableStream({ start(c) { for (const o of objs) c.enqueue(new TextEncoder().encode(`data: ${typeof o === 'string' ? o : JSON.stringify(o)}\n\n`)); c.close(); } });
+  return async (url, init = {}) => {
+    log.push(`${init.method || 'GET'} ${url}`);
+    if (url.endsWith('/health')) return new Response('{"status":"ok"}');
+    if (url.endsWith('/models')) return new Response(JSON.stringify({ data: [{ id: 'm', sha256: 'aa' }] }));
+    const ch = (delta, fin = null) => ({ id: 'r', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, logprobs: null, finish_reason: fin }] });
+    return new Response(sse([ch({ role: 'assistant', content: '' }), ch({ content: 'remote' }), ch({}, 'stop'), { id: 'r', choices: [], usage: { prompt_tokens: 3, completion_tokens: 1 } }, '[DONE]']));
+  };
+}
+
+/** A fake local engine: `behaviour` = 'ok' | 'crash-before' | 'crash-after'. */
+function fakeHooks(state, behaviour = 'ok') {
+  return {
+    localState: () => state,
+    countTokens: async () => ({ prompt_tokens: 5, max_context: 100, fits: true }),
+    makeStream: (onCancel) => new CompletionStream(onCancel),
+    local: async () => {
+      if (behaviour === 'crash-before') throw new EdgeLLMError('ENGINE_CRASHED', 'the wasm engine crashed');
+      const s = new CompletionStream(() => {});
+      const ch = (delta, fin = null, usage) => ({ id: 'l', object: 'chat.completion.chunk', created: 1, model: 'x', choices: [{ index: 0, delta, logprobs: null, finish_reason: fin }], ...(usage ? { usage } : {}) });
+      s._push(ch({ role: 'assistant', content: '' }));
+      s._push(ch({ content: 'local' }));
+      setTimeout(() => {
+        if (behaviour === 'crash-after') return s._end(new EdgeLLMError('ENGINE_CRASHED', 'trap'));
+        s._push(ch({}, 'stop', { prompt_tokens: 5, completion_tokens: 1, ttft_ms: 10, tpot_ms: 0, prefill_tokens_per_s: 500, decode_tokens_per_s: 0 }));
+        s._end();
+      }, 5);
+      return s;
+    },
+  };
+}
+
+const MODEL_INFO = { sha256: 'aa', max_context: 100, weights_bytes: 10, load_ms: 50 };
+const chat = (extra = {}) => ({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, ...extra });
+
+test('router: memory budget, capability and latency rules; local crash fails over or ends the stream', async () => {
+  const remote = { baseURL: 'http://fake/v1', fetch: fakeServer() };
+  // The last load was refused for memory: remote, and why.
+  let r = new Router(fakeHooks({ model: null, reloadable: false, lastModel: null, lastLoadError: 'OVER_MEMORY_BUDGET' }), { mode: 'prefer-local', remote });
+  let out = await r.create('chat', chat());
+  assert.equal(out.route.target, 'remote');
+  assert.equal(out.route.reason, 'over_memory_budget');
+  assert.equal(out.choices[0].message.content, 'remote');
+  assert.equal(out.usage.completion_tokens, 1);
+  const state = { model: MODEL_INFO, reloadable: false, lastModel: MODEL_INFO, lastLoadError: null, memoryBudget: null };
+  // The app's capability rule.
+  r = new Router(fakeHooks(state), { mode: 'prefer-local', remote, capability: ({ target, params }) => params.quality !== 'high' || target === 'remote' });
+  assert.equal((await r.create('chat', chat({ quality: 'high' }))).route.target, 'remote');
+  assert.equal((await r.create('chat', chat())).route.target, 'local');
+  // T_max: with slow local priors, a tight limit sends it remote; an impossible one fails typed.
+  r = new Router(fakeHooks(state), { mode: 'prefer-local', remote, priors: { local: { tpot_ms: 1000 } } });
+  out = await r.create('chat', chat({ max_latency_ms: 2000 }));
+  assert.equal(out.route.target, 'remote');
+  assert.equal(out.route.ruled_out.local, 'latency');
+  await assert.rejects(r.create('chat', chat({ max_latency_ms: 1 })), { code: 'NO_ROUTE' });
+  // Local crash before the first token: the server takes over.
+  r = new Router(fakeHooks(state, 'crash-before'), { mode: 'prefer-local', remote });
+  out = await r.create('chat', chat());
+  assert.equal(out.route.target, 'remote');
+  assert.equal(out.route.fallback_from, 'local');
+  assert.equal(out.route.reason, 'engine_crashed');
+  // ... but never for a private request.
+  await assert.rejects(r.create('chat', chat({ private: true })), { code: 'ENGINE_CRASHED' });
+  // Local crash after the first token: text kept, finish_reason 'error'.
+  r = new Router(fakeHooks(state, 'crash-after'), { mode: 'prefer-local', remote });
+  const s = await r.create('chat', chat({ stream: true }));
+  const chunks = [];
+  for await (const c of s) chunks.push(c);
+  assert.equal(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join(''), 'local');
+  assert.equal(chunks[chunks.length - 1].choices[0].finish_reason, 'error');
+  assert.equal(chunks[chunks.length - 1].error.code, 'ENGINE_CRASHED');
+  out = await r.create('chat', chat());
+  assert.equal(out.choices[0].message.content, 'local');
+  assert.equal(out.choices[0].finish_reason, 'error');
+  assert.equal(out.error.code, 'ENGINE_CRASHED');
 });
