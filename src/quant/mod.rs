@@ -32,6 +32,10 @@ mod q5_k;
 mod q6_k;
 mod q8;
 mod q8_k;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128;
+#[cfg(all(test, target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128_tests;
 
 use crate::gguf::GgmlType;
 
@@ -178,8 +182,48 @@ pub fn dequantize_kernel(ty: GgmlType) -> Result<DequantKernel, QuantError> {
     })
 }
 
-/// The dot kernel for weights of type `w_ty` against activations of `vec_dot_type(w_ty)`.
+/// The dot kernel for weights of type `w_ty` against activations of `vec_dot_type(w_ty)`:
+/// the SIMD128 twin on wasm32 builds with `simd128` where there is one (bit-identical to the
+/// scalar kernel, see `simd128.rs`), else the scalar reference.
 pub fn vec_dot_kernel(w_ty: GgmlType) -> Result<VecDotKernel, QuantError> {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    if let Some(k) = simd_vec_dot_kernel(w_ty) {
+        return Ok(k);
+    }
+    vec_dot_kernel_scalar(w_ty)
+}
+
+/// Whether this build has a SIMD twin for `w_ty` (false on every native build).
+pub fn has_simd_vec_dot(w_ty: GgmlType) -> bool {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return simd_vec_dot_kernel(w_ty).is_some();
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        let _ = w_ty;
+        false
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+fn simd_vec_dot_kernel(w_ty: GgmlType) -> Option<VecDotKernel> {
+    use GgmlType::*;
+    Some(match w_ty {
+        Q4_0 => simd128::vec_dot_q4_0_q8_0,
+        Q4_1 => simd128::vec_dot_q4_1_q8_1,
+        Q5_0 => simd128::vec_dot_q5_0_q8_0,
+        Q5_1 => simd128::vec_dot_q5_1_q8_1,
+        Q8_0 => simd128::vec_dot_q8_0_q8_0,
+        Q2_K => simd128::vec_dot_q2_k_q8_k,
+        Q3_K => simd128::vec_dot_q3_k_q8_k,
+        Q4_K => simd128::vec_dot_q4_k_q8_k,
+        Q5_K => simd128::vec_dot_q5_k_q8_k,
+        Q6_K => simd128::vec_dot_q6_k_q8_k,
+        _ => return None,
+    })
+}
+
+/// The scalar reference dot kernel for `w_ty` (what every SIMD twin is tested against).
+pub fn vec_dot_kernel_scalar(w_ty: GgmlType) -> Result<VecDotKernel, QuantError> {
     use GgmlType::*;
     Ok(match w_ty {
         F32 => float::vec_dot_f32,
@@ -275,7 +319,7 @@ pub fn check_vec_dot(
 }
 
 /// Dot product of one weight row (`n` elements of type `w_ty`) with an activation row
-/// quantized by `quantize_activation(vec_dot_type(w_ty), ..)`. Scalar reference.
+/// quantized by `quantize_activation(vec_dot_type(w_ty), ..)`. The SIMD kernel where the build has one; bit-identical to the scalar reference.
 pub fn vec_dot(w_ty: GgmlType, w_row: &[u8], act: &[u8], n: usize) -> Result<f32, QuantError> {
     check_vec_dot(w_ty, w_row.len(), act.len(), n)?;
     let kernel = vec_dot_kernel(w_ty)?;

@@ -1,0 +1,326 @@
+//! wasm SIMD128 twins of the scalar `vec_dot` kernels (compiled only for
+//! `target_arch = "wasm32"` with `target_feature = "simd128"`).
+//!
+//! Every kernel reproduces its scalar twin **bit for bit**: the integer part of each block
+//! (Σ q_w·q_a, weighted by the sub-block scales) is computed exactly in i32 lanes — i8 values
+//! widened to i16 (`i16x8.extend_{low,high}_i8x16_s`), multiplied and pair-summed by
+//! `i32x4.dot_i16x8_s`, lanes reduced once per block — and integer addition is associative, so
+//! the lane order does not matter. The float part (scales, the running `sumf`) is then the same
+//! expression, in the same order, as the scalar kernel, evaluated once per block. No overflow is
+//! possible: the largest block sum is a Q4_K/Q5_K one, 8 · 63 · 32 · 31 · 128 < 2^27.
+//!
+//! Loads are unaligned `v128.load`s from inside `chunks_exact` blocks, so every access is in
+//! bounds by construction (the slices are cut to whole blocks first, as the scalar kernels do).
+
+use core::arch::wasm32::*;
+
+use super::float::read_f16;
+use super::q2_k::Q2_K_BYTES;
+use super::q3_k::Q3_K_BYTES;
+use super::q4::{Q4_0_BYTES, Q4_1_BYTES};
+use super::q4_k::{scales_mins, Q4_K_BYTES};
+use super::q5::{Q5_0_BYTES, Q5_1_BYTES};
+use super::q5_k::Q5_K_BYTES;
+use super::q6_k::Q6_K_BYTES;
+use super::q8::{Q8_0_BYTES, Q8_1_BYTES};
+use super::q8_k::{Q8KBlock, Q8_K_BYTES, QK_K, QS_AT};
+
+const QK: usize = 32;
+
+/// 16 bytes at `b[at..at + 16]` (bounds-checked once, then an unaligned load).
+#[inline(always)]
+fn ld(b: &[u8], at: usize) -> v128 {
+    let s = &b[at..at + 16];
+    // SAFETY: `s` is 16 readable bytes; v128.load has no alignment requirement.
+    unsafe { v128_load(s.as_ptr() as *const v128) }
+}
+
+/// i32x4 partial sums of the 16 products a_i · b_i (both i8x16, signed).
+#[inline(always)]
+fn dot_i8(a: v128, b: v128) -> v128 {
+    let lo = i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), i16x8_extend_low_i8x16(b));
+    let hi = i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), i16x8_extend_high_i8x16(b));
+    i32x4_add(lo, hi)
+}
+
+/// Sum of the four i32 lanes (exact, wrapping never happens for our ranges).
+#[inline(always)]
+fn hsum(v: v128) -> i32 {
+    let v = i32x4_add(v, i32x4_shuffle::<2, 3, 0, 1>(v, v));
+    let v = i32x4_add(v, i32x4_shuffle::<1, 0, 3, 2>(v, v));
+    i32x4_extract_lane::<0>(v)
+}
+
+/// 16 i8 lanes of (bit k of the little-endian u32 `qh`) << 4, for k = base..base+16.
+#[inline(always)]
+fn qh_bits16(qh: u32, base: u32) -> v128 {
+    let v = u32x4_splat(qh);
+    let sel = if base == 0 {
+        i8x16_swizzle(v, i8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1))
+    } else {
+        i8x16_swizzle(v, i8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3))
+    };
+    let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    let set = i8x16_eq(v128_and(sel, bit), bit);
+    v128_and(set, u8x16_splat(0x10))
+}
+
+#[inline(always)]
+fn qh_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+pub(super) fn vec_dot_q8_0_q8_0(w: &[u8], a: &[u8], n: usize) -> f32 {
+    let nb = n / QK;
+    let (w, a) = (&w[..nb * Q8_0_BYTES], &a[..nb * Q8_0_BYTES]);
+    let mut sumf = 0f32;
+    for (x, y) in w.chunks_exact(Q8_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
+        let s = i32x4_add(dot_i8(ld(x, 2), ld(y, 2)), dot_i8(ld(x, 18), ld(y, 18)));
+        let sumi = hsum(s);
+        sumf += sumi as f32 * (read_f16(x, 0) * read_f16(y, 0));
+    }
+    sumf
+}
+
+pub(super) fn vec_dot_q4_0_q8_0(w: &[u8], a: &[u8], n: usize) -> f32 {
+    let nb = n / QK;
+    let (w, a) = (&w[..nb * Q4_0_BYTES], &a[..nb * Q8_0_BYTES]);
+    let m4 = u8x16_splat(0x0f);
+    let e8 = i8x16_splat(8);
+    let mut sumf = 0f32;
+    for (x, y) in w.chunks_exact(Q4_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
+        let b = ld(x, 2);
+        let lo = i8x16_sub(v128_and(b, m4), e8);
+        let hi = i8x16_sub(u8x16_shr(b, 4), e8);
+        let sumi = hsum(i32x4_add(dot_i8(lo, ld(y, 2)), dot_i8(hi, ld(y, 18))));
+        sumf += sumi as f32 * read_f16(x, 0) * read_f16(y, 0);
+    }
+    sumf
+}
+
+pub(super) fn vec_dot_q4_1_q8_1(w: &[u8], a: &[u8], n: usize) -> f32 {
+    let nb = n / QK;
+    let (w, a) = (&w[..nb * Q4_1_BYTES], &a[..nb * Q8_1_BYTES]);
+    let m4 = u8x16_splat(0x0f);
+    let mut sumf = 0f32;
+    for (x, y) in w.chunks_exact(Q4_1_BYTES).zip(a.chunks_exact(Q8_1_BYTES)) {
+        let b = ld(x, 4);
+        let lo = v128_and(b, m4);
+        let hi = u8x16_shr(b, 4);
+        let sumi = hsum(i32x4_add(dot_i8(lo, ld(y, 4)), dot_i8(hi, ld(y, 20))));
+        let (dx, mx) = (read_f16(x, 0), read_f16(x, 2));
+        let (dy, sy) = (read_f16(y, 0), read_f16(y, 2));
+        sumf += (dx * dy) * sumi as f32 + mx * sy;
+    }
+    sumf
+}
+
+pub(super) fn vec_dot_q5_0_q8_0(w: &[u8], a: &[u8], n: usize) -> f32 {
+    let nb = n / QK;
+    let (w, a) = (&w[..nb * Q5_0_BYTES], &a[..nb * Q8_0_BYTES]);
+    let m4 = u8x16_splat(0x0f);
+    let e16 = i8x16_splat(16);
+    let mut sumf = 0f32;
+    for (x, y) in w.chunks_exact(Q5_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
+        let qh = qh_at(x, 2);
+        let b = ld(x, 6);
+        let lo = i8x16_sub(v128_or(v128_and(b, m4), qh_bits16(qh, 0)), e16);
+        let hi = i8x16_sub(v128_or(u8x16_shr(b, 4), qh_bits16(qh, 16)), e16);
+        let sumi = hsum(i32x4_add(dot_i8(lo, ld(y, 2)), dot_i8(hi, ld(y, 18))));
+        sumf += (read_f16(x, 0) * read_f16(y, 0)) * sumi as f32;
+    }
+    sumf
+}
+
+pub(super) fn vec_dot_q5_1_q8_1(w: &[u8], a: &[u8], n: usize) -> f32 {
+    let nb = n / QK;
+    let (w, a) = (&w[..nb * Q5_1_BYTES], &a[..nb * Q8_1_BYTES]);
+    let m4 = u8x16_splat(0x0f);
+    let mut sumf = 0f32;
+    for (x, y) in w.chunks_exact(Q5_1_BYTES).zip(a.chunks_exact(Q8_1_BYTES)) {
+        let qh = qh_at(x, 4);
+        let b = ld(x, 8);
+        let lo = v128_or(v128_and(b, m4), qh_bits16(qh, 0));
+        let hi = v128_or(u8x16_shr(b, 4), qh_bits16(qh, 16));
+        let sumi = hsum(i32x4_add(dot_i8(lo, ld(y, 4)), dot_i8(hi, ld(y, 20))));
+        let (dx, mx) = (read_f16(x, 0), read_f16(x, 2));
+        let (dy, sy) = (read_f16(y, 0), read_f16(y, 2));
+        sumf += (dx * dy) * sumi as f32 + mx * sy;
+    }
+    sumf
+}
+
+/// Σ_j min_j * (bsums[2j] + bsums[2j+1]) for Q4_K/Q5_K (scalar: 8 multiply-adds).
+#[inline(always)]
+fn k_summs(y: &Q8KBlock<'_>, m: &[u8; 8]) -> i32 {
+    let mut summs = 0i32;
+    for j in 0..8 {
+        summs += m[j] as i32 * (y.bsum(2 * j) + y.bsum(2 * j + 1));
+    }
+    summs
+}
+
+pub(super) fn vec_dot_q4_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
+    let nb = n / QK_K;
+    let (w, a) = (&w[..nb * Q4_K_BYTES], &a[..nb * Q8_K_BYTES]);
+    let m4 = u8x16_splat(0x0f);
+    let mut sumf = 0f32;
+    for (x, yb) in w.chunks_exact(Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let y = Q8KBlock::new(yb);
+        let (sc, m) = scales_mins(&x[4..16]);
+        let mut acc = i32x4_splat(0);
+        for c in 0..4 {
+            let (b0, b1) = (ld(x, 16 + 32 * c), ld(x, 32 + 32 * c));
+            let q = QS_AT + 64 * c;
+            let lo = i32x4_add(dot_i8(v128_and(b0, m4), ld(yb, q)), dot_i8(v128_and(b1, m4), ld(yb, q + 16)));
+            let hi = i32x4_add(dot_i8(u8x16_shr(b0, 4), ld(yb, q + 32)), dot_i8(u8x16_shr(b1, 4), ld(yb, q + 48)));
+            acc = i32x4_add(acc, i32x4_mul(lo, i32x4_splat(sc[2 * c] as i32)));
+            acc = i32x4_add(acc, i32x4_mul(hi, i32x4_splat(sc[2 * c + 1] as i32)));
+        }
+        let isum = hsum(acc);
+        let summs = k_summs(&y, &m);
+        let d = read_f16(x, 0) * y.d;
+        let dmin = read_f16(x, 2) * y.d;
+        sumf += d * isum as f32 - dmin * summs as f32;
+    }
+    sumf
+}
+
+pub(super) fn vec_dot_q5_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
+    let nb = n / QK_K;
+    let (w, a) = (&w[..nb * Q5_K_BYTES], &a[..nb * Q8_K_BYTES]);
+    let m4 = u8x16_splat(0x0f);
+    let one = u8x16_splat(1);
+    let mut sumf = 0f32;
+    for (x, yb) in w.chunks_exact(Q5_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let y = Q8KBlock::new(yb);
+        let (sc, m) = scales_mins(&x[4..16]);
+        let (h0, h1) = (ld(x, 16), ld(x, 32));
+        let mut acc = i32x4_splat(0);
+        for c in 0..4 {
+            let (j0, j1) = (2 * c as u32, 2 * c as u32 + 1);
+            // Fifth bit of sub-block j: bit j of qh[l], moved to bit 4.
+            let hb = |h: v128, j: u32| i8x16_shl(v128_and(u8x16_shr(h, j), one), 4);
+            let (b0, b1) = (ld(x, 48 + 32 * c), ld(x, 64 + 32 * c));
+            let q = QS_AT + 64 * c;
+            let l0 = v128_or(v128_and(b0, m4), hb(h0, j0));
+            let l1 = v128_or(v128_and(b1, m4), hb(h1, j0));
+            let u0 = v128_or(u8x16_shr(b0, 4), hb(h0, j1));
+            let u1 = v128_or(u8x16_shr(b1, 4), hb(h1, j1));
+            let lo = i32x4_add(dot_i8(l0, ld(yb, q)), dot_i8(l1, ld(yb, q + 16)));
+            let hi = i32x4_add(dot_i8(u0, ld(yb, q + 32)), dot_i8(u1, ld(yb, q + 48)));
+            acc = i32x4_add(acc, i32x4_mul(lo, i32x4_splat(sc[2 * c] as i32)));
+            acc = i32x4_add(acc, i32x4_mul(hi, i32x4_splat(sc[2 * c + 1] as i32)));
+        }
+        let isum = hsum(acc);
+        let summs = k_summs(&y, &m);
+        let d = read_f16(x, 0) * y.d;
+        let dmin = read_f16(x, 2) * y.d;
+        sumf += d * isum as f32 - dmin * summs as f32;
+    }
+    sumf
+}
+
+pub(super) fn vec_dot_q6_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
+    let nb = n / QK_K;
+    let (w, a) = (&w[..nb * Q6_K_BYTES], &a[..nb * Q8_K_BYTES]);
+    let m4 = u8x16_splat(0x0f);
+    let m30 = u8x16_splat(0x30);
+    let e32 = i8x16_splat(32);
+    let mut sumf = 0f32;
+    for (x, yb) in w.chunks_exact(Q6_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let y = Q8KBlock::new(yb);
+        let sc = &x[192..208];
+        let mut acc = i32x4_splat(0);
+        for h in 0..2 {
+            for l0 in [0usize, 16] {
+                let qa = ld(x, 64 * h + l0);
+                let qb = ld(x, 64 * h + 32 + l0);
+                let hb = ld(x, 128 + 32 * h + l0);
+                let q0 = i8x16_sub(v128_or(v128_and(qa, m4), v128_and(i8x16_shl(hb, 4), m30)), e32);
+                let q1 = i8x16_sub(v128_or(v128_and(qb, m4), v128_and(i8x16_shl(hb, 2), m30)), e32);
+                let q2 = i8x16_sub(v128_or(u8x16_shr(qa, 4), v128_and(hb, m30)), e32);
+                let q3 = i8x16_sub(v128_or(u8x16_shr(qb, 4), v128_and(u8x16_shr(hb, 2), m30)), e32);
+                for (s, qv) in [q0, q1, q2, q3].into_iter().enumerate() {
+                    let e = 128 * h + 32 * s + l0;
+                    let p = dot_i8(qv, ld(yb, QS_AT + e));
+                    acc = i32x4_add(acc, i32x4_mul(p, i32x4_splat(sc[e / 16] as i8 as i32)));
+                }
+            }
+        }
+        let isum = hsum(acc);
+        sumf += (read_f16(x, 208) * y.d) * isum as f32;
+    }
+    sumf
+}
+
+pub(super) fn vec_dot_q3_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
+    let nb = n / QK_K;
+    let (w, a) = (&w[..nb * Q3_K_BYTES], &a[..nb * Q8_K_BYTES]);
+    let m3 = u8x16_splat(3);
+    let e4 = i8x16_splat(4);
+    let mut sumf = 0f32;
+    for (x, yb) in w.chunks_exact(Q3_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let y = Q8KBlock::new(yb);
+        let s = &x[96..108];
+        let mut sc = [0i32; 16];
+        for (j, o) in sc.iter_mut().enumerate() {
+            let lo = if j < 8 { s[j] & 0x0f } else { s[j - 8] >> 4 };
+            let hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+            *o = (lo | (hi << 4)) as i32 - 32;
+        }
+        let mut acc = i32x4_splat(0);
+        for h in 0..2 {
+            for l0 in [0usize, 16] {
+                let qs = ld(x, 32 + 32 * h + l0);
+                let hm = ld(x, l0);
+                for sidx in 0..4u32 {
+                    let bit = 4 * h as u32 + sidx;
+                    let low = v128_and(u8x16_shr(qs, 2 * sidx), m3);
+                    // subtract 4 where the hmask bit is clear
+                    let set = v128_and(u8x16_shr(hm, bit), u8x16_splat(1));
+                    let sub = v128_andnot(e4, i8x16_eq(set, u8x16_splat(1)));
+                    let qv = i8x16_sub(low, sub);
+                    let e = 128 * h + 32 * sidx as usize + l0;
+                    let p = dot_i8(qv, ld(yb, QS_AT + e));
+                    acc = i32x4_add(acc, i32x4_mul(p, i32x4_splat(sc[e / 16])));
+                }
+            }
+        }
+        let isum = hsum(acc);
+        sumf += (read_f16(x, 108) * y.d) * isum as f32;
+    }
+    sumf
+}
+
+pub(super) fn vec_dot_q2_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
+    let nb = n / QK_K;
+    let (w, a) = (&w[..nb * Q2_K_BYTES], &a[..nb * Q8_K_BYTES]);
+    let m3 = u8x16_splat(3);
+    let mut sumf = 0f32;
+    for (x, yb) in w.chunks_exact(Q2_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let y = Q8KBlock::new(yb);
+        let scales = &x[0..16];
+        let mut summs = 0i32;
+        for j in 0..16 {
+            summs += y.bsum(j) * (scales[j] >> 4) as i32;
+        }
+        let mut acc = i32x4_splat(0);
+        for h in 0..2 {
+            for l0 in [0usize, 16] {
+                let qs = ld(x, 16 + 32 * h + l0);
+                for s in 0..4u32 {
+                    let qv = v128_and(u8x16_shr(qs, 2 * s), m3);
+                    let e = 128 * h + 32 * s as usize + l0;
+                    let p = dot_i8(qv, ld(yb, QS_AT + e));
+                    acc = i32x4_add(acc, i32x4_mul(p, i32x4_splat((scales[e / 16] & 0x0f) as i32)));
+                }
+            }
+        }
+        let isum = hsum(acc);
+        let dall = y.d * read_f16(x, 80);
+        let dmin = y.d * read_f16(x, 82);
+        sumf += dall * isum as f32 - dmin * summs as f32;
+    }
+    sumf
+}

@@ -1,0 +1,200 @@
+//! SIMD128 kernels vs their scalar twins, bit for bit, under Node (wasm-bindgen-test):
+//!
+//!   cargo test --target wasm32-unknown-unknown --lib quant::simd128_tests
+//!
+//! A unit test rather than tests/*.rs because integration tests would also build the native
+//! CLI binary for wasm (see tokenizer/wasm_timing.rs). Cases: random blocks with sane f16
+//! scales against random raw activation blocks and against activations quantized from random
+//! floats; edge blocks (every weight byte 0x00 / 0xFF / 0x80 / 0x7F, activation quants all -128
+//! / 127 / 0, huge and tiny scales, zero scales); several lengths (1..=8 super-blocks).
+
+use super::{quantize_activation, vec_dot_kernel, vec_dot_kernel_scalar, vec_dot_type, f32_to_f16};
+use crate::gguf::GgmlType::{self, *};
+use wasm_bindgen_test::*;
+
+const TYPES: [GgmlType; 10] = [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K];
+
+/// Byte offsets of the f16 scale fields of one block of `ty`.
+fn f16_fields(ty: GgmlType) -> &'static [usize] {
+    match ty {
+        Q4_0 | Q5_0 | Q8_0 => &[0],
+        Q4_1 | Q5_1 | Q8_1 | Q4_K | Q5_K => &[0, 2],
+        Q2_K => &[80, 82],
+        Q3_K => &[108],
+        Q6_K => &[208],
+        _ => &[],
+    }
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+    /// A finite f32 spread over many binades, sign random.
+    fn scale(&mut self) -> f32 {
+        let e = (self.next() % 40) as i32 - 30;
+        let m = 1.0 + (self.next() % 1024) as f32 / 1024.0;
+        let s = if self.next() & 1 == 0 { 1.0 } else { -1.0 };
+        s * m * 2f32.powi(e)
+    }
+    fn normal(&mut self) -> f32 {
+        let u1 = ((self.next() >> 11) as f64 / (1u64 << 53) as f64).max(1e-300);
+        let u2 = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
+    }
+}
+
+fn set_scales(ty: GgmlType, row: &mut [u8], f: &mut dyn FnMut() -> f32) {
+    let ts = ty.type_size() as usize;
+    if ty == Q8_K {
+        for b in row.chunks_exact_mut(ts) {
+            b[0..4].copy_from_slice(&f().to_le_bytes());
+        }
+        return;
+    }
+    for b in row.chunks_exact_mut(ts) {
+        for &o in f16_fields(ty) {
+            b[o..o + 2].copy_from_slice(&f32_to_f16(f()).to_le_bytes());
+        }
+    }
+}
+
+fn blocks(ty: GgmlType, n: usize) -> usize {
+    n / ty.block_size() as usize * ty.type_size() as usize
+}
+
+/// Asserts SIMD == scalar (bits), returns the value.
+fn same(ty: GgmlType, w: &[u8], a: &[u8], n: usize, what: &str) -> f32 {
+    let simd = vec_dot_kernel(ty).unwrap();
+    let scalar = vec_dot_kernel_scalar(ty).unwrap();
+    assert!(simd as usize != scalar as usize, "{ty}: no SIMD kernel dispatched");
+    let (s, r) = (simd(w, a, n), scalar(w, a, n));
+    assert_eq!(s.to_bits(), r.to_bits(), "{ty} {what} n={n}: simd {s:e} scalar {r:e}");
+    r
+}
+
+#[wasm_bindgen_test]
+fn random_blocks_match_scalar_bits() {
+    let mut rng = Rng(7);
+    for ty in TYPES {
+        let a_ty = vec_dot_type(ty);
+        for k in 1..=8usize {
+            let n = 256 * k;
+            for _ in 0..25 {
+                let mut w = rng.bytes(blocks(ty, n));
+                set_scales(ty, &mut w, &mut || rng.scale());
+                // Raw activation blocks (any quants, -128 included) ...
+                let mut a = rng.bytes(blocks(a_ty, n));
+                set_scales(a_ty, &mut a, &mut || rng.scale());
+                same(ty, &w, &a, n, "raw");
+                // ... and activations quantized from floats, as the matmul makes them.
+                let x: Vec<f32> = (0..n).map(|_| rng.normal() * rng.scale()).collect();
+                let mut q = Vec::new();
+                quantize_activation(a_ty, &x, &mut q).unwrap();
+                same(ty, &w, &q, n, "quantized");
+            }
+        }
+    }
+}
+
+#[wasm_bindgen_test]
+fn edge_blocks_match_scalar_bits() {
+    let scales: [f32; 6] = [1.0, 0.0, 65504.0, -65504.0, 6.1e-5, 5.96e-8];
+    for ty in TYPES {
+        let a_ty = vec_dot_type(ty);
+        let n = 512;
+        for wb in [0x00u8, 0xff, 0x80, 0x7f, 0x55, 0xaa] {
+            for ab in [0x80u8, 0x7f, 0x00, 0xff] {
+                for &ws in &scales {
+                    for &as_ in &scales[..3] {
+                        let mut w = vec![wb; blocks(ty, n)];
+                        set_scales(ty, &mut w, &mut || ws);
+                        let mut a = vec![ab; blocks(a_ty, n)];
+                        set_scales(a_ty, &mut a, &mut || as_);
+                        same(ty, &w, &a, n, &format!("edge w={wb:#x} a={ab:#x} ws={ws} as={as_}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[wasm_bindgen_test]
+fn extreme_integer_sums_match_scalar_bits() {
+    // The largest |Σ| each format can reach: every weight quant at its extreme and every
+    // activation quant -128, unit scales; the result must be the exact integer sum.
+    for ty in TYPES {
+        let a_ty = vec_dot_type(ty);
+        let n = 256;
+        let mut w = vec![0xffu8; blocks(ty, n)];
+        set_scales(ty, &mut w, &mut || 1.0);
+        let mut a = vec![0x80u8; blocks(a_ty, n)];
+        set_scales(a_ty, &mut a, &mut || 1.0);
+        let v = same(ty, &w, &a, n, "extreme");
+        assert!(v.is_finite(), "{ty}: {v}");
+    }
+}
+
+#[wasm_bindgen::prelude::wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = performance)]
+    fn now() -> f64;
+    #[wasm_bindgen(js_namespace = console)]
+    fn log(s: &str);
+}
+
+/// Micro-benchmark (prints, asserts nothing about speed): a matvec of `rows` weight rows of
+/// 2048 elements (Q8_0 also at Gemma's 640-wide output projection shape) against one
+/// activation row, SIMD vs scalar in the same process: GMAC/s and weight GB/s.
+#[wasm_bindgen_test]
+fn kernel_throughput() {
+    let mut rng = Rng(3);
+    log("kernel   n     rows   simd GMAC/s  GB/s | scalar GMAC/s  GB/s | speed-up");
+    let mut cases: Vec<(GgmlType, usize, usize)> = TYPES.iter().map(|&t| (t, 2048, 1024)).collect();
+    cases.push((Q8_0, 640, 8192));
+    for (ty, n, rows) in cases {
+        let a_ty = vec_dot_type(ty);
+        let rb = blocks(ty, n);
+        let mut w = rng.bytes(rb * rows);
+        set_scales(ty, &mut w, &mut || rng.scale());
+        let x: Vec<f32> = (0..n).map(|_| rng.normal()).collect();
+        let mut a = Vec::new();
+        quantize_activation(a_ty, &x, &mut a).unwrap();
+        let time = |k: super::VecDotKernel| {
+            let mut best = f64::INFINITY;
+            let mut sink = 0f32;
+            for _ in 0..5 {
+                let t0 = now();
+                for r in 0..rows {
+                    sink += k(&w[r * rb..(r + 1) * rb], &a, n);
+                }
+                best = best.min((now() - t0) / 1e3);
+            }
+            assert!(!sink.is_nan() || sink.is_nan());
+            best
+        };
+        let ts = time(vec_dot_kernel(ty).unwrap());
+        let tr = time(vec_dot_kernel_scalar(ty).unwrap());
+        let macs = (n * rows) as f64;
+        let bytes = (rb * rows) as f64;
+        log(&format!(
+            "{:<6} {:>5} {:>6}   {:>8.2} {:>7.2} | {:>10.2} {:>7.2} | {:>5.2}x",
+            ty.to_string(),
+            n,
+            rows,
+            macs / ts / 1e9,
+            bytes / ts / 1e9,
+            macs / tr / 1e9,
+            bytes / tr / 1e9,
+            tr / ts
+        ));
+    }
+}
