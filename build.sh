@@ -40,8 +40,8 @@ cmd_setup() {
     log "setup: cargo install wasm-bindgen-cli $want (several minutes, once)"
     cargo install wasm-bindgen-cli --version "$want"
   fi
-  # wabt: wasm-objdump, to check the build really contains SIMD128 code.
-  apt_install wabt
+  # wabt: wasm-objdump, to check the build really contains SIMD128 code; chromium: browser tests.
+  apt_install wabt chromium
   if [ -f package-lock.json ]; then
     if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
       log "setup: npm ci"
@@ -88,11 +88,11 @@ cmd_test() {
     cargo test --target wasm32-unknown-unknown "${wasm_tests[@]}"
   fi
   log "test: JS (node:test: unit, Node worker_threads, Chromium via playwright-core, packed Vite app)"
-  apt_install chromium
   EDGELLM_REQUIRE_MODEL=1 node --test --test-concurrency=1 tests/js/
 }
 
-# The main job: everything set up, the model fetched, and the engine run on it.
+# The main job: everything set up, the model fetched, the engine run natively once, then the
+# page served on 127.0.0.1 (Ctrl-C stops it). DEMO_NO_SERVE=1 stops after the native run.
 cmd_demo() {
   cmd_setup
   cmd_model
@@ -100,10 +100,14 @@ cmd_demo() {
   local bin="$CARGO_TARGET_DIR/release/edgellm"
   log "demo: inspect"
   "$bin" inspect "$MODEL"
-  if "$bin" help | grep -q '^  generate'; then
-    log "demo: generate"
-    "$bin" generate --model "$MODEL" --prompt "${PROMPT:-The capital of France is}" --max-tokens "${MAX_TOKENS:-48}"
-  fi
+  log "demo: native generation"
+  "$bin" generate --model "$MODEL" --prompt "${PROMPT:-The capital of France is}" \
+    --max-tokens "${MAX_TOKENS:-32}" --temperature 0
+  echo
+  [ "${DEMO_NO_SERVE:-0}" = 1 ] && return 0
+  local port="${PORT:-8080}"
+  log "demo: open http://127.0.0.1:$port/www/?model=/models/gemma-3-270m-q4_k_m.gguf"
+  exec node www/serve.js --port "$port" --host 127.0.0.1
 }
 
 usage() {
@@ -113,7 +117,7 @@ usage: ./build.sh <command>
   model   fetch + verify the default model into models/
   build   native CLI + release wasm (SIMD128) -> pkg/wasm/
   test    everything CI runs (setup, model, build, native + wasm tests)
-  demo    the main job: set up, fetch the model, build, run the engine on it
+  demo    the main job: set up, fetch the model, build, run it natively, serve the page
 USAGE
 }
 
