@@ -70,32 +70,107 @@ fn qh_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-pub(super) fn vec_dot_q8_0_q8_0(w: &[u8], a: &[u8], n: usize) -> f32 {
-    let nb = n / QK;
-    let (w, a) = (&w[..nb * Q8_0_BYTES], &a[..nb * Q8_0_BYTES]);
+/// Lane i = the sum of the four lanes of the i-th argument (exact).
+#[inline(always)]
+fn reduce4(a: v128, b: v128, c: v128, d: v128) -> v128 {
+    let ab = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(a, b), i32x4_shuffle::<2, 6, 3, 7>(a, b));
+    let cd = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(c, d), i32x4_shuffle::<2, 6, 3, 7>(c, d));
+    i32x4_add(i32x4_shuffle::<0, 1, 4, 5>(ab, cd), i32x4_shuffle::<2, 3, 6, 7>(ab, cd))
+}
+
+#[inline(always)]
+fn rd16(b: &[u8], at: usize) -> u32 {
+    u16::from_le_bytes([b[at], b[at + 1]]) as u32
+}
+
+/// Four f16 -> f32 conversions, the same bits as `float::f16_to_f32` lane by lane: the same
+/// exact rescale by 2^112 for finite values, the same payload shift for Inf/NaN.
+#[inline(always)]
+fn f16x4(h0: u32, h1: u32, h2: u32, h3: u32) -> v128 {
+    let h = u32x4(h0, h1, h2, h3);
+    let em = v128_and(h, u32x4_splat(0x7fff));
+    let sign = i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
+    let mag = f32x4_mul(i32x4_shl(em, 13), f32x4_splat(f32::from_bits(0x7780_0000)));
+    let special = v128_or(u32x4_splat(0x7f80_0000), i32x4_shl(v128_and(em, u32x4_splat(0x03ff)), 13));
+    let is_special = i32x4_ge(em, i32x4_splat(0x7c00));
+    v128_or(v128_bitselect(special, mag, is_special), sign)
+}
+
+/// Adds the four lanes of `p` to `sumf` one after the other (block order, as the scalar loop).
+#[inline(always)]
+fn add_lanes_in_order(sumf: f32, p: v128) -> f32 {
+    let s = sumf + f32x4_extract_lane::<0>(p);
+    let s = s + f32x4_extract_lane::<1>(p);
+    let s = s + f32x4_extract_lane::<2>(p);
+    s + f32x4_extract_lane::<3>(p)
+}
+
+/// The 32-element formats paired with Q8_0 (Q8_0, Q4_0, Q5_0): four blocks at a time, their
+/// integer sums reduced together and their float terms (`comb(sumi, dx, dy)`, elementwise, the
+/// scalar expression) computed in one f32x4, then added to `sumf` in block order; the last
+/// nb % 4 blocks one by one. `isum(x, y)` gives a block's i32x4 partial sums.
+#[inline(always)]
+fn dot_q8_0_family(
+    w: &[u8],
+    a: &[u8],
+    nb: usize,
+    wb: usize,
+    isum: impl Fn(&[u8], &[u8]) -> v128,
+    comb: impl Fn(v128, v128, v128) -> v128,
+) -> f32 {
+    let (w, a) = (&w[..nb * wb], &a[..nb * Q8_0_BYTES]);
     let mut sumf = 0f32;
-    for (x, y) in w.chunks_exact(Q8_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
-        let s = i32x4_add(dot_i8(ld(x, 2), ld(y, 2)), dot_i8(ld(x, 18), ld(y, 18)));
-        let sumi = hsum(s);
-        sumf += sumi as f32 * (read_f16(x, 0) * read_f16(y, 0));
+    let n4 = nb / 4 * 4;
+    let mut i = 0;
+    while i < n4 {
+        let x = &w[i * wb..(i + 4) * wb];
+        let y = &a[i * Q8_0_BYTES..(i + 4) * Q8_0_BYTES];
+        let (x0, x1, x2, x3) = (&x[..wb], &x[wb..2 * wb], &x[2 * wb..3 * wb], &x[3 * wb..]);
+        let (y0, y1, y2, y3) = (&y[..34], &y[34..68], &y[68..102], &y[102..]);
+        let s = reduce4(isum(x0, y0), isum(x1, y1), isum(x2, y2), isum(x3, y3));
+        let dx = f16x4(rd16(x0, 0), rd16(x1, 0), rd16(x2, 0), rd16(x3, 0));
+        let dy = f16x4(rd16(y0, 0), rd16(y1, 0), rd16(y2, 0), rd16(y3, 0));
+        sumf = add_lanes_in_order(sumf, comb(f32x4_convert_i32x4(s), dx, dy));
+        i += 4;
+    }
+    for (x, y) in w[n4 * wb..].chunks_exact(wb).zip(a[n4 * Q8_0_BYTES..].chunks_exact(Q8_0_BYTES)) {
+        let s = f32x4_convert_i32x4(i32x4_splat(hsum(isum(x, y))));
+        let dx = f32x4_splat(read_f16(x, 0));
+        let dy = f32x4_splat(read_f16(y, 0));
+        sumf += f32x4_extract_lane::<0>(comb(s, dx, dy));
     }
     sumf
 }
 
+pub(super) fn vec_dot_q8_0_q8_0(w: &[u8], a: &[u8], n: usize) -> f32 {
+    // scalar: sumf += sumi as f32 * (dx * dy)
+    dot_q8_0_family(
+        w,
+        a,
+        n / QK,
+        Q8_0_BYTES,
+        |x, y| i32x4_add(dot_i8(ld(x, 2), ld(y, 2)), dot_i8(ld(x, 18), ld(y, 18))),
+        |s, dx, dy| f32x4_mul(s, f32x4_mul(dx, dy)),
+    )
+}
+
 pub(super) fn vec_dot_q4_0_q8_0(w: &[u8], a: &[u8], n: usize) -> f32 {
-    let nb = n / QK;
-    let (w, a) = (&w[..nb * Q4_0_BYTES], &a[..nb * Q8_0_BYTES]);
     let m4 = u8x16_splat(0x0f);
     let e8 = i8x16_splat(8);
-    let mut sumf = 0f32;
-    for (x, y) in w.chunks_exact(Q4_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
-        let b = ld(x, 2);
-        let lo = i8x16_sub(v128_and(b, m4), e8);
-        let hi = i8x16_sub(u8x16_shr(b, 4), e8);
-        let sumi = hsum(i32x4_add(dot_i8(lo, ld(y, 2)), dot_i8(hi, ld(y, 18))));
-        sumf += sumi as f32 * read_f16(x, 0) * read_f16(y, 0);
-    }
-    sumf
+    // scalar: sumf += sumi as f32 * dx * dy
+    dot_q8_0_family(
+        w,
+        a,
+        n / QK,
+        Q4_0_BYTES,
+        |x, y| {
+            let b = ld(x, 2);
+            let lo = i8x16_sub(v128_and(b, m4), e8);
+            let hi = i8x16_sub(u8x16_shr(b, 4), e8);
+            i32x4_add(dot_i8(lo, ld(y, 2)), dot_i8(hi, ld(y, 18)))
+        },
+        |s, dx, dy| f32x4_mul(f32x4_mul(s, dx), dy),
+    )
 }
 
 pub(super) fn vec_dot_q4_1_q8_1(w: &[u8], a: &[u8], n: usize) -> f32 {
@@ -116,20 +191,23 @@ pub(super) fn vec_dot_q4_1_q8_1(w: &[u8], a: &[u8], n: usize) -> f32 {
 }
 
 pub(super) fn vec_dot_q5_0_q8_0(w: &[u8], a: &[u8], n: usize) -> f32 {
-    let nb = n / QK;
-    let (w, a) = (&w[..nb * Q5_0_BYTES], &a[..nb * Q8_0_BYTES]);
     let m4 = u8x16_splat(0x0f);
     let e16 = i8x16_splat(16);
-    let mut sumf = 0f32;
-    for (x, y) in w.chunks_exact(Q5_0_BYTES).zip(a.chunks_exact(Q8_0_BYTES)) {
-        let qh = qh_at(x, 2);
-        let b = ld(x, 6);
-        let lo = i8x16_sub(v128_or(v128_and(b, m4), qh_bits16(qh, 0)), e16);
-        let hi = i8x16_sub(v128_or(u8x16_shr(b, 4), qh_bits16(qh, 16)), e16);
-        let sumi = hsum(i32x4_add(dot_i8(lo, ld(y, 2)), dot_i8(hi, ld(y, 18))));
-        sumf += (read_f16(x, 0) * read_f16(y, 0)) * sumi as f32;
-    }
-    sumf
+    // scalar: sumf += (dx * dy) * sumi as f32
+    dot_q8_0_family(
+        w,
+        a,
+        n / QK,
+        Q5_0_BYTES,
+        |x, y| {
+            let qh = qh_at(x, 2);
+            let b = ld(x, 6);
+            let lo = i8x16_sub(v128_or(v128_and(b, m4), qh_bits16(qh, 0)), e16);
+            let hi = i8x16_sub(v128_or(u8x16_shr(b, 4), qh_bits16(qh, 16)), e16);
+            i32x4_add(dot_i8(lo, ld(y, 2)), dot_i8(hi, ld(y, 18)))
+        },
+        |s, dx, dy| f32x4_mul(f32x4_mul(dx, dy), s),
+    )
 }
 
 pub(super) fn vec_dot_q5_1_q8_1(w: &[u8], a: &[u8], n: usize) -> f32 {

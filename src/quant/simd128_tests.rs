@@ -86,8 +86,10 @@ fn random_blocks_match_scalar_bits() {
     let mut rng = Rng(7);
     for ty in TYPES {
         let a_ty = vec_dot_type(ty);
-        for k in 1..=8usize {
-            let n = 256 * k;
+        // 256-multiples for every type; for the 32-element formats also 1..=9 blocks (the
+        // four-block groups and every remainder).
+        let small: Vec<usize> = if ty.block_size() == 32 { (1..=9).map(|m| 32 * m).collect() } else { vec![] };
+        for n in (1..=8usize).map(|k| 256 * k).chain(small) {
             for _ in 0..25 {
                 let mut w = rng.bytes(blocks(ty, n));
                 set_scales(ty, &mut w, &mut || rng.scale());
