@@ -110,6 +110,21 @@ cmd_demo() {
   exec node www/serve.js --port "$port" --host 127.0.0.1
 }
 
+# Side-by-side benchmark against wllama (bench/run.mjs): same GGUF, prompt and Chromium.
+# Extra arguments go to the script, e.g. ./build.sh bench --rounds 5 --sustained 60
+cmd_bench() {
+  cmd_setup
+  cmd_model
+  cmd_build
+  apt_install chromium
+  if [ ! -d bench/node_modules/@wllama/wllama ] || [ bench/package-lock.json -nt bench/node_modules/.package-lock.json ]; then
+    log "bench: npm ci (wllama)"
+    (cd bench && npm ci --no-audit --no-fund)
+  fi
+  log "bench: edgellm vs wllama in headless Chromium"
+  EDGELLM_CLI="$CARGO_TARGET_DIR/release/edgellm" node bench/run.mjs "$@"
+}
+
 usage() {
   cat <<USAGE
 usage: ./build.sh <command>
@@ -118,6 +133,7 @@ usage: ./build.sh <command>
   build   native CLI + release wasm (SIMD128) -> pkg/wasm/
   test    everything CI runs (setup, model, build, native + wasm tests)
   demo    the main job: set up, fetch the model, build, run it natively, serve the page
+  bench   edgellm vs wllama side by side in headless Chromium [--rounds N] [--sustained S]
 USAGE
 }
 
@@ -127,6 +143,7 @@ case "${1:-help}" in
   build) cmd_setup; cmd_build ;;
   test) cmd_test ;;
   demo) cmd_demo ;;
+  bench) shift; cmd_bench "$@" ;;
   help|-h|--help) usage ;;
   *) usage; exit 2 ;;
 esac

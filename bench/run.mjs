@@ -1,0 +1,190 @@
+// Side-by-side benchmark, one run: edgellm (../pkg) and wllama (npm @wllama/wllama, llama.cpp in
+// wasm) on the same GGUF, the same prompt, greedy, in the same headless Chromium (playwright-core
+// + /usr/bin/chromium), alternating engines for several rounds, each round on a fresh (cold)
+// browser profile with no model cache. Everything is served from 127.0.0.1; Chromium is kept off
+// every other host.
+//
+//   node bench/run.mjs [--rounds N] [--tokens 128] [--prompt-tokens 128] [--sustained S]
+//                      [--model path.gguf] [--only edgellm|wllama]
+//
+// Per engine: cold load s (worker start + download + load), TTFT ms, prefill tok/s (prompt
+// tokens / TTFT), decode tok/s ((tokens-1) / time from first to last token), peak wasm memory MB
+// (largest WebAssembly.Memory the worker created, sampled every 100 ms) and renderer peak RSS MB
+// (VmHWM/VmRSS of this browser's renderer processes from /proc, polled every 100 ms), medians over
+// the rounds, then the ratios edgellm / wllama. Speed figures are only meaningful as ratios
+// within one run: the machine is shared.
+import http from 'node:http';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execFileSync } from 'node:child_process';
+import { chromium } from 'playwright-core';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const args = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : dflt;
+};
+const ROUNDS = +opt('rounds', 3);
+const N_PREDICT = +opt('tokens', 128);
+const PROMPT_TOKENS = +opt('prompt-tokens', 128);
+const SUSTAINED = +opt('sustained', 0);
+const ONLY = opt('only', null);
+const MODEL = path.resolve(opt('model', path.join(ROOT, 'models/gemma-3-270m-q4_k_m.gguf')));
+const WLLAMA_WASM = path.join(ROOT, 'bench/node_modules/@wllama/wllama/esm/wasm/wllama.wasm');
+const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+
+for (const [f, what] of [[MODEL, 'model (./build.sh model)'], [path.join(ROOT, 'pkg/wasm/edgellm_bg.wasm'), 'edgellm wasm (./build.sh build)'], [WLLAMA_WASM, 'wllama (npm install in bench/)']]) {
+  if (!fs.existsSync(f)) {
+    console.error(`bench: missing ${what}: ${f}`);
+    process.exit(2);
+  }
+}
+
+// ---- the prompt: a fixed English text cut to PROMPT_TOKENS tokens by the native tokenizer ----
+function cli() {
+  if (process.env.EDGELLM_CLI) return process.env.EDGELLM_CLI;
+  for (const d of [process.env.CARGO_TARGET_DIR, path.join(ROOT, 'target')].filter(Boolean)) {
+    const p = path.join(d, 'release/edgellm');
+    if (fs.existsSync(p)) return p;
+  }
+  return null;
+}
+const TEXT = fs.readFileSync(path.join(ROOT, 'bench/prompt.txt'), 'utf8');
+function promptOfTokens(n) {
+  const bin = cli();
+  if (!bin) return { prompt: TEXT.split(/\s+/).slice(0, Math.round(n * 0.75)).join(' '), counted: false };
+  // Grow a word prefix until the tokenizer (BOS included) says n tokens.
+  const words = TEXT.split(/\s+/);
+  let lo = 1;
+  let hi = words.length;
+  const count = (k) => {
+    const out = execFileSync(bin, ['tokenize', '--model', MODEL, '--text', words.slice(0, k).join(' ')], { encoding: 'utf8' });
+    const ids = out.match(/\d+/g) || [];
+    return ids.length;
+  };
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (count(mid) <= n) lo = mid;
+    else hi = mid - 1;
+  }
+  return { prompt: words.slice(0, lo).join(' '), counted: count(lo) };
+}
+
+// ---- 127.0.0.1 static server (Range-capable) ----
+const MIME = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json', '.gguf': 'application/octet-stream' };
+function startServer() {
+  const server = http.createServer((req, res) => {
+    const u = new URL(req.url, 'http://x');
+    let file;
+    if (u.pathname === '/model.gguf') file = MODEL;
+    else if (u.pathname === '/wllama.wasm') file = WLLAMA_WASM;
+    else if (/^\/(pkg|bench)\//.test(u.pathname)) file = path.join(ROOT, path.normalize(decodeURIComponent(u.pathname)).replace(/^\/+/, ''));
+    if (!file || !file.startsWith(ROOT) && file !== MODEL || !fs.existsSync(file) || fs.statSync(file).isDirectory()) {
+      res.writeHead(404).end();
+      return;
+    }
+    const size = fs.statSync(file).size;
+    const headers = { 'Content-Type': MIME[path.extname(file)] || 'application/octet-stream', 'Accept-Ranges': 'bytes', 'Cache-Control': 'no-store' };
+    const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range || '');
+    if (m) {
+      const start = +m[1];
+      const end = m[2] ? Math.min(+m[2], size - 1) : size - 1;
+      res.writeHead(206, { ...headers, 'Content-Range': `bytes ${start}-${end}/${size}`, 'Content-Length': end - start + 1 });
+      if (req.method === 'HEAD') return res.end();
+      fs.createReadStream(file, { start, end }).pipe(res);
+    } else {
+      res.writeHead(200, { ...headers, 'Content-Length': size });
+      if (req.method === 'HEAD') return res.end();
+      fs.createReadStream(file).pipe(res);
+    }
+  });
+  return new Promise((r) => server.listen(0, '127.0.0.1', () => r(server)));
+}
+
+// ---- renderer RSS from /proc ----
+function rendererPids(profileDir) {
+  const pids = [];
+  for (const p of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    try {
+      const cmd = fs.readFileSync(`/proc/${p}/cmdline`, 'utf8');
+      if (cmd.includes('--type=renderer') && cmd.includes(profileDir)) pids.push(p);
+    } catch {}
+  }
+  return pids;
+}
+function rssMb(pid) {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (k) => +((new RegExp(`${k}:\\s+(\\d+)`).exec(s) || [])[1] || 0);
+    return Math.max(kb('VmRSS'), kb('VmHWM')) / 1024;
+  } catch {
+    return 0;
+  }
+}
+
+const CHROMIUM_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-quic', '--no-first-run', '--disable-gpu', '--enable-precise-memory-info', '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1', '--proxy-server=http://127.0.0.1:9', '--proxy-bypass-list=127.0.0.1'];
+
+async function runOnce(engine, origin, prompt) {
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'edgellm-bench-'));
+  const ctx = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+  let peakRss = 0;
+  const poll = setInterval(() => {
+    for (const pid of rendererPids(profile)) peakRss = Math.max(peakRss, rssMb(pid));
+  }, 100);
+  try {
+    const page = ctx.pages()[0] || (await ctx.newPage());
+    page.on('pageerror', (e) => console.error(`[${engine} page error]`, e.message));
+    await page.goto(`${origin}/bench/page.html`);
+    await page.waitForFunction(() => window.benchReady, null, { timeout: 30_000 });
+    const fn = engine === 'edgellm' ? 'runEdgellm' : 'runWllama';
+    const r = await page.evaluate(([fn, o]) => window[fn](o), [fn, { modelUrl: `${origin}/model.gguf`, wasmUrl: `${origin}/wllama.wasm`, prompt, nPredict: N_PREDICT, sustainedS: SUSTAINED }]);
+    for (const pid of rendererPids(profile)) peakRss = Math.max(peakRss, rssMb(pid));
+    r.rss_mb = peakRss;
+    return r;
+  } finally {
+    clearInterval(poll);
+    await ctx.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+}
+
+const median = (xs) => {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  return s.length ? s[(s.length - 1) >> 1] : NaN;
+};
+
+const server = await startServer();
+const origin = `http://127.0.0.1:${server.address().port}`;
+const { prompt, counted } = promptOfTokens(PROMPT_TOKENS);
+console.log(`bench: ${path.basename(MODEL)}, prompt ${counted || '~' + PROMPT_TOKENS} tokens, ${N_PREDICT} greedy tokens, ${ROUNDS} rounds, Chromium ${execFileSync(CHROMIUM, ['--version'], { encoding: 'utf8' }).trim()}`);
+console.log(`loadavg before: ${fs.readFileSync('/proc/loadavg', 'utf8').trim()}`);
+const engines = ONLY ? [ONLY] : ['edgellm', 'wllama'];
+const results = Object.fromEntries(engines.map((e) => [e, []]));
+const KEYS = ['load_s', 'ttft_ms', 'prefill_tps', 'decode_tps', 'wasm_mb', 'rss_mb'];
+try {
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = round % 2 ? [...engines].reverse() : engines;
+    for (const e of order) {
+      const r = await runOnce(e, origin, prompt);
+      results[e].push(r);
+      console.log(`round ${round + 1} ${e.padEnd(8)} ${KEYS.map((k) => `${k}=${(+r[k]).toFixed(k.endsWith('tps') || k === 'load_s' ? 2 : 0)}`).join(' ')} prompt_tokens=${r.prompt_tokens} tokens=${r.tokens}${r.windows ? ` windows=[${r.windows.map((x) => x.toFixed(2)).join(', ')}]` : ''}${r.timings ? ` (wllama timings: prefill ${r.timings.prompt_per_second?.toFixed(2)} tok/s, decode ${r.timings.predicted_per_second?.toFixed(2)} tok/s)` : ''}`);
+    }
+  }
+} finally {
+  server.close();
+}
+console.log(`loadavg after: ${fs.readFileSync('/proc/loadavg', 'utf8').trim()}`);
+console.log('\nmedians          ' + KEYS.map((k) => k.padStart(12)).join(''));
+const med = {};
+for (const e of engines) {
+  med[e] = Object.fromEntries(KEYS.map((k) => [k, median(results[e].map((r) => +r[k]))]));
+  console.log(e.padEnd(17) + KEYS.map((k) => med[e][k].toFixed(2).padStart(12)).join(''));
+}
+if (med.edgellm && med.wllama) {
+  console.log('edgellm/wllama   ' + KEYS.map((k) => (med.edgellm[k] / med.wllama[k]).toFixed(2).padStart(12)).join(''));
+  console.log('(ratios > 1 are better for prefill_tps and decode_tps; < 1 is better for load_s, ttft_ms, wasm_mb, rss_mb)');
+}
