@@ -71,12 +71,11 @@ impl Weight {
 #[derive(Default, Debug)]
 pub struct MatmulScratch {
     act: Vec<u8>,
-    row: Vec<u8>,
 }
 
 impl MatmulScratch {
     pub fn bytes(&self) -> usize {
-        self.act.capacity() + self.row.capacity()
+        self.act.capacity()
     }
 }
 
@@ -91,8 +90,7 @@ pub fn matmul(w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> 
     let ab = w.act_row_bytes;
     s.act.resize(n_tok * ab, 0);
     for t in 0..n_tok {
-        quant::quantize_activation(w.act_ty, &x[t * n_in..(t + 1) * n_in], &mut s.row)?;
-        s.act[t * ab..(t + 1) * ab].copy_from_slice(&s.row);
+        quant::quantize_activation_into(w.act_ty, &x[t * n_in..(t + 1) * n_in], &mut s.act[t * ab..(t + 1) * ab])?;
     }
     let kernel = w.kernel;
     let mut t0 = 0;

@@ -304,6 +304,16 @@ pub fn quantize_activation(
     Ok(())
 }
 
+/// Quantize one activation row `x` into `dst`, which must be exactly its byte size (a slice of
+/// a larger scratch buffer: no intermediate copy).
+pub fn quantize_activation_into(act_ty: GgmlType, x: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+    let kernel = quantize_kernel(act_ty)?;
+    let bytes = row_bytes(act_ty, x.len())?;
+    check_len(act_ty, "activation row bytes", bytes, dst.len())?;
+    kernel(x, dst);
+    Ok(())
+}
+
 /// Validate, once, the lengths of a weight row and an activation row of `n` elements for
 /// `vec_dot` on `w_ty` (the activation being `vec_dot_type(w_ty)`).
 pub fn check_vec_dot(
