@@ -78,7 +78,8 @@ cmd_test() {
   cmd_build
   log "test: native (cargo test, optimized test profile)"
   EDGELLM_REQUIRE_MODEL=1 cargo test --all-targets
-  log "test: wasm32 under Node (wasm-bindgen-test)"
+  log "test: wasm32 under Node (wasm-bindgen-test): SIMD128 kernels vs scalar, tokenizer timing"
+  cargo test --target wasm32-unknown-unknown --lib
   local wasm_tests=()
   # wasm test files are the ones gated to wasm32 (natively they compile to nothing).
   for f in $(grep -l '^#!\[cfg(target_arch = "wasm32")\]' tests/*.rs); do
