@@ -93,7 +93,9 @@ cmd_test() {
 }
 
 # The main job: everything set up, the model fetched, the engine run natively once, then the
-# page served on 127.0.0.1 (Ctrl-C stops it). DEMO_NO_SERVE=1 stops after the native run.
+# page (www/serve.js, COOP/COEP) and the native OpenAI-compatible server (`edgellm serve`, the
+# router's remote side) served on 127.0.0.1 (Ctrl-C stops both; PORT / API_PORT pick the ports).
+# DEMO_NO_SERVE=1 stops after the native run.
 cmd_demo() {
   cmd_setup
   cmd_model
@@ -106,9 +108,18 @@ cmd_demo() {
     --max-tokens "${MAX_TOKENS:-32}" --temperature 0
   echo
   [ "${DEMO_NO_SERVE:-0}" = 1 ] && return 0
-  local port="${PORT:-8080}"
-  log "demo: open http://127.0.0.1:$port/www/?model=/models/gemma-3-270m-q4_k_m.gguf"
-  exec node www/serve.js --port "$port" --host 127.0.0.1
+  # The native server (the router's remote side; CORS for the page) and the page's static server
+  # (COOP/COEP), both on 127.0.0.1, both stopped on exit.
+  local port="${PORT:-8080}" api_port="${API_PORT:-8081}"
+  log "demo: edgellm serve on http://127.0.0.1:$api_port/v1"
+  "$bin" serve --model "$MODEL" --host 127.0.0.1 --port "$api_port" --cors-origin "http://127.0.0.1:$port" &
+  local serve_pid=$!
+  node www/serve.js --port "$port" --host 127.0.0.1 --query "server=http://127.0.0.1:$api_port/v1" &
+  local web_pid=$!
+  trap "kill $serve_pid $web_pid 2>/dev/null || true" EXIT
+  trap 'exit 130' INT TERM
+  log "demo: open http://127.0.0.1:$port/www/?server=http://127.0.0.1:$api_port/v1 (Ctrl-C stops both servers)"
+  wait "$web_pid"
 }
 
 # Side-by-side benchmark against wllama (bench/run.mjs): same GGUF, prompt and Chromium.
@@ -133,7 +144,7 @@ usage: ./build.sh <command>
   model   fetch + verify the default model into models/
   build   native CLI + release wasm (SIMD128) -> pkg/wasm/
   test    everything CI runs (setup, model, build, native + wasm tests)
-  demo    the main job: set up, fetch the model, build, run it natively, serve the page
+  demo    the main job: set up, fetch the model, build, run it natively, serve the page + edgellm serve
   bench   edgellm vs wllama side by side in headless Chromium [--rounds N] [--sustained S]
 USAGE
 }

@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // Serves the demo page on 127.0.0.1: www/ and pkg/ from the repository, and the models in
-// models/ under /models/ (with Range support, so interrupted downloads resume).
+// models/ under /models/ (with Range support, so interrupted downloads resume). Every response
+// carries COOP/COEP (the page is cross-origin isolated, as a threaded wasm build needs) and CORP.
 //
-//   node www/serve.js [--port 8080] [--host 127.0.0.1]
+//   node www/serve.js [--port 8080] [--host 127.0.0.1] [--query 'server=http://127.0.0.1:8081/v1']
 //   → open http://127.0.0.1:8080/www/?model=/models/gemma-3-270m-q4_k_m.gguf
 //
+// `--port 0` picks a free port; the first line printed is `edgellm demo: <url>`.
 // Needs `./build.sh build` first (it generates pkg/wasm/).
 import http from 'node:http';
 import fs from 'node:fs';
@@ -18,12 +20,25 @@ const arg = (name, dflt) => {
 };
 const port = Number(arg('port', process.env.PORT || 8080));
 const host = arg('host', '127.0.0.1');
-const MIME = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8', '.json': 'application/json', '.wasm': 'application/wasm', '.gguf': 'application/octet-stream', '.ts': 'text/plain; charset=utf-8' };
+const query = arg('query', '');
+const MIME = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.mjs': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8', '.json': 'application/json', '.svg': 'image/svg+xml', '.wasm': 'application/wasm', '.gguf': 'application/octet-stream', '.ts': 'text/plain; charset=utf-8' };
+// Cross-origin isolation (SharedArrayBuffer for a threaded build); the page's own files are
+// same-origin, and a server the router talks to answers with CORS.
+const ISOLATION = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp', 'Cross-Origin-Resource-Policy': 'same-origin' };
 const ALLOWED = ['www/', 'pkg/', 'models/'];
 
 const server = http.createServer((req, res) => {
-  let rel = decodeURIComponent(new URL(req.url, 'http://x').pathname).replace(/^\/+/, '');
-  if (rel === '' || rel === 'www') rel = 'www/';
+  const u = new URL(req.url, 'http://x');
+  let rel;
+  try {
+    rel = decodeURIComponent(u.pathname).replace(/^\/+/, '');
+  } catch {
+    return send(res, 400, 'bad path');
+  }
+  if (rel === '' || rel === 'www') {
+    res.writeHead(302, { Location: `/www/${u.search}`, ...ISOLATION });
+    return res.end();
+  }
   if (!ALLOWED.some((a) => rel.startsWith(a))) return send(res, 404, 'not found');
   let file = path.join(root, rel);
   if (!file.startsWith(root + path.sep)) return send(res, 404, 'not found');
@@ -36,7 +51,7 @@ const server = http.createServer((req, res) => {
   }
   if (!st.isFile()) return send(res, 404, 'not found');
   const etag = `"${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`;
-  const headers = { 'Content-Type': MIME[path.extname(file)] || 'application/octet-stream', 'Accept-Ranges': 'bytes', ETag: etag, 'Cache-Control': 'no-cache' };
+  const headers = { 'Content-Type': MIME[path.extname(file)] || 'application/octet-stream', 'Accept-Ranges': 'bytes', ETag: etag, 'Cache-Control': 'no-cache', ...ISOLATION };
   let start = 0;
   let end = st.size - 1;
   let status = 200;
@@ -45,7 +60,7 @@ const server = http.createServer((req, res) => {
     start = Number(m[1]);
     end = m[2] ? Math.min(Number(m[2]), st.size - 1) : st.size - 1;
     if (start > end) {
-      res.writeHead(416, { 'Content-Range': `bytes */${st.size}` });
+      res.writeHead(416, { 'Content-Range': `bytes */${st.size}`, ...ISOLATION });
       return res.end();
     }
     status = 206;
@@ -58,13 +73,13 @@ const server = http.createServer((req, res) => {
 });
 
 function send(res, code, text) {
-  res.writeHead(code, { 'Content-Type': 'text/plain' });
+  res.writeHead(code, { 'Content-Type': 'text/plain', ...ISOLATION });
   res.end(text + '\n');
 }
 
 server.listen(port, host, () => {
   const models = fs.existsSync(path.join(root, 'models')) ? fs.readdirSync(path.join(root, 'models')).filter((f) => f.endsWith('.gguf')) : [];
-  const q = models.length ? `?model=/models/${models[0]}` : '';
-  console.log(`edgellm demo: http://${host}:${port}/www/${q}`);
+  const q = [models.length ? `model=/models/${models[0]}` : '', query].filter(Boolean).join('&');
+  console.log(`edgellm demo: http://${host}:${server.address().port}/www/${q ? `?${q}` : ''}`);
   if (!fs.existsSync(path.join(root, 'pkg/wasm/edgellm_bg.wasm'))) console.log('note: pkg/wasm/ is missing: run ./build.sh build first');
 });
