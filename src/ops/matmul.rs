@@ -93,12 +93,36 @@ pub fn matmul(w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> 
         quant::quantize_activation_into(w.act_ty, &x[t * n_in..(t + 1) * n_in], &mut s.act[t * ab..(t + 1) * ab])?;
     }
     let kernel = w.kernel;
+    let rb = w.row_bytes;
+    let x4 = quant::vec_dot_x4_kernels(w.ty);
+    if let (Some((rows4, _)), 1) = (x4, n_tok) {
+        // Decode: four weight rows per call share the activation's unpacking.
+        let n4 = n_out / 4 * 4;
+        for r in (0..n4).step_by(4) {
+            out[r..r + 4].copy_from_slice(&rows4(&w.data[r * rb..(r + 4) * rb], rb, &s.act[..ab], n_in));
+        }
+        for r in n4..n_out {
+            out[r] = kernel(&w.data[r * rb..(r + 1) * rb], &s.act[..ab], n_in);
+        }
+        return Ok(());
+    }
     let mut t0 = 0;
     while t0 < n_tok {
         let t1 = (t0 + TOKEN_TILE).min(n_tok);
         for r in 0..n_out {
-            let wr = &w.data[r * w.row_bytes..(r + 1) * w.row_bytes];
-            for t in t0..t1 {
+            let wr = &w.data[r * rb..(r + 1) * rb];
+            let mut t = t0;
+            if let Some((_, toks4)) = x4 {
+                // Prefill: each weight block unpacked once for four tokens.
+                while t + 4 <= t1 {
+                    let v = toks4(wr, &s.act[t * ab..(t + 4) * ab], ab, n_in);
+                    for (k, &o) in v.iter().enumerate() {
+                        out[(t + k) * n_out + r] = o;
+                    }
+                    t += 4;
+                }
+            }
+            for t in t..t1 {
                 out[t * n_out + r] = kernel(wr, &s.act[t * ab..(t + 1) * ab], n_in);
             }
         }

@@ -193,6 +193,34 @@ pub fn vec_dot_kernel(w_ty: GgmlType) -> Result<VecDotKernel, QuantError> {
     vec_dot_kernel_scalar(w_ty)
 }
 
+/// Four dots at once: four consecutive weight rows (`w`, `row_bytes` apart) against one
+/// activation row; lane k is bit-identical to `vec_dot` of row k.
+pub type VecDotRows4 = fn(w: &[u8], row_bytes: usize, act: &[u8], n: usize) -> [f32; 4];
+
+/// Four dots at once: one weight row against four consecutive activation rows (`act`,
+/// `act_row_bytes` apart); lane k is bit-identical to `vec_dot` with activation row k.
+pub type VecDotToks4 = fn(w_row: &[u8], act: &[u8], act_row_bytes: usize, n: usize) -> [f32; 4];
+
+/// The four-at-once kernels for `w_ty` where this build has them (SIMD128 builds, Q4_0/Q5_0/
+/// Q8_0 weights); lengths as for `VecDotKernel`, validated once by the caller.
+pub fn vec_dot_x4_kernels(w_ty: GgmlType) -> Option<(VecDotRows4, VecDotToks4)> {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        use GgmlType::*;
+        match w_ty {
+            Q4_0 => Some((simd128::rows4_q4_0 as VecDotRows4, simd128::toks4_q4_0 as VecDotToks4)),
+            Q5_0 => Some((simd128::rows4_q5_0, simd128::toks4_q5_0)),
+            Q8_0 => Some((simd128::rows4_q8_0, simd128::toks4_q8_0)),
+            _ => None,
+        }
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        let _ = w_ty;
+        None
+    }
+}
+
 /// Whether this build has a SIMD twin for `w_ty` (false on every native build).
 pub fn has_simd_vec_dot(w_ty: GgmlType) -> bool {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]

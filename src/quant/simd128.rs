@@ -402,3 +402,158 @@ pub(super) fn vec_dot_q2_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
     }
     sumf
 }
+
+// ---- Four dots at once (matmul): four weight rows × one activation row (decode), or one
+// weight row × four activation rows (prefill). Lane k of every vector belongs to dot k; each
+// lane's integer block sum is the same exact i32 as the one-row kernel's, and its float term
+// (`comb`, the scalar expression) is added to that lane's running sum once per block, in block
+// order, starting from 0: the scalar kernel's sequence of f32 operations, so every lane is
+// bit-identical to the scalar dot. The shared operand is unpacked/widened once per block.
+
+/// i8x16 -> its two i16x8 halves.
+#[inline(always)]
+fn widen(v: v128) -> (v128, v128) {
+    (i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v))
+}
+
+/// i32x4 partial sums of 32 products, one side already widened to i16 (`(l0, h0, l1, h1)`).
+#[inline(always)]
+fn dot_w(p: &(v128, v128, v128, v128), a: v128, b: v128) -> v128 {
+    let (al, ah) = widen(a);
+    let (bl, bh) = widen(b);
+    i32x4_add(
+        i32x4_add(i32x4_dot_i16x8(p.0, al), i32x4_dot_i16x8(p.1, ah)),
+        i32x4_add(i32x4_dot_i16x8(p.2, bl), i32x4_dot_i16x8(p.3, bh)),
+    )
+}
+
+#[inline(always)]
+fn widen2(a: v128, b: v128) -> (v128, v128, v128, v128) {
+    let (al, ah) = widen(a);
+    let (bl, bh) = widen(b);
+    (al, ah, bl, bh)
+}
+
+#[inline(always)]
+fn store4(v: v128) -> [f32; 4] {
+    [f32x4_extract_lane::<0>(v), f32x4_extract_lane::<1>(v), f32x4_extract_lane::<2>(v), f32x4_extract_lane::<3>(v)]
+}
+
+/// Four weight rows (`w`, consecutive, `rb` bytes apart) × one Q8_0 activation row.
+/// `unpack(block)` gives the block's 32 weight quants as two i8x16 (elements 0..16, 16..32).
+#[inline(always)]
+fn rows4_q8_0_family(
+    w: &[u8],
+    rb: usize,
+    a: &[u8],
+    nb: usize,
+    wb: usize,
+    unpack: impl Fn(&[u8]) -> (v128, v128),
+    comb: impl Fn(v128, v128, v128) -> v128,
+) -> [f32; 4] {
+    let (r0, r1, r2, r3) = (&w[..rb], &w[rb..2 * rb], &w[2 * rb..3 * rb], &w[3 * rb..4 * rb]);
+    let (r0, r1, r2, r3) = (&r0[..nb * wb], &r1[..nb * wb], &r2[..nb * wb], &r3[..nb * wb]);
+    let a = &a[..nb * Q8_0_BYTES];
+    let mut acc = f32x4_splat(0.0);
+    for i in 0..nb {
+        let y = &a[i * Q8_0_BYTES..(i + 1) * Q8_0_BYTES];
+        let p = widen2(ld(y, 2), ld(y, 18));
+        let (x0, x1, x2, x3) =
+            (&r0[i * wb..(i + 1) * wb], &r1[i * wb..(i + 1) * wb], &r2[i * wb..(i + 1) * wb], &r3[i * wb..(i + 1) * wb]);
+        let d = |x: &[u8]| {
+            let (l, h) = unpack(x);
+            dot_w(&p, l, h)
+        };
+        let s = reduce4(d(x0), d(x1), d(x2), d(x3));
+        let dx = f16x4(rd16(x0, 0), rd16(x1, 0), rd16(x2, 0), rd16(x3, 0));
+        let dy = f32x4_splat(read_f16(y, 0));
+        acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
+    }
+    store4(acc)
+}
+
+/// One weight row × four Q8_0 activation rows (`a`, consecutive, `ab` bytes apart).
+#[inline(always)]
+fn toks4_q8_0_family(
+    w: &[u8],
+    a: &[u8],
+    ab: usize,
+    nb: usize,
+    wb: usize,
+    unpack: impl Fn(&[u8]) -> (v128, v128),
+    comb: impl Fn(v128, v128, v128) -> v128,
+) -> [f32; 4] {
+    let w = &w[..nb * wb];
+    let (a0, a1, a2, a3) = (&a[..ab], &a[ab..2 * ab], &a[2 * ab..3 * ab], &a[3 * ab..4 * ab]);
+    let q = Q8_0_BYTES;
+    let (a0, a1, a2, a3) = (&a0[..nb * q], &a1[..nb * q], &a2[..nb * q], &a3[..nb * q]);
+    let mut acc = f32x4_splat(0.0);
+    for i in 0..nb {
+        let x = &w[i * wb..(i + 1) * wb];
+        let (l, h) = unpack(x);
+        let p = widen2(l, h);
+        let (y0, y1, y2, y3) = (&a0[i * q..(i + 1) * q], &a1[i * q..(i + 1) * q], &a2[i * q..(i + 1) * q], &a3[i * q..(i + 1) * q]);
+        let d = |y: &[u8]| dot_w(&p, ld(y, 2), ld(y, 18));
+        let s = reduce4(d(y0), d(y1), d(y2), d(y3));
+        let dx = f32x4_splat(read_f16(x, 0));
+        let dy = f16x4(rd16(y0, 0), rd16(y1, 0), rd16(y2, 0), rd16(y3, 0));
+        acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
+    }
+    store4(acc)
+}
+
+#[inline(always)]
+fn unpack_q8_0(x: &[u8]) -> (v128, v128) {
+    (ld(x, 2), ld(x, 18))
+}
+
+#[inline(always)]
+fn unpack_q5_0(x: &[u8]) -> (v128, v128) {
+    let m4 = u8x16_splat(0x0f);
+    let e16 = i8x16_splat(16);
+    let qh = qh_at(x, 2);
+    let b = ld(x, 6);
+    let lo = i8x16_sub(v128_or(v128_and(b, m4), qh_bits16(qh, 0)), e16);
+    let hi = i8x16_sub(v128_or(u8x16_shr(b, 4), qh_bits16(qh, 16)), e16);
+    (lo, hi)
+}
+
+#[inline(always)]
+fn unpack_q4_0(x: &[u8]) -> (v128, v128) {
+    let b = ld(x, 2);
+    let e8 = i8x16_splat(8);
+    (i8x16_sub(v128_and(b, u8x16_splat(0x0f)), e8), i8x16_sub(u8x16_shr(b, 4), e8))
+}
+
+// The scalar float terms: Q8_0 `sumi * (dx*dy)`, Q4_0 `sumi * dx * dy`, Q5_0 `(dx*dy) * sumi`.
+#[inline(always)]
+fn comb_q8_0(s: v128, dx: v128, dy: v128) -> v128 {
+    f32x4_mul(s, f32x4_mul(dx, dy))
+}
+#[inline(always)]
+fn comb_q4_0(s: v128, dx: v128, dy: v128) -> v128 {
+    f32x4_mul(f32x4_mul(s, dx), dy)
+}
+#[inline(always)]
+fn comb_q5_0(s: v128, dx: v128, dy: v128) -> v128 {
+    f32x4_mul(f32x4_mul(dx, dy), s)
+}
+
+pub(super) fn rows4_q8_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+    rows4_q8_0_family(w, rb, a, n / QK, Q8_0_BYTES, unpack_q8_0, comb_q8_0)
+}
+pub(super) fn rows4_q4_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+    rows4_q8_0_family(w, rb, a, n / QK, Q4_0_BYTES, unpack_q4_0, comb_q4_0)
+}
+pub(super) fn rows4_q5_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+    rows4_q8_0_family(w, rb, a, n / QK, Q5_0_BYTES, unpack_q5_0, comb_q5_0)
+}
+pub(super) fn toks4_q8_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
+    toks4_q8_0_family(w, a, ab, n / QK, Q8_0_BYTES, unpack_q8_0, comb_q8_0)
+}
+pub(super) fn toks4_q4_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
+    toks4_q8_0_family(w, a, ab, n / QK, Q4_0_BYTES, unpack_q4_0, comb_q4_0)
+}
+pub(super) fn toks4_q5_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
+    toks4_q8_0_family(w, a, ab, n / QK, Q5_0_BYTES, unpack_q5_0, comb_q5_0)
+}

@@ -8,7 +8,7 @@
 //! floats; edge blocks (every weight byte 0x00 / 0xFF / 0x80 / 0x7F, activation quants all -128
 //! / 127 / 0, huge and tiny scales, zero scales); several lengths (1..=8 super-blocks).
 
-use super::{quantize_activation, vec_dot_kernel, vec_dot_kernel_scalar, vec_dot_type, f32_to_f16};
+use super::{quantize_activation, vec_dot_kernel, vec_dot_x4_kernels, vec_dot_kernel_scalar, vec_dot_type, f32_to_f16};
 use crate::gguf::GgmlType::{self, *};
 use wasm_bindgen_test::*;
 
@@ -145,6 +145,82 @@ fn extreme_integer_sums_match_scalar_bits() {
     }
 }
 
+/// The four-at-once kernels (matmul): lane k of rows4 = scalar(W[k], a), lane k of toks4 =
+/// scalar(w, A[k]), bit for bit; random and edge blocks, 1..=9 blocks and long rows.
+#[wasm_bindgen_test]
+fn x4_kernels_match_scalar_bits() {
+    let mut rng = Rng(11);
+    for ty in [Q4_0, Q5_0, Q8_0] {
+        let (rows4, toks4) = vec_dot_x4_kernels(ty).expect("x4 kernels");
+        let scalar = vec_dot_kernel_scalar(ty).unwrap();
+        let a_ty = vec_dot_type(ty);
+        let check = |w: &[u8], a: &[u8], n: usize, what: &str| {
+            let (rb, ab) = (blocks(ty, n), blocks(a_ty, n));
+            let r = rows4(w, rb, &a[..ab], n);
+            let t = toks4(&w[..rb], a, ab, n);
+            for k in 0..4 {
+                let want = scalar(&w[k * rb..(k + 1) * rb], &a[..ab], n);
+                assert_eq!(r[k].to_bits(), want.to_bits(), "{ty} rows4 {what} n={n} k={k}: {} vs {want}", r[k]);
+                let want = scalar(&w[..rb], &a[k * ab..(k + 1) * ab], n);
+                assert_eq!(t[k].to_bits(), want.to_bits(), "{ty} toks4 {what} n={n} k={k}: {} vs {want}", t[k]);
+            }
+        };
+        for n in (1..=9usize).map(|m| 32 * m).chain([640, 2048]) {
+            for _ in 0..20 {
+                let mut w = rng.bytes(4 * blocks(ty, n));
+                set_scales(ty, &mut w, &mut || rng.scale());
+                let mut a = rng.bytes(4 * blocks(a_ty, n));
+                set_scales(a_ty, &mut a, &mut || rng.scale());
+                check(&w, &a, n, "random");
+                let x: Vec<f32> = (0..4 * n).map(|_| rng.normal()).collect();
+                let mut q = Vec::new();
+                quantize_activation(a_ty, &x, &mut q).unwrap();
+                check(&w, &q, n, "quantized");
+            }
+            for wb in [0x00u8, 0xff, 0x80, 0x7f] {
+                for abyte in [0x80u8, 0x7f, 0x00] {
+                    let mut w = vec![wb; 4 * blocks(ty, n)];
+                    set_scales(ty, &mut w, &mut || 1.0);
+                    let mut a = vec![abyte; 4 * blocks(a_ty, n)];
+                    set_scales(a_ty, &mut a, &mut || 1.0);
+                    check(&w, &a, n, "edge");
+                }
+            }
+        }
+    }
+}
+
+/// `ops::matmul` with the four-at-once kernels (decode: rows4; prefill: toks4 plus the
+/// per-token remainder) gives every output the scalar kernel's bits.
+#[wasm_bindgen_test]
+fn matmul_x4_matches_scalar_bits() {
+    use crate::ops::matmul::{matmul, MatmulScratch, Weight};
+    let mut rng = Rng(5);
+    for ty in [Q4_0, Q5_0, Q8_0, Q4_K] {
+        let (n_in, n_out) = (256, 7);
+        let rb = blocks(ty, n_in);
+        let mut data = rng.bytes(rb * n_out);
+        set_scales(ty, &mut data, &mut || rng.scale());
+        let w = Weight::new(ty, n_in, n_out, data.clone()).unwrap();
+        let scalar = vec_dot_kernel_scalar(ty).unwrap();
+        let mut s = MatmulScratch::default();
+        for n_tok in [1usize, 2, 4, 6, 37] {
+            let x: Vec<f32> = (0..n_tok * n_in).map(|_| rng.normal()).collect();
+            let mut out = vec![0f32; n_tok * n_out];
+            matmul(&w, &x, &mut out, &mut s).unwrap();
+            let mut q = Vec::new();
+            for t in 0..n_tok {
+                quantize_activation(vec_dot_type(ty), &x[t * n_in..(t + 1) * n_in], &mut q).unwrap();
+                for r in 0..n_out {
+                    let want = scalar(&data[r * rb..(r + 1) * rb], &q, n_in);
+                    let got = out[t * n_out + r];
+                    assert_eq!(got.to_bits(), want.to_bits(), "{ty} n_tok={n_tok} t={t} r={r}: {got} vs {want}");
+                }
+            }
+        }
+    }
+}
+
 #[wasm_bindgen::prelude::wasm_bindgen]
 extern "C" {
     #[wasm_bindgen(js_namespace = performance)]
@@ -183,6 +259,32 @@ fn kernel_throughput() {
             assert!(!sink.is_nan() || sink.is_nan());
             best
         };
+        if let Some((rows4, toks4)) = vec_dot_x4_kernels(ty) {
+            let mut best_r = f64::INFINITY;
+            let mut best_t = f64::INFINITY;
+            let mut sink = 0f32;
+            // rows4: the matvec four rows at a time; toks4: row r against 4 activation rows.
+            let ab = a.len();
+            let a4: Vec<u8> = (0..4).flat_map(|_| a.iter().copied()).collect();
+            for _ in 0..5 {
+                let t0 = now();
+                for r in (0..rows / 4 * 4).step_by(4) {
+                    sink += rows4(&w[r * rb..(r + 4) * rb], rb, &a, n)[0];
+                }
+                best_r = best_r.min((now() - t0) / 1e3);
+                let t0 = now();
+                for r in 0..rows / 4 {
+                    sink += toks4(&w[r * rb..(r + 1) * rb], &a4, ab, n)[0];
+                }
+                best_t = best_t.min((now() - t0) / 1e3);
+            }
+            assert!(!sink.is_nan() || sink.is_nan());
+            let macs = (n * rows) as f64;
+            log(&format!(
+                "{:<6} {:>5} {:>6}   rows4 {:>6.2} GMAC/s  toks4 {:>6.2} GMAC/s",
+                ty.to_string(), n, rows, macs / best_r / 1e9, macs / best_t / 1e9
+            ));
+        }
         let ts = time(vec_dot_kernel(ty).unwrap());
         let tr = time(vec_dot_kernel_scalar(ty).unwrap());
         let macs = (n * rows) as f64;
