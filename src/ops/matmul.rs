@@ -94,8 +94,8 @@ pub fn matmul(w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> 
     }
     let kernel = w.kernel;
     let rb = w.row_bytes;
-    let x4 = quant::vec_dot_x4_kernels(w.ty);
-    if let (Some((rows4, _)), 1) = (x4, n_tok) {
+    let toks4 = quant::vec_dot_toks4_kernel(w.ty);
+    if let (Some(rows4), 1) = (quant::vec_dot_rows4_kernel(w.ty), n_tok) {
         // Decode: four weight rows per call share the activation's unpacking.
         let n4 = n_out / 4 * 4;
         for r in (0..n4).step_by(4) {
@@ -112,7 +112,7 @@ pub fn matmul(w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> 
         for r in 0..n_out {
             let wr = &w.data[r * rb..(r + 1) * rb];
             let mut t = t0;
-            if let Some((_, toks4)) = x4 {
+            if let Some(toks4) = toks4 {
                 // Prefill: each weight block unpacked once for four tokens.
                 while t + 4 <= t1 {
                     let v = toks4(wr, &s.act[t * ab..(t + 4) * ab], ab, n_in);

@@ -201,16 +201,38 @@ pub type VecDotRows4 = fn(w: &[u8], row_bytes: usize, act: &[u8], n: usize) -> [
 /// `act_row_bytes` apart); lane k is bit-identical to `vec_dot` with activation row k.
 pub type VecDotToks4 = fn(w_row: &[u8], act: &[u8], act_row_bytes: usize, n: usize) -> [f32; 4];
 
-/// The four-at-once kernels for `w_ty` where this build has them (SIMD128 builds, Q4_0/Q5_0/
-/// Q8_0 weights); lengths as for `VecDotKernel`, validated once by the caller.
-pub fn vec_dot_x4_kernels(w_ty: GgmlType) -> Option<(VecDotRows4, VecDotToks4)> {
+/// The four-weight-rows kernel for `w_ty` where this build has one (SIMD128 builds: Q4_0,
+/// Q5_0, Q8_0); lengths as for `VecDotKernel`, validated once by the caller.
+pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<VecDotRows4> {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
         use GgmlType::*;
         match w_ty {
-            Q4_0 => Some((simd128::rows4_q4_0 as VecDotRows4, simd128::toks4_q4_0 as VecDotToks4)),
-            Q5_0 => Some((simd128::rows4_q5_0, simd128::toks4_q5_0)),
-            Q8_0 => Some((simd128::rows4_q8_0, simd128::toks4_q8_0)),
+            Q4_0 => Some(simd128::rows4_q4_0 as VecDotRows4),
+            Q5_0 => Some(simd128::rows4_q5_0),
+            Q8_0 => Some(simd128::rows4_q8_0),
+            _ => None,
+        }
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        let _ = w_ty;
+        None
+    }
+}
+
+/// The four-tokens kernel for `w_ty` where this build has one (SIMD128 builds: Q4_0, Q5_0,
+/// Q8_0, Q4_K, Q6_K).
+pub fn vec_dot_toks4_kernel(w_ty: GgmlType) -> Option<VecDotToks4> {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        use GgmlType::*;
+        match w_ty {
+            Q4_0 => Some(simd128::toks4_q4_0 as VecDotToks4),
+            Q5_0 => Some(simd128::toks4_q5_0),
+            Q8_0 => Some(simd128::toks4_q8_0),
+            Q4_K => Some(simd128::toks4_q4_k),
+            Q6_K => Some(simd128::toks4_q6_k),
             _ => None,
         }
     }

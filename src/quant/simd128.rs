@@ -557,3 +557,128 @@ pub(super) fn toks4_q4_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
 pub(super) fn toks4_q5_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
     toks4_q8_0_family(w, a, ab, n / QK, Q5_0_BYTES, unpack_q5_0, comb_q5_0)
 }
+
+/// The four activation rows of a toks4 call, cut to `nb` blocks of `bytes` each.
+#[inline(always)]
+fn act_rows4(a: &[u8], ab: usize, nb: usize, bytes: usize) -> [&[u8]; 4] {
+    let r = |k: usize| &a[k * ab..k * ab + nb * bytes];
+    [r(0), r(1), r(2), r(3)]
+}
+
+/// i16x8 halves of a small-valued i8x16 (`v`), each multiplied by `s` in i16 (the caller
+/// guarantees |q·s| < 2^15), so that Σ (s·q)·a = s·Σ q·a exactly in i32 afterwards.
+#[inline(always)]
+fn widen_scaled(v: v128, s: v128) -> (v128, v128) {
+    let (l, h) = widen(v);
+    (i16x8_mul(l, s), i16x8_mul(h, s))
+}
+
+/// Σ of 16 products: `w` (two i16x8, pre-scaled) · the i8x16 activation at `y[at..]`.
+#[inline(always)]
+fn dot16(w: (v128, v128), y: &[u8], at: usize) -> v128 {
+    let (l, h) = widen(ld(y, at));
+    i32x4_add(i32x4_dot_i16x8(w.0, l), i32x4_dot_i16x8(w.1, h))
+}
+
+/// One Q4_K weight row × four Q8_K activation rows. The nibbles (0..15) times their 6-bit
+/// sub-block scale (≤ 945) are formed once per block in i16 and shared by the four tokens;
+/// each token's isum is the same exact i32 as the one-row kernel's, its float term the same.
+pub(super) fn toks4_q4_k(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
+    let nb = n / QK_K;
+    let w = &w[..nb * Q4_K_BYTES];
+    let ar = act_rows4(a, ab, nb, Q8_K_BYTES);
+    let m4 = u8x16_splat(0x0f);
+    let mut sumf = f32x4_splat(0.0);
+    for i in 0..nb {
+        let x = &w[i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
+        let ys = [
+            &ar[0][i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES],
+            &ar[1][i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES],
+            &ar[2][i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES],
+            &ar[3][i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES],
+        ];
+        let (sc, m) = scales_mins(&x[4..16]);
+        let mut acc = [i32x4_splat(0); 4];
+        for c in 0..4 {
+            let (b0, b1) = (ld(x, 16 + 32 * c), ld(x, 32 + 32 * c));
+            let (sl, sh) = (i16x8_splat(sc[2 * c] as i16), i16x8_splat(sc[2 * c + 1] as i16));
+            let w0 = widen_scaled(v128_and(b0, m4), sl);
+            let w1 = widen_scaled(v128_and(b1, m4), sl);
+            let w2 = widen_scaled(u8x16_shr(b0, 4), sh);
+            let w3 = widen_scaled(u8x16_shr(b1, 4), sh);
+            let q = QS_AT + 64 * c;
+            for k in 0..4 {
+                let y = ys[k];
+                let s = i32x4_add(
+                    i32x4_add(dot16(w0, y, q), dot16(w1, y, q + 16)),
+                    i32x4_add(dot16(w2, y, q + 32), dot16(w3, y, q + 48)),
+                );
+                acc[k] = i32x4_add(acc[k], s);
+            }
+        }
+        let isum = f32x4_convert_i32x4(reduce4(acc[0], acc[1], acc[2], acc[3]));
+        let yb = [Q8KBlock::new(ys[0]), Q8KBlock::new(ys[1]), Q8KBlock::new(ys[2]), Q8KBlock::new(ys[3])];
+        let summs = f32x4_convert_i32x4(i32x4(
+            k_summs(&yb[0], &m),
+            k_summs(&yb[1], &m),
+            k_summs(&yb[2], &m),
+            k_summs(&yb[3], &m),
+        ));
+        let yd = f32x4(yb[0].d, yb[1].d, yb[2].d, yb[3].d);
+        let d = f32x4_mul(f32x4_splat(read_f16(x, 0)), yd);
+        let dmin = f32x4_mul(f32x4_splat(read_f16(x, 2)), yd);
+        // scalar: sumf += d * isum as f32 - dmin * summs as f32
+        sumf = f32x4_add(sumf, f32x4_sub(f32x4_mul(d, isum), f32x4_mul(dmin, summs)));
+    }
+    store4(sumf)
+}
+
+/// One Q6_K weight row × four Q8_K activation rows: the quants (-32..31) times their i8
+/// sub-block scale (|·| ≤ 4096) formed once per block in i16, shared by the four tokens.
+pub(super) fn toks4_q6_k(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
+    let nb = n / QK_K;
+    let w = &w[..nb * Q6_K_BYTES];
+    let ar = act_rows4(a, ab, nb, Q8_K_BYTES);
+    let m4 = u8x16_splat(0x0f);
+    let m30 = u8x16_splat(0x30);
+    let e32 = i8x16_splat(32);
+    let mut sumf = f32x4_splat(0.0);
+    for i in 0..nb {
+        let x = &w[i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES];
+        let ys = [
+            &ar[0][i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES],
+            &ar[1][i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES],
+            &ar[2][i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES],
+            &ar[3][i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES],
+        ];
+        let sc = &x[192..208];
+        let mut acc = [i32x4_splat(0); 4];
+        for h in 0..2 {
+            for l0 in [0usize, 16] {
+                let qa = ld(x, 64 * h + l0);
+                let qb = ld(x, 64 * h + 32 + l0);
+                let hb = ld(x, 128 + 32 * h + l0);
+                let q0 = i8x16_sub(v128_or(v128_and(qa, m4), v128_and(i8x16_shl(hb, 4), m30)), e32);
+                let q1 = i8x16_sub(v128_or(v128_and(qb, m4), v128_and(i8x16_shl(hb, 2), m30)), e32);
+                let q2 = i8x16_sub(v128_or(u8x16_shr(qa, 4), v128_and(hb, m30)), e32);
+                let q3 = i8x16_sub(v128_or(u8x16_shr(qb, 4), v128_and(u8x16_shr(hb, 2), m30)), e32);
+                let e = |s: usize| 128 * h + 32 * s + l0;
+                let s = |s: usize| i16x8_splat(sc[e(s) / 16] as i8 as i16);
+                let ws = [widen_scaled(q0, s(0)), widen_scaled(q1, s(1)), widen_scaled(q2, s(2)), widen_scaled(q3, s(3))];
+                for k in 0..4 {
+                    let y = ys[k];
+                    let t = i32x4_add(
+                        i32x4_add(dot16(ws[0], y, QS_AT + e(0)), dot16(ws[1], y, QS_AT + e(1))),
+                        i32x4_add(dot16(ws[2], y, QS_AT + e(2)), dot16(ws[3], y, QS_AT + e(3))),
+                    );
+                    acc[k] = i32x4_add(acc[k], t);
+                }
+            }
+        }
+        let isum = f32x4_convert_i32x4(reduce4(acc[0], acc[1], acc[2], acc[3]));
+        let yd = f32x4(Q8KBlock::new(ys[0]).d, Q8KBlock::new(ys[1]).d, Q8KBlock::new(ys[2]).d, Q8KBlock::new(ys[3]).d);
+        // scalar: sumf += (read_f16(x, 208) * y.d) * isum as f32
+        sumf = f32x4_add(sumf, f32x4_mul(f32x4_mul(f32x4_splat(read_f16(x, 208)), yd), isum));
+    }
+    store4(sumf)
+}

@@ -8,7 +8,7 @@
 //! floats; edge blocks (every weight byte 0x00 / 0xFF / 0x80 / 0x7F, activation quants all -128
 //! / 127 / 0, huge and tiny scales, zero scales); several lengths (1..=8 super-blocks).
 
-use super::{quantize_activation, vec_dot_kernel, vec_dot_x4_kernels, vec_dot_kernel_scalar, vec_dot_type, f32_to_f16};
+use super::{quantize_activation, vec_dot_kernel, vec_dot_rows4_kernel, vec_dot_toks4_kernel, vec_dot_kernel_scalar, vec_dot_type, f32_to_f16};
 use crate::gguf::GgmlType::{self, *};
 use wasm_bindgen_test::*;
 
@@ -150,22 +150,26 @@ fn extreme_integer_sums_match_scalar_bits() {
 #[wasm_bindgen_test]
 fn x4_kernels_match_scalar_bits() {
     let mut rng = Rng(11);
-    for ty in [Q4_0, Q5_0, Q8_0] {
-        let (rows4, toks4) = vec_dot_x4_kernels(ty).expect("x4 kernels");
+    for ty in [Q4_0, Q5_0, Q8_0, Q4_K, Q6_K] {
+        let rows4 = vec_dot_rows4_kernel(ty);
+        let toks4 = vec_dot_toks4_kernel(ty).expect("toks4 kernel");
         let scalar = vec_dot_kernel_scalar(ty).unwrap();
         let a_ty = vec_dot_type(ty);
         let check = |w: &[u8], a: &[u8], n: usize, what: &str| {
             let (rb, ab) = (blocks(ty, n), blocks(a_ty, n));
-            let r = rows4(w, rb, &a[..ab], n);
             let t = toks4(&w[..rb], a, ab, n);
             for k in 0..4 {
-                let want = scalar(&w[k * rb..(k + 1) * rb], &a[..ab], n);
-                assert_eq!(r[k].to_bits(), want.to_bits(), "{ty} rows4 {what} n={n} k={k}: {} vs {want}", r[k]);
+                if let Some(rows4) = rows4 {
+                    let r = rows4(w, rb, &a[..ab], n);
+                    let want = scalar(&w[k * rb..(k + 1) * rb], &a[..ab], n);
+                    assert_eq!(r[k].to_bits(), want.to_bits(), "{ty} rows4 {what} n={n} k={k}: {} vs {want}", r[k]);
+                }
                 let want = scalar(&w[..rb], &a[k * ab..(k + 1) * ab], n);
                 assert_eq!(t[k].to_bits(), want.to_bits(), "{ty} toks4 {what} n={n} k={k}: {} vs {want}", t[k]);
             }
         };
-        for n in (1..=9usize).map(|m| 32 * m).chain([640, 2048]) {
+        let ns: Vec<usize> = if ty.block_size() == 32 { (1..=9).map(|m| 32 * m).chain([640, 2048]).collect() } else { (1..=8).map(|m| 256 * m).collect() };
+        for n in ns {
             for _ in 0..20 {
                 let mut w = rng.bytes(4 * blocks(ty, n));
                 set_scales(ty, &mut w, &mut || rng.scale());
@@ -196,8 +200,8 @@ fn x4_kernels_match_scalar_bits() {
 fn matmul_x4_matches_scalar_bits() {
     use crate::ops::matmul::{matmul, MatmulScratch, Weight};
     let mut rng = Rng(5);
-    for ty in [Q4_0, Q5_0, Q8_0, Q4_K] {
-        let (n_in, n_out) = (256, 7);
+    for ty in [Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, Q5_K] {
+        let (n_in, n_out) = (512, 7);
         let rb = blocks(ty, n_in);
         let mut data = rng.bytes(rb * n_out);
         set_scales(ty, &mut data, &mut || rng.scale());
@@ -259,7 +263,8 @@ fn kernel_throughput() {
             assert!(!sink.is_nan() || sink.is_nan());
             best
         };
-        if let Some((rows4, toks4)) = vec_dot_x4_kernels(ty) {
+        if let Some(toks4) = vec_dot_toks4_kernel(ty) {
+            let rows4 = vec_dot_rows4_kernel(ty);
             let mut best_r = f64::INFINITY;
             let mut best_t = f64::INFINITY;
             let mut sink = 0f32;
@@ -268,8 +273,10 @@ fn kernel_throughput() {
             let a4: Vec<u8> = (0..4).flat_map(|_| a.iter().copied()).collect();
             for _ in 0..5 {
                 let t0 = now();
-                for r in (0..rows / 4 * 4).step_by(4) {
-                    sink += rows4(&w[r * rb..(r + 4) * rb], rb, &a, n)[0];
+                if let Some(rows4) = rows4 {
+                    for r in (0..rows / 4 * 4).step_by(4) {
+                        sink += rows4(&w[r * rb..(r + 4) * rb], rb, &a, n)[0];
+                    }
                 }
                 best_r = best_r.min((now() - t0) / 1e3);
                 let t0 = now();
@@ -280,9 +287,10 @@ fn kernel_throughput() {
             }
             assert!(!sink.is_nan() || sink.is_nan());
             let macs = (n * rows) as f64;
+            let r4 = if rows4.is_some() { format!("{:>6.2}", macs / best_r / 1e9) } else { "     -".into() };
             log(&format!(
-                "{:<6} {:>5} {:>6}   rows4 {:>6.2} GMAC/s  toks4 {:>6.2} GMAC/s",
-                ty.to_string(), n, rows, macs / best_r / 1e9, macs / best_t / 1e9
+                "{:<6} {:>5} {:>6}   rows4 {} GMAC/s  toks4 {:>6.2} GMAC/s",
+                ty.to_string(), n, rows, r4, macs / best_t / 1e9
             ));
         }
         let ts = time(vec_dot_kernel(ty).unwrap());
