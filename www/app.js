@@ -280,7 +280,7 @@ function paintModel(info) {
   $('model-info').hidden = false;
   $('model-name').textContent = info.name;
   const params = info.n_params ? `${info.n_params >= 1e9 ? (info.n_params / 1e9).toFixed(1) + 'B' : Math.round(info.n_params / 1e6) + 'M'} params` : null;
-  $('model-facts').textContent = [info.architecture, info.quantization, params, fmtBytes(info.file_size), `context ${info.max_context}`].filter(Boolean).join(' · ');
+  $('model-facts').textContent = [info.architecture, info.quantization, params, fmtBytes(info.file_size), `context ${info.max_context}`, `loaded in ${(info.load_ms / 1000).toFixed(1)} s`].filter(Boolean).join(' · ');
   const tag = $('model-source');
   tag.hidden = false;
   tag.dataset.source = info.source;
@@ -686,6 +686,10 @@ if ('serviceWorker' in navigator) {
 }
 startEngine()
   .then(async (engine) => {
+    if (params.get('autoload') && settings.model_url) {
+      load(settings.model_url, settings.model_url); // straight to 'loading': no idle state between
+      return;
+    }
     setState('empty');
     let cached = false;
     try {
@@ -695,8 +699,7 @@ startEngine()
       /* no cache: a download */
     }
     status(cached ? 'The model is in this browser’s cache: it loads without the network.' : 'Engine ready. Load a model: it is downloaded once, then kept in this browser.');
-    if (params.get('autoload') && settings.model_url) load(settings.model_url, settings.model_url);
-    else checkOffline();
+    checkOffline();
   })
   .catch((e) => {
     app.lastError = errInfo(e);

@@ -12,6 +12,8 @@ export class RateChart {
     this.reset();
     this.pending = false;
     new ResizeObserver(() => this.#schedule()).observe(canvas);
+    // Colours come from CSS variables: repaint when the colour scheme changes.
+    matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => this.#schedule());
   }
 
   reset() {

@@ -134,6 +134,7 @@ after(async () => {
   if (web) await web.kill();
   if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
   if (Object.keys(report).length) console.log(`demo figures: ${JSON.stringify(report)}`);
+  if (consoleErrors.length) console.log(`page console errors:\n${consoleErrors.join('\n')}`);
 });
 
 test('the page is cross-origin isolated and loads the default model by URL, with progress', { skip }, async () => {
@@ -194,6 +195,39 @@ test('the memory gauge draws a ledger snapshot: each term estimated vs measured,
   assert.deepEqual(r.bars[1].segs.map((x) => x[0]), ['seg seg-weights', 'seg seg-kv', 'seg seg-runtime']);
   assert.equal(r.bars[0].segs[0][1], '61.5%'); // 246 MB of the 400 MB budget (the scale)
   assert.equal(r.bars[0].mark, '100%');
+});
+
+test('markdown-ish rendering builds DOM nodes: code blocks, inline code, bold; model text never becomes markup', { skip }, async () => {
+  const text = 'Here: <b>not bold</b> `x < 1` and **strong**.\n```js\nconst s = "<img src=x onerror=alert(1)>";\n```\nDone.';
+  const r = await page.evaluate(async (t) => {
+    const { StreamRenderer } = await import('./markdown.js');
+    const out = [];
+    // Whole, and split at every possible point into streamed pieces of 1..7 characters.
+    for (const step of [t.length, 1, 2, 3, 7]) {
+      const root = document.createElement('div');
+      const r = new StreamRenderer(root);
+      for (let i = 0; i < t.length; i += step) r.push(t.slice(i, i + step));
+      r.end();
+      out.push({
+        tags: [...root.querySelectorAll('*')].map((e) => e.tagName.toLowerCase()),
+        code: [...root.querySelectorAll('pre code')].map((c) => [c.dataset.lang, c.textContent]),
+        inline: [...root.querySelectorAll('code.inline')].map((c) => c.textContent),
+        strong: [...root.querySelectorAll('strong')].map((c) => c.textContent),
+        text: root.textContent,
+      });
+    }
+    return out;
+  }, text);
+  for (const x of r) {
+    assert.deepEqual(x, r[0], 'the same DOM whatever the chunking');
+  }
+  const x = r[0];
+  assert.deepEqual(x.code, [['js', 'const s = "<img src=x onerror=alert(1)>";\n']]);
+  assert.deepEqual(x.inline, ['x < 1']);
+  assert.deepEqual(x.strong, ['strong']);
+  assert.ok(!x.tags.includes('img') && !x.tags.includes('b'), x.tags.join(','));
+  assert.match(x.text, /^Here: <b>not bold<\/b> x < 1 and strong\./);
+  assert.match(x.text, /Done\.$/);
 });
 
 test('a chat round trip with the real model: streamed answer, figures = the usage, memory = the engine', { skip }, async () => {
@@ -310,6 +344,9 @@ test('stop keeps the partial answer; regenerate re-asks with the conversation so
   assert.ok(!r.flags.includes('stopped'));
 
   report.screenshots = [await shot('demo-1280x800.png')];
+  await page.emulateMedia({ colorScheme: 'dark' });
+  report.screenshots.push(await shot('demo-dark-1280x800.png'));
+  await page.emulateMedia({ colorScheme: 'light' });
   await page.setViewportSize({ width: 390, height: 844 });
   report.screenshots.push(await shot('demo-390x844.png'), await shot('demo-390x844-full.png', { fullPage: true }));
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
