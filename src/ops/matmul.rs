@@ -95,6 +95,7 @@ pub fn matmul(w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> 
     let kernel = w.kernel;
     let rb = w.row_bytes;
     let toks4 = quant::vec_dot_toks4_kernel(w.ty);
+    let toks8 = quant::vec_dot_toks8_kernel(w.ty);
     if let (Some(rows4), 1) = (quant::vec_dot_rows4_kernel(w.ty), n_tok) {
         // Decode: four weight rows per call share the activation's unpacking.
         let n4 = n_out / 4 * 4;
@@ -112,6 +113,16 @@ pub fn matmul(w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> 
         for r in 0..n_out {
             let wr = &w.data[r * rb..(r + 1) * rb];
             let mut t = t0;
+            if let Some(toks8) = toks8 {
+                // Prefill: each weight block unpacked once for eight tokens.
+                while t + 8 <= t1 {
+                    let v = toks8(wr, &s.act[t * ab..(t + 8) * ab], ab, n_in);
+                    for (k, &o) in v.iter().enumerate() {
+                        out[(t + k) * n_out + r] = o;
+                    }
+                    t += 8;
+                }
+            }
             if let Some(toks4) = toks4 {
                 // Prefill: each weight block unpacked once for four tokens.
                 while t + 4 <= t1 {

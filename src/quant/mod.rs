@@ -243,6 +243,28 @@ pub fn vec_dot_toks4_kernel(w_ty: GgmlType) -> Option<VecDotToks4> {
     }
 }
 
+/// Eight dots at once: as `VecDotToks4` with eight activation rows.
+pub type VecDotToks8 = fn(w_row: &[u8], act: &[u8], act_row_bytes: usize, n: usize) -> [f32; 8];
+
+/// The eight-tokens kernel for `w_ty` where this build has one (SIMD128: Q4_0, Q5_0, Q8_0).
+pub fn vec_dot_toks8_kernel(w_ty: GgmlType) -> Option<VecDotToks8> {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        use GgmlType::*;
+        match w_ty {
+            Q4_0 => Some(simd128::toks8_q4_0 as VecDotToks8),
+            Q5_0 => Some(simd128::toks8_q5_0),
+            Q8_0 => Some(simd128::toks8_q8_0),
+            _ => None,
+        }
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        let _ = w_ty;
+        None
+    }
+}
+
 /// Whether this build has a SIMD twin for `w_ty` (false on every native build).
 pub fn has_simd_vec_dot(w_ty: GgmlType) -> bool {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]

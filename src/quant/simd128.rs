@@ -502,6 +502,41 @@ fn toks4_q8_0_family(
     store4(acc)
 }
 
+/// One weight row × eight Q8_0 activation rows (`a`, consecutive, `ab` bytes apart): as
+/// `toks4_q8_0_family`, the unpacked block shared by eight tokens (lanes: two f32x4).
+#[inline(always)]
+fn toks8_q8_0_family(
+    w: &[u8],
+    a: &[u8],
+    ab: usize,
+    nb: usize,
+    wb: usize,
+    unpack: impl Fn(&[u8]) -> (v128, v128),
+    comb: impl Fn(v128, v128, v128) -> v128,
+) -> [f32; 8] {
+    let w = &w[..nb * wb];
+    let q = Q8_0_BYTES;
+    let ar: [&[u8]; 8] = core::array::from_fn(|k| &a[k * ab..k * ab + nb * q]);
+    let mut acc0 = f32x4_splat(0.0);
+    let mut acc1 = f32x4_splat(0.0);
+    for i in 0..nb {
+        let x = &w[i * wb..(i + 1) * wb];
+        let (l, h) = unpack(x);
+        let p = widen2(l, h);
+        let dx = f32x4_splat(read_f16(x, 0));
+        let ys: [&[u8]; 8] = core::array::from_fn(|k| &ar[k][i * q..(i + 1) * q]);
+        let d = |y: &[u8]| dot_w(&p, ld(y, 2), ld(y, 18));
+        let s0 = reduce4(d(ys[0]), d(ys[1]), d(ys[2]), d(ys[3]));
+        let dy0 = f16x4(rd16(ys[0], 0), rd16(ys[1], 0), rd16(ys[2], 0), rd16(ys[3], 0));
+        acc0 = f32x4_add(acc0, comb(f32x4_convert_i32x4(s0), dx, dy0));
+        let s1 = reduce4(d(ys[4]), d(ys[5]), d(ys[6]), d(ys[7]));
+        let dy1 = f16x4(rd16(ys[4], 0), rd16(ys[5], 0), rd16(ys[6], 0), rd16(ys[7], 0));
+        acc1 = f32x4_add(acc1, comb(f32x4_convert_i32x4(s1), dx, dy1));
+    }
+    let (a0, a1) = (store4(acc0), store4(acc1));
+    [a0[0], a0[1], a0[2], a0[3], a1[0], a1[1], a1[2], a1[3]]
+}
+
 #[inline(always)]
 fn unpack_q8_0(x: &[u8]) -> (v128, v128) {
     (ld(x, 2), ld(x, 18))
@@ -681,4 +716,13 @@ pub(super) fn toks4_q6_k(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
         sumf = f32x4_add(sumf, f32x4_mul(f32x4_mul(f32x4_splat(read_f16(x, 208)), yd), isum));
     }
     store4(sumf)
+}
+pub(super) fn toks8_q8_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 8] {
+    toks8_q8_0_family(w, a, ab, n / QK, Q8_0_BYTES, unpack_q8_0, comb_q8_0)
+}
+pub(super) fn toks8_q4_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 8] {
+    toks8_q8_0_family(w, a, ab, n / QK, Q4_0_BYTES, unpack_q4_0, comb_q4_0)
+}
+pub(super) fn toks8_q5_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 8] {
+    toks8_q8_0_family(w, a, ab, n / QK, Q5_0_BYTES, unpack_q5_0, comb_q5_0)
 }

@@ -8,7 +8,7 @@
 //! floats; edge blocks (every weight byte 0x00 / 0xFF / 0x80 / 0x7F, activation quants all -128
 //! / 127 / 0, huge and tiny scales, zero scales); several lengths (1..=8 super-blocks).
 
-use super::{quantize_activation, vec_dot_kernel, vec_dot_rows4_kernel, vec_dot_toks4_kernel, vec_dot_kernel_scalar, vec_dot_type, f32_to_f16};
+use super::{quantize_activation, vec_dot_kernel, vec_dot_rows4_kernel, vec_dot_toks4_kernel, vec_dot_toks8_kernel, vec_dot_kernel_scalar, vec_dot_type, f32_to_f16};
 use crate::gguf::GgmlType::{self, *};
 use wasm_bindgen_test::*;
 
@@ -158,6 +158,15 @@ fn x4_kernels_match_scalar_bits() {
         let check = |w: &[u8], a: &[u8], n: usize, what: &str| {
             let (rb, ab) = (blocks(ty, n), blocks(a_ty, n));
             let t = toks4(&w[..rb], a, ab, n);
+            if let Some(toks8) = vec_dot_toks8_kernel(ty) {
+                // eight activation rows: the four given ones twice
+                let a8: Vec<u8> = a.iter().chain(a.iter()).copied().collect();
+                let t8 = toks8(&w[..rb], &a8, ab, n);
+                for k in 0..8 {
+                    let want = scalar(&w[..rb], &a[(k % 4) * ab..(k % 4 + 1) * ab], n);
+                    assert_eq!(t8[k].to_bits(), want.to_bits(), "{ty} toks8 {what} n={n} k={k}");
+                }
+            }
             for k in 0..4 {
                 if let Some(rows4) = rows4 {
                     let r = rows4(w, rb, &a[..ab], n);
@@ -208,7 +217,7 @@ fn matmul_x4_matches_scalar_bits() {
         let w = Weight::new(ty, n_in, n_out, data.clone()).unwrap();
         let scalar = vec_dot_kernel_scalar(ty).unwrap();
         let mut s = MatmulScratch::default();
-        for n_tok in [1usize, 2, 4, 6, 37] {
+        for n_tok in [1usize, 2, 4, 6, 13, 37] {
             let x: Vec<f32> = (0..n_tok * n_in).map(|_| rng.normal()).collect();
             let mut out = vec![0f32; n_tok * n_out];
             matmul(&w, &x, &mut out, &mut s).unwrap();
@@ -267,6 +276,7 @@ fn kernel_throughput() {
             let rows4 = vec_dot_rows4_kernel(ty);
             let mut best_r = f64::INFINITY;
             let mut best_t = f64::INFINITY;
+            let mut best_8 = f64::INFINITY;
             let mut sink = 0f32;
             // rows4: the matvec four rows at a time; toks4: row r against 4 activation rows.
             let ab = a.len();
@@ -284,13 +294,22 @@ fn kernel_throughput() {
                     sink += toks4(&w[r * rb..(r + 1) * rb], &a4, ab, n)[0];
                 }
                 best_t = best_t.min((now() - t0) / 1e3);
+                if let Some(toks8) = vec_dot_toks8_kernel(ty) {
+                    let a8: Vec<u8> = a4.iter().chain(a4.iter()).copied().collect();
+                    let t0 = now();
+                    for r in 0..rows / 8 {
+                        sink += toks8(&w[r * rb..(r + 1) * rb], &a8, ab, n)[0];
+                    }
+                    best_8 = best_8.min((now() - t0) / 1e3);
+                }
             }
             assert!(!sink.is_nan() || sink.is_nan());
             let macs = (n * rows) as f64;
+            let t8 = if vec_dot_toks8_kernel(ty).is_some() { format!("{:>6.2}", macs / best_8 / 1e9) } else { "     -".into() };
             let r4 = if rows4.is_some() { format!("{:>6.2}", macs / best_r / 1e9) } else { "     -".into() };
             log(&format!(
-                "{:<6} {:>5} {:>6}   rows4 {} GMAC/s  toks4 {:>6.2} GMAC/s",
-                ty.to_string(), n, rows, r4, macs / best_t / 1e9
+                "{:<6} {:>5} {:>6}   rows4 {} GMAC/s  toks4 {:>6.2} GMAC/s  toks8 {} GMAC/s",
+                ty.to_string(), n, rows, r4, macs / best_t / 1e9, t8
             ));
         }
         let ts = time(vec_dot_kernel(ty).unwrap());
