@@ -65,6 +65,59 @@ export interface EngineOptions {
   onCrash?: (error: EdgeLLMError) => void;
   /** Route requests between this engine and an OpenAI-compatible server (see README "Routing"). */
   route?: RouteOptions;
+  /** The session's KV cache for every load (a load's own `kv` option wins). Default: the plain context. */
+  kv?: KvOptions | null;
+}
+
+/**
+ * The session's KV cache. Without it the cache is the model's context (`max_context` tokens,
+ * PROMPT_TOO_LONG beyond). With it: a budget in tokens (or bytes), f16 or int8 ('q8': one f16
+ * scale per 32 values) storage, and what happens when full: 'window-sinks' (default) keeps the
+ * first `sinks` tokens (default 4) and the most recent ones, evicting the rest, so a chat never
+ * runs out of room nor grows memory; 'error' refuses a prompt over the budget
+ * (PROMPT_OVER_KV_BUDGET) and ends a generation with finish_reason 'length' when full.
+ */
+export interface KvOptions {
+  /** Tokens held by the global-attention layers (sliding-window layers hold their window). */
+  tokens?: number;
+  /** Alternatively, bytes of K/V storage at full occupancy. */
+  bytes?: number;
+  dtype?: 'f16' | 'q8';
+  sinks?: number;
+  policy?: 'window-sinks' | 'error';
+}
+
+/** KV cache occupancy of one layer kind. */
+export interface KvKindStats {
+  kind: 'global' | 'local';
+  layers: number;
+  window: number | null;
+  tokens_held: number;
+  capacity_tokens: number;
+  bytes: number;
+  budget_bytes: number;
+  /** Bytes one more held token costs in these layers. */
+  bytes_per_token: number;
+}
+
+/** KV cache occupancy. */
+export interface KvStats {
+  /** Tokens the model attends to (sinks included). */
+  tokens_held: number;
+  /** Tokens evicted so far. */
+  evicted: number;
+  /** Bytes of K/V held. */
+  bytes: number;
+  /** Bytes at full occupancy (allocated once, never more). */
+  budget_bytes: number;
+  allocated_bytes: number;
+  budget_tokens: number;
+  n_past: number;
+  sinks: number;
+  dtype: 'f16' | 'q8';
+  policy: 'window-sinks' | 'error';
+  rebases: number;
+  by_kind: KvKindStats[];
 }
 
 // ── Routing ────────────────────────────────────────────────────────────────────────────────────
@@ -219,6 +272,8 @@ export interface LoadOptions {
   sha256?: string;
   /** Refuse (OVER_MEMORY_BUDGET) a model whose weights need more bytes; checked from the header. */
   memoryBudget?: number;
+  /** The session's KV cache (default: the engine's `kv` option). */
+  kv?: KvOptions | null;
   progressIntervalMs?: number;
 }
 
@@ -235,8 +290,10 @@ export interface ModelInfo {
   quantization: string | null;
   has_chat_template: boolean;
   weights_bytes: number;
-  /** Positions the engine's context holds (prompt + generated tokens). */
+  /** Positions the engine's context holds (prompt + generated tokens); with a `kv` budget, its tokens. */
   max_context: number;
+  /** The session's KV cache settings and per-token cost (empty occupancy). */
+  kv?: KvStats;
   source: 'network' | 'cache' | 'file';
   load_ms: number;
 }
@@ -332,6 +389,8 @@ export interface CompletionUsage {
   tpot_ms: number;
   prefill_tokens_per_s: number;
   decode_tokens_per_s: number;
+  /** The local KV cache at the end of the generation (local runs). */
+  kv?: KvStats;
 }
 
 /** 'error': the route's source broke after the first token (see `error`); routed requests only. */

@@ -6,13 +6,19 @@
 //!
 //! A sampled token is fed to the model lazily, at the start of the next `step` (or `prefill`),
 //! so the last token of a generation never costs a forward pass.
+//!
+//! The KV cache is the session's: a plain context of `max_context` positions by default
+//! ([`Session::new`]), or a bounded cache with its own budget, storage and eviction policy
+//! ([`Session::with_kv`], see [`crate::kv`]). With policy `window-sinks` a prompt of any length
+//! is prefilled in batches the cache can take, evicting as it goes; a generation never runs out
+//! of room.
 
 use std::sync::Arc;
 
 use crate::metrics::{Clock, GenerationMetrics};
 use crate::model::{ForwardScratch, LogitRows, Model, ModelError};
 use crate::sampling::{Sampler, SamplerConfig};
-use crate::kv::KvCache;
+use crate::kv::{KvCache, KvConfig, KvStats};
 use crate::tokenizer::{DecodeOptions, Tokenizer, TokenizerError};
 
 /// Why a session call failed. `code()` is stable.
@@ -66,7 +72,8 @@ impl From<TokenizerError> for EngineError {
 /// How a session is set up.
 #[derive(Clone, Debug)]
 pub struct SessionOptions {
-    /// Most positions the KV cache holds (prompt + generated); `CONTEXT_FULL` beyond.
+    /// Most positions the KV cache holds (prompt + generated); `CONTEXT_FULL` beyond. Not used
+    /// by [`Session::with_kv`], whose configuration sets the budget.
     pub max_context: usize,
     /// Prompt tokens per forward pass: a longer prompt is run in chunks of this many, which
     /// bounds the activation scratch memory.
@@ -101,6 +108,8 @@ pub struct Session {
     logits: Vec<f32>,
     /// Where a forward pass writes (swapped into `logits` on success).
     out: Vec<f32>,
+    /// Logits of every position of the last `prefill_scored`.
+    scored: Vec<f32>,
     max_batch: usize,
     clock: Clock,
     metrics: GenerationMetrics,
@@ -111,8 +120,21 @@ pub struct Session {
 }
 
 impl Session {
+    /// A session whose KV cache is a plain context of `opts.max_context` positions (f16, no
+    /// eviction, `CONTEXT_FULL` when it is full).
     pub fn new(model: Arc<Model>, opts: SessionOptions) -> Session {
         let kv = model.new_kv_cache(opts.max_context);
+        Session::with_cache(model, opts, kv)
+    }
+
+    /// A session with a bounded KV cache set up by `kv` (budget, f16/int8, policy, sinks).
+    /// `BAD_KV_CONFIG` / `KV_BUDGET_TOO_SMALL` when the settings cannot work for this model.
+    pub fn with_kv(model: Arc<Model>, opts: SessionOptions, kv: &KvConfig) -> Result<Session, EngineError> {
+        let cache = model.new_kv_cache_with(kv).map_err(ModelError::from)?;
+        Ok(Session::with_cache(model, opts, cache))
+    }
+
+    fn with_cache(model: Arc<Model>, opts: SessionOptions, kv: KvCache) -> Session {
         Session {
             model,
             kv,
@@ -122,6 +144,7 @@ impl Session {
             pending: None,
             logits: Vec::new(),
             out: Vec::new(),
+            scored: Vec::new(),
             max_batch: opts.max_batch.max(1),
             clock: opts.clock,
             metrics: GenerationMetrics::default(),
@@ -136,6 +159,11 @@ impl Session {
 
     pub fn kv(&self) -> &KvCache {
         &self.kv
+    }
+
+    /// The KV cache's occupancy now: tokens held, evicted, bytes used / budget, by layer kind.
+    pub fn kv_stats(&self) -> KvStats {
+        self.kv.stats()
     }
 
     /// All tokens so far (prompt and generated).
@@ -163,7 +191,10 @@ impl Session {
 
     /// Bytes of session state: KV cache and scratch buffers.
     pub fn bytes(&self) -> usize {
-        self.kv.bytes_allocated() + self.scratch.bytes() + 4 * (self.logits.capacity() + self.out.capacity())
+        self.kv.bytes_allocated()
+            + self.kv.scratch_bytes()
+            + self.scratch.bytes()
+            + 4 * (self.logits.capacity() + self.out.capacity() + self.scored.capacity())
     }
 
     /// Forgets the conversation (the sampler keeps its RNG state; reseed it to repeat a run).
@@ -187,6 +218,23 @@ impl Session {
     /// long prompt in several calls skips the output projection (the largest matmul of a small
     /// model) on all but the last. After `logits = false`, `step` needs another prefill first.
     pub fn prefill_with(&mut self, ids: &[u32], logits: bool) -> Result<(), EngineError> {
+        let rows = if logits { Rows::Last } else { Rows::None };
+        self.run_prompt(ids, rows)
+    }
+
+    /// Teacher-forced scoring: runs `ids` like [`prefill`](Self::prefill) and returns the
+    /// next-token logits after *every* one of them (`ids.len() × n_vocab`, row `i` predicting
+    /// the token after `ids[i]`). Memory grows with `ids.len()`: score long texts in chunks;
+    /// with a bounded cache each chunk sees what the cache holds (evicting as it goes).
+    pub fn prefill_scored(&mut self, ids: &[u32]) -> Result<&[f32], EngineError> {
+        if ids.is_empty() {
+            return Err(ModelError::BadRequest("empty prompt".into()).into());
+        }
+        self.run_prompt(ids, Rows::All)?;
+        Ok(&self.scored)
+    }
+
+    fn run_prompt(&mut self, ids: &[u32], rows: Rows) -> Result<(), EngineError> {
         let t0 = (self.clock)();
         if !self.in_prompt {
             self.metrics = GenerationMetrics::default();
@@ -199,25 +247,53 @@ impl Session {
         if batch.is_empty() {
             return Err(ModelError::BadRequest("empty prompt".into()).into());
         }
-        // Fail before doing any work if the whole prompt cannot fit.
-        self.kv.check_room(batch.len()).map_err(ModelError::from)?;
-        let start = self.kv.len();
-        let n_chunks = batch.len().div_ceil(self.max_batch);
-        for (i, chunk) in batch.chunks(self.max_batch).enumerate() {
-            let rows = if logits && i + 1 == n_chunks { LogitRows::Last } else { LogitRows::None };
-            if let Err(e) = self.model.forward(chunk, &mut self.kv, &mut self.scratch, rows, &mut self.out) {
-                // All or nothing: drop the chunks already cached.
-                self.kv.truncate(start);
+        // Fail before doing any work if a token is bad or the prompt cannot fit.
+        let n_vocab = self.model.n_vocab();
+        if let Some(&id) = batch.iter().find(|&&id| id as usize >= n_vocab) {
+            return Err(ModelError::BadTokenId { id, n_vocab }.into());
+        }
+        self.kv.check_prompt(batch.len()).map_err(ModelError::from)?;
+        let mark = self.kv.mark();
+        let skip = batch.len() - ids.len(); // the pending token's row is not scored
+        let step = self.max_batch.min(self.kv.max_batch()).max(1);
+        let n_chunks = batch.len().div_ceil(step);
+        self.scored.clear();
+        for (i, chunk) in batch.chunks(step).enumerate() {
+            let last = i + 1 == n_chunks;
+            let r = match rows {
+                Rows::All => LogitRows::All,
+                Rows::Last if last => LogitRows::Last,
+                _ => LogitRows::None,
+            };
+            if let Err(e) = self.model.forward(chunk, &mut self.kv, &mut self.scratch, r, &mut self.out) {
+                // All or nothing: go back to where the prompt started. Only an internal error
+                // can get here (ids and room are checked above); if the cache already evicted
+                // what it held then, the conversation is lost and the session starts afresh.
+                self.scored.clear();
+                if !self.kv.restore(mark) {
+                    self.reset();
+                }
                 return Err(e.into());
+            }
+            if rows == Rows::All {
+                if n_chunks == 1 && skip == 0 {
+                    std::mem::swap(&mut self.scored, &mut self.out);
+                } else {
+                    let from = if i == 0 { skip * n_vocab } else { 0 };
+                    self.scored.extend_from_slice(&self.out[from..]);
+                }
             }
         }
         // `pending` was already in `tokens` (pushed when sampled).
         self.pending = None;
         self.tokens.extend_from_slice(ids);
-        if logits {
-            std::mem::swap(&mut self.logits, &mut self.out);
-        } else {
-            self.logits.clear();
+        match rows {
+            Rows::Last => std::mem::swap(&mut self.logits, &mut self.out),
+            Rows::All => {
+                self.logits.clear();
+                self.logits.extend_from_slice(&self.scored[self.scored.len() - n_vocab..]);
+            }
+            Rows::None => self.logits.clear(),
         }
         self.metrics.prompt_tokens += ids.len();
         self.metrics.prefill_ms += (self.clock)() - t0;
@@ -253,6 +329,14 @@ impl Session {
     pub fn can_step(&self) -> bool {
         !self.logits.is_empty() && (self.pending.is_none() || self.kv.check_room(1).is_ok())
     }
+}
+
+/// Which logits a prompt run keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rows {
+    None,
+    Last,
+    All,
 }
 
 /// Stop conditions of [`Session::generate`].
@@ -368,6 +452,19 @@ impl Session {
         opts: &GenerateOptions,
         on_text: &mut dyn FnMut(&str) -> bool,
     ) -> Result<Generation, EngineError> {
+        self.generate_observed(prompt, tok, opts, on_text, &mut |_, _| {})
+    }
+
+    /// [`generate`](Self::generate), calling `on_step(session, token)` after every sampled
+    /// token (to watch the KV cache, memory or speed as the generation goes).
+    pub fn generate_observed(
+        &mut self,
+        prompt: &[u32],
+        tok: &Tokenizer,
+        opts: &GenerateOptions,
+        on_text: &mut dyn FnMut(&str) -> bool,
+        on_step: &mut dyn FnMut(&Session, u32),
+    ) -> Result<Generation, EngineError> {
         self.prefill(prompt)?;
         let mut decoder = tok.stream_decoder(DecodeOptions::default());
         let mut scan = StopScanner { stop: &opts.stop, text: String::new(), emitted: 0 };
@@ -377,6 +474,7 @@ impl Session {
         while ids.len() < opts.max_tokens && self.can_step() {
             let id = self.step()?;
             ids.push(id);
+            on_step(self, id);
             if opts.stop_on_eog && tok.is_eog(id) {
                 finish = FinishReason::Stop;
                 break;

@@ -11,6 +11,12 @@
 //!
 //! Generation (see `generate_*`) is driven the same way: one call per prefill chunk, one per
 //! decoded token, so the host can yield to its event loop in between.
+//!
+//! KV cache: without options the session's cache is the model's context (`max_context`
+//! positions, `PROMPT_TOO_LONG` / `CONTEXT_FULL`). `set_kv_options` (the JS `kv` option) gives it
+//! a budget, f16/int8 storage and a policy (`window-sinks`: any length, old tokens evicted;
+//! `error`: `PROMPT_OVER_KV_BUDGET` before prefill). `kv_stats` reports occupancy at any step;
+//! the figures also come with every `GenerateResult`.
 
 use std::sync::Arc;
 
@@ -18,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::{EngineError, Session, SessionOptions};
 use crate::gguf::{GgmlType, GgufError, GgufHeader, LoadProgress, StreamLoader};
+use crate::kv::{KvOptions, KvPolicy, KvStats};
 use crate::metrics::Clock;
 use crate::model::{Arch, Model, ModelError};
 use crate::sampling::SamplerConfig;
@@ -99,8 +106,11 @@ pub struct ModelInfo {
     pub has_chat_template: bool,
     /// Bytes of weights held in memory.
     pub weights_bytes: u64,
-    /// Positions the session's KV cache holds (prompt + generated tokens).
+    /// Positions the session's KV cache holds (prompt + generated tokens); with a KV budget,
+    /// the budget in tokens (with `window-sinks` older tokens are evicted beyond it).
     pub max_context: usize,
+    /// The session's KV cache: settings, budget and per-token cost by layer kind (empty).
+    pub kv: KvStats,
 }
 
 struct Loading {
@@ -116,6 +126,8 @@ pub struct Loaded {
     pub tokenizer: Tokenizer,
     pub session: Session,
     pub info: ModelInfo,
+    /// The KV options the session was made with (`None`: the plain context).
+    pub kv_options: Option<KvOptions>,
 }
 
 /// A generation request (the worker's `GenerateRequest`, OpenAI's parameters).
@@ -227,6 +239,8 @@ pub struct GenerateResult {
     pub total_ms: f64,
     /// Generated ids (including a final end-of-generation token if that is what stopped it).
     pub ids: Vec<u32>,
+    /// The KV cache at the end: tokens held, evicted, bytes used / budget, by layer kind.
+    pub kv: KvStats,
 }
 
 struct Generating {
@@ -249,6 +263,8 @@ pub struct Host {
     loaded: Option<Loaded>,
     generating: Option<Generating>,
     clock: Option<Clock>,
+    /// KV options for the sessions of models loaded from now on.
+    kv_options: Option<KvOptions>,
 }
 
 impl Host {
@@ -326,12 +342,7 @@ impl Host {
         let summary = summarize(&store.header);
         let model = Arc::new(Model::from_store(store)?);
         let tokenizer = Tokenizer::from_gguf(model.header())?;
-        let mut opts = SessionOptions::for_model(&model);
-        if let Some(clock) = self.clock {
-            opts.clock = clock;
-        }
-        let max_context = opts.max_context;
-        let session = Session::new(model.clone(), opts);
+        let (session, max_context) = self.make_session(&model, self.kv_options.as_ref())?;
         let info = ModelInfo {
             name: summary.name,
             architecture: summary.architecture,
@@ -345,9 +356,57 @@ impl Host {
             has_chat_template: summary.has_chat_template,
             weights_bytes: model.weight_bytes() as u64,
             max_context,
+            kv: session.kv_stats(),
         };
-        self.loaded = Some(Loaded { model, tokenizer, session, info });
+        self.loaded = Some(Loaded { model, tokenizer, session, info, kv_options: self.kv_options.clone() });
         Ok(&self.loaded.as_ref().unwrap().info)
+    }
+
+    /// The session for `model`: the plain context without options, else a bounded cache
+    /// (default budget: the context the plain session would have). Returns it with its
+    /// `max_context`.
+    fn make_session(&self, model: &Arc<Model>, kv: Option<&KvOptions>) -> Result<(Session, usize), HostError> {
+        let mut opts = SessionOptions::for_model(model);
+        if let Some(clock) = self.clock {
+            opts.clock = clock;
+        }
+        let default_tokens = opts.max_context;
+        match kv {
+            None => Ok((Session::new(model.clone(), opts), default_tokens)),
+            Some(o) => {
+                let cfg = o.to_config(default_tokens).map_err(|e| HostError::new(e.code(), e.to_string()))?;
+                let session = Session::with_kv(model.clone(), opts, &cfg)?;
+                let max = session.kv().max_tokens();
+                Ok((session, max))
+            }
+        }
+    }
+
+    /// Sets the KV cache options (`None`: the plain context) for the loaded model's session,
+    /// rebuilt now (ending any generation in progress), and for models loaded later. Errors
+    /// (`BAD_KV_CONFIG`, `KV_BUDGET_TOO_SMALL`) leave everything as it was. Returns the loaded
+    /// model's updated info, if one is loaded.
+    pub fn set_kv_options(&mut self, kv: Option<KvOptions>) -> Result<Option<&ModelInfo>, HostError> {
+        if let Some(o) = &kv {
+            // What can be checked without a model (a budget in tokens, sinks), checked now.
+            o.to_config(usize::MAX).map_err(|e| HostError::new(e.code(), e.to_string()))?;
+        }
+        if let Some(model) = self.loaded.as_ref().map(|l| l.model.clone()) {
+            let (session, max_context) = self.make_session(&model, kv.as_ref())?;
+            self.generating = None;
+            let l = self.loaded.as_mut().unwrap();
+            l.info.max_context = max_context;
+            l.info.kv = session.kv_stats();
+            l.session = session;
+            l.kv_options = kv.clone();
+        }
+        self.kv_options = kv;
+        Ok(self.loaded.as_ref().map(|l| &l.info))
+    }
+
+    /// The loaded session's KV cache occupancy now (after any step).
+    pub fn kv_stats(&self) -> Option<KvStats> {
+        self.loaded.as_ref().map(|l| l.session.kv_stats())
     }
 
     /// Abandons a load in progress (freeing what it allocated).
@@ -400,14 +459,23 @@ impl Host {
             return Err(HostError::new("INVALID_REQUEST", "the prompt has no tokens"));
         }
         let max_context = l.info.max_context;
-        if prompt.len() >= max_context {
-            return Err(HostError::new(
-                "PROMPT_TOO_LONG",
-                format!("the prompt has {} tokens; the context holds {max_context} (prompt + generated)", prompt.len()),
-            ));
-        }
-        let room = max_context - prompt.len();
-        let max_tokens = req.max_tokens.unwrap_or(room).min(room);
+        let policy = l.kv_options.as_ref().map(|_| l.session.kv().policy());
+        let max_tokens = match policy {
+            // Window + sinks: any prompt (its oldest non-sink tokens are evicted as needed) and
+            // any number of tokens; by default one cache's worth.
+            Some(KvPolicy::WindowSinks) => req.max_tokens.unwrap_or(max_context),
+            _ => {
+                if prompt.len() >= max_context {
+                    let (code, what) = if policy.is_some() { ("PROMPT_OVER_KV_BUDGET", "the KV budget") } else { ("PROMPT_TOO_LONG", "the context") };
+                    return Err(HostError::new(
+                        code,
+                        format!("the prompt has {} tokens; {what} holds {max_context} (prompt + generated)", prompt.len()),
+                    ));
+                }
+                let room = max_context - prompt.len();
+                req.max_tokens.unwrap_or(room).min(room)
+            }
+        };
         if max_tokens == 0 {
             return Err(HostError::new("INVALID_REQUEST", "max_tokens must be at least 1"));
         }
@@ -491,6 +559,7 @@ impl Host {
             decode_tokens_per_s: m.decode_tok_s(),
             total_ms: (now_ms - g.started_ms).max(0.0),
             ids: g.ids,
+            kv: l.session.kv_stats(),
         })
     }
 

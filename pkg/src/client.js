@@ -96,7 +96,7 @@ function buildRequest(kind, params) {
 }
 
 function usageOf(r) {
-  return {
+  const usage = {
     prompt_tokens: r.prompt_tokens,
     completion_tokens: r.completion_tokens,
     total_tokens: r.prompt_tokens + r.completion_tokens,
@@ -105,6 +105,32 @@ function usageOf(r) {
     prefill_tokens_per_s: r.prefill_tokens_per_s,
     decode_tokens_per_s: r.decode_tokens_per_s,
   };
+  // The KV cache at the end of the generation: tokens_held, evicted, bytes, budget_bytes, ...
+  if (r.kv) usage.kv = r.kv;
+  return usage;
+}
+
+/** The `kv` option (createEngine / load) → the worker's KvOptions (validated), or null. */
+function kvOptions(kv) {
+  if (kv === undefined || kv === null) return null;
+  if (typeof kv !== 'object') throw invalid('kv must be an object like {tokens: 1024, dtype: "q8", policy: "window-sinks", sinks: 4}');
+  const out = {};
+  for (const name of ['tokens', 'bytes', 'sinks']) {
+    const v = optNumber(kv, name, name === 'sinks' ? 0 : 1, Number.MAX_SAFE_INTEGER, { int: true });
+    if (v !== undefined) out[name] = v;
+  }
+  if (out.tokens !== undefined && out.bytes !== undefined) throw invalid('kv: give tokens or bytes, not both');
+  if (kv.dtype !== undefined && kv.dtype !== null) {
+    if (!['f16', 'q8', 'int8'].includes(kv.dtype)) throw invalid(`kv.dtype must be 'f16' or 'q8', got ${JSON.stringify(kv.dtype)}`);
+    out.dtype = kv.dtype === 'int8' ? 'q8' : kv.dtype;
+  }
+  if (kv.policy !== undefined && kv.policy !== null) {
+    if (!['window-sinks', 'error'].includes(kv.policy)) throw invalid(`kv.policy must be 'window-sinks' or 'error', got ${JSON.stringify(kv.policy)}`);
+    out.policy = kv.policy;
+  }
+  const unknown = Object.keys(kv).filter((k) => !['tokens', 'bytes', 'sinks', 'dtype', 'policy'].includes(k));
+  if (unknown.length) throw invalid(`kv: unknown option ${unknown.join(', ')}`);
+  return out;
 }
 
 /**
@@ -427,6 +453,7 @@ export class Engine {
       cache: opts.cache ?? !!this.#opts.cache,
       sha256: opts.sha256 ? String(opts.sha256).toLowerCase() : undefined,
       budget: opts.memoryBudget ?? this.#opts.memoryBudget,
+      kv: kvOptions(opts.kv !== undefined ? opts.kv : this.#opts.kv),
       progressIntervalMs: opts.progressIntervalMs ?? this.#opts.progressIntervalMs,
     };
     this.model = null;
@@ -446,7 +473,7 @@ export class Engine {
     this.model = info;
     this.#lastModel = info;
     this.#lastLoadError = null;
-    this.#lastLoad = { source, opts: { cache: msg.cache, sha256: msg.sha256, memoryBudget: msg.budget } };
+    this.#lastLoad = { source, opts: { cache: msg.cache, sha256: msg.sha256, memoryBudget: msg.budget, kv: msg.kv } };
     return info;
   }
 

@@ -104,7 +104,11 @@ export function umbrellaCode(detail) {
       return ErrorCode.INTERNAL;
     case 'CONTEXT_FULL':
     case 'CONTEXT_OVERFLOW':
+    case 'KV_FULL': // kv policy 'error': no room for another token
       return ErrorCode.PROMPT_TOO_LONG;
+    case 'KV_BUDGET_TOO_SMALL': // kv option {bytes} below one token's worth
+    case 'KV_BATCH_TOO_LARGE':
+      return ErrorCode.INVALID_REQUEST;
   }
   if (detail.startsWith('UNSUPPORTED_') || detail.startsWith('GGUF_UNSUPPORTED')) return ErrorCode.UNSUPPORTED_MODEL;
   if (detail.startsWith('MODEL_') || detail.startsWith('TOKENIZER_')) return ErrorCode.UNSUPPORTED_MODEL;

@@ -22,8 +22,9 @@
 // {type:'init', id, wasmUrl?: string, cache: CacheConfig}
 //     → result {version: string, protocol: number, cache: 'opfs'|'fs'|'none', simd: boolean}
 // {type:'load', id, source: Source, cache: boolean, sha256?: string, budget?: number,
-//  progressIntervalMs: number}
-//     → progress* → result ModelInfo      (budget: most bytes of weights; checked from the header)
+//  kv?: KvOptions|null, progressIntervalMs: number}
+//     → progress* → result ModelInfo      (budget: most bytes of weights; checked from the header;
+//                                          kv: the session's KV cache, null = plain context)
 // {type:'generate', id, request: GenerateRequest}
 //     → started → token* → result GenerateResult
 // {type:'count', id, request: GenerateRequest}
@@ -59,8 +60,15 @@
  *   name:string, architecture:string, file_size:number, sha256:string, tensor_count:number,
  *   context_length:number|null, vocab_size:number|null, quantization:string|null,
  *   has_chat_template:boolean, source:'network'|'cache'|'file', load_ms:number,
- *   weights_bytes:number, n_params:number, max_context:number
+ *   weights_bytes:number, n_params:number, max_context:number, kv?: KvStats
  * }} ModelInfo
+ * @typedef {{tokens?:number, bytes?:number, dtype?:'f16'|'q8', sinks?:number,
+ *   policy?:'window-sinks'|'error'}} KvOptions
+ * @typedef {{tokens_held:number, evicted:number, bytes:number, budget_bytes:number,
+ *   allocated_bytes:number, budget_tokens:number, n_past:number, sinks:number, dtype:string,
+ *   policy:string, rebases:number, by_kind:{kind:'global'|'local', layers:number,
+ *   window:number|null, tokens_held:number, capacity_tokens:number, bytes:number,
+ *   budget_bytes:number, bytes_per_token:number}[]}} KvStats
  * @typedef {{
  *   kind:'chat'|'completion', messages?:{role:string, content:string}[], prompt?:string,
  *   max_tokens?:number, temperature?:number, top_p?:number, top_k?:number, min_p?:number,
@@ -70,7 +78,7 @@
  * @typedef {{
  *   text:string, finish_reason:'stop'|'length', prompt_tokens:number, completion_tokens:number,
  *   ttft_ms:number, tpot_ms:number, prefill_tokens_per_s:number, decode_tokens_per_s:number,
- *   total_ms:number, ids:number[]
+ *   total_ms:number, ids:number[], kv?: KvStats
  * }} GenerateResult
  * @typedef {{url:string, size:number, sha256:string, stored_at:string, etag:string|null}} CacheEntry
  */

@@ -216,6 +216,8 @@ export class Runtime {
     const src = msg.source || {};
     const interval = msg.progressIntervalMs ?? 50;
     const ctx = { id: msg.id, signal, interval, budget: msg.budget };
+    // The session's KV cache (budget, f16/q8, policy, sinks); null: the plain context.
+    if (this.engine.set_kv_options) this.#call(() => this.engine.set_kv_options(JSON.stringify(msg.kv ?? null)));
     let info;
     if (src.kind === 'blob') {
       info = await this.#stream({ ...ctx, phase: 'file', total: src.blob.size, chunks: readBlob(src.blob, { signal }), sha256: msg.sha256 });

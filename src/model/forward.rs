@@ -72,10 +72,11 @@ fn gather_rows(buf: &mut Vec<f32>, w: usize, sel: &[usize], tmp: &mut Vec<f32>) 
 }
 
 impl Model {
-    /// Runs `tokens` (at positions `kv.len()..`) through the model, appends their keys and
-    /// values to `kv`, and writes `rows`' logits (`n_rows × n_vocab`, row-major) to `logits`.
+    /// Runs `tokens` (the positions after those `kv` has processed) through the model, adds
+    /// their keys and values to `kv` (which may evict old ones, by its policy), and writes
+    /// `rows`' logits (`n_rows × n_vocab`, row-major) to `logits`.
     ///
-    /// On error the cache is left as it was.
+    /// On error the cache is left as it was (checked before any work).
     pub fn forward(
         &self,
         tokens: &[u32],
@@ -104,17 +105,23 @@ impl Model {
                 s.sel.extend_from_slice(r);
             }
         }
-        if kv.n_layer() != self.hparams.n_layer || kv.kv_widths() != self.hparams.kv_widths() {
+        if kv.layout().layers.len() != self.layers.len()
+            || kv.kv_widths() != self.hparams.kv_widths()
+            || kv.layout().layers.iter().zip(&self.layers).any(|(a, l)| a.window != l.window || a.rope != l.rope)
+        {
             return Err(ModelError::BadRequest("KV cache was made for another model".into()));
         }
-        kv.check_room(n)?;
+        kv.begin(n)?;
         match self.forward_inner(tokens, kv, s, logits) {
             Ok(()) => {
-                kv.commit(n);
+                kv.commit();
                 Ok(())
             }
             Err(e) => {
-                kv.rollback();
+                // Unreachable in practice (everything that can fail is checked above); if a
+                // full ring was already overwritten, the cache is cleared rather than left
+                // inconsistent.
+                kv.abort();
                 Err(e)
             }
         }
@@ -124,7 +131,8 @@ impl Model {
         let hp = &self.hparams;
         let d = hp.n_embd;
         let n = tokens.len();
-        let pos0 = kv.len();
+        // RoPE position of the first token (the cache's stored frame; see `kv`).
+        let pos0 = kv.rope_pos0();
         let (qw, kw, vw) = (hp.n_head * hp.head_dim_k, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v);
         let aw = hp.n_head * hp.head_dim_v;
         let ForwardScratch { x, xn, q, k, v, att, tmp, gate, up, cs, sel, mm, attn } = s;
@@ -166,7 +174,7 @@ impl Model {
                 l.rope.apply(&mut q[t * qw..(t + 1) * qw], hp.head_dim_k, cs);
                 l.rope.apply(&mut k[t * kw..(t + 1) * kw], hp.head_dim_k, cs);
             }
-            kv.write(il, k, v);
+            kv.stage(il, k, v);
             // gemma scales the queries (llama.cpp: ggml_scale before attention), the others
             // scale q·k inside the softmax; the two round differently against the f16 cache.
             let scale = if self.cfg.scale_queries {
@@ -184,7 +192,8 @@ impl Model {
                 window: l.window,
             };
             att.resize(n_cur * aw, 0.0);
-            attention(&params, q, pos0, &kv.layer(il, pos0 + n_cur), att, attn);
+            attention(&params, q, kv.query_pos0(il), &kv.view(il), att, attn);
+            kv.store(il);
 
             if il == last && !all_rows {
                 // Only the rows that get logits need the rest of the last layer.

@@ -19,7 +19,7 @@ pub use forward::{ForwardScratch, LogitRows};
 pub use hparams::{Arch, HParams, RopeScaling};
 
 use crate::gguf::{GgmlType, GgufError, GgufHeader, TensorStore};
-use crate::kv::{KvCache, KvError};
+use crate::kv::{KvCache, KvConfig, KvError, KvLayerSpec, KvLayout};
 use crate::ops::{Rope, Weight};
 use crate::quant::QuantError;
 
@@ -37,8 +37,8 @@ pub enum ModelError {
     BadMetadata { key: String, reason: String },
     /// A token id outside the vocabulary.
     BadTokenId { id: u32, n_vocab: usize },
-    /// The KV cache cannot take the batch.
-    ContextFull(KvError),
+    /// The KV cache cannot take the batch (`CONTEXT_FULL`, `KV_FULL`, ...: the cache's code).
+    Kv(KvError),
     Quant(QuantError),
     Gguf(GgufError),
     /// An empty batch, or logits asked for rows the batch does not have.
@@ -54,7 +54,7 @@ impl ModelError {
             ModelError::BadTensorShape { .. } => "BAD_TENSOR_SHAPE",
             ModelError::BadMetadata { .. } => "BAD_METADATA",
             ModelError::BadTokenId { .. } => "BAD_TOKEN_ID",
-            ModelError::ContextFull(e) => e.code(),
+            ModelError::Kv(e) => e.code(),
             ModelError::Quant(e) => e.code(),
             ModelError::Gguf(e) => e.code(),
             ModelError::BadRequest(_) => "BAD_REQUEST",
@@ -86,7 +86,7 @@ impl std::fmt::Display for ModelError {
             ModelError::BadTokenId { id, n_vocab } => {
                 write!(f, "token id {id} is outside the vocabulary (0..{n_vocab})")
             }
-            ModelError::ContextFull(e) => e.fmt(f),
+            ModelError::Kv(e) => e.fmt(f),
             ModelError::Quant(e) => e.fmt(f),
             ModelError::Gguf(e) => e.fmt(f),
             ModelError::BadRequest(s) => f.write_str(s),
@@ -98,7 +98,7 @@ impl std::error::Error for ModelError {}
 
 impl From<KvError> for ModelError {
     fn from(e: KvError) -> Self {
-        ModelError::ContextFull(e)
+        ModelError::Kv(e)
     }
 }
 
@@ -229,10 +229,27 @@ impl Model {
         self.weight_bytes
     }
 
-    /// An empty KV cache for this model holding at most `max_tokens` positions.
-    pub fn new_kv_cache(&self, max_tokens: usize) -> KvCache {
+    /// What the KV cache needs to know of this model: K/V widths, and per layer its attention
+    /// window and the RoPE its keys are rotated with.
+    pub fn kv_layout(&self) -> KvLayout {
         let (kw, vw) = self.hparams.kv_widths();
-        KvCache::new(self.hparams.n_layer, kw, vw, max_tokens)
+        KvLayout {
+            k_width: kw,
+            v_width: vw,
+            head_dim_k: self.hparams.head_dim_k,
+            layers: self.layers.iter().map(|l| KvLayerSpec { window: l.window, rope: l.rope.clone() }).collect(),
+        }
+    }
+
+    /// An empty KV cache for this model: a plain context of at most `max_tokens` positions
+    /// (f16, no eviction, `CONTEXT_FULL` beyond). Memory is allocated as positions arrive.
+    pub fn new_kv_cache(&self, max_tokens: usize) -> KvCache {
+        KvCache::context(self.kv_layout(), max_tokens)
+    }
+
+    /// An empty KV cache with `cfg`'s budget, storage and eviction policy.
+    pub fn new_kv_cache_with(&self, cfg: &KvConfig) -> Result<KvCache, KvError> {
+        KvCache::new(self.kv_layout(), cfg)
     }
 }
 

@@ -147,4 +147,18 @@ impl WasmEngine {
     pub fn generate_cancel(&mut self) {
         self.host.generate_cancel();
     }
+
+    /// Sets the KV cache options (`KvOptions` JSON, or `null` for the plain context) for the
+    /// loaded model's session and later loads; returns the updated `ModelInfo` JSON or `null`.
+    pub fn set_kv_options(&mut self, options_json: &str) -> Result<String, JsValue> {
+        let opts: Option<crate::kv::KvOptions> = serde_json::from_str(options_json)
+            .map_err(|e| js_error(HostError::new("BAD_KV_CONFIG", format!("bad kv options: {e}"))))?;
+        let info = self.host.set_kv_options(opts).map_err(js_error)?;
+        json(&info)
+    }
+
+    /// The KV cache's occupancy now (`KvStats` JSON, or `null` without a model).
+    pub fn kv_stats(&self) -> Result<String, JsValue> {
+        json(&self.host.kv_stats())
+    }
 }

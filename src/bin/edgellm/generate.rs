@@ -1,16 +1,27 @@
 //! `edgellm generate --model M (--prompt TEXT | --ids 2,818,5279) [--max-tokens N]
 //! [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]
-//! [--stop STR] [--chat] [--json]`
+//! [--stop STR] [--chat] [--ignore-eos] [--json] [--trace N]
+//! [--kv-tokens N | --kv-bytes B] [--kv-dtype f16|q8] [--kv-sinks K] [--kv-policy window-sinks|error]`
 //!
 //! `--prompt` is tokenized with BOS as the metadata asks and special tokens parsed (`--chat`
 //! first wraps it as one user turn in the model's chat template); `--ids` are used as given.
 //! `--temperature 0` is greedy decoding with no penalties. Without `--json` the text streams
 //! to stdout and a metrics line goes to stderr.
+//!
+//! KV cache: without `--kv-*` options the cache is a plain context of prompt + max tokens
+//! (capped at the training context). Any `--kv-*` option makes it a bounded cache: budget
+//! `--kv-tokens` (default: that same context) or `--kv-bytes`, storage `--kv-dtype` (f16, or
+//! q8 = int8 with an f16 scale per 32 values), `--kv-policy window-sinks` (default: keep
+//! `--kv-sinks` first tokens, default 4, and the most recent ones) or `error` (refuse past the
+//! budget). `--json` output carries a `kv` object (`tokens_held`, `evicted`, `bytes`,
+//! `budget_bytes`, and per layer kind); `--trace N` prints one JSON line to stderr every N
+//! generated tokens: KV occupancy, allocated bytes, process RSS and decode speed over the last N.
 
 use std::io::Write;
 use std::sync::Arc;
 
 use edgellm::engine::{GenerateOptions, Session, SessionOptions};
+use edgellm::kv::{KvDtype, KvOptions, KvPolicy};
 use edgellm::metrics::native_clock;
 use edgellm::model::Model;
 use edgellm::sampling::SamplerConfig;
@@ -19,12 +30,54 @@ use serde_json::json;
 
 use crate::args::Args;
 
+/// The `--kv-*` options every command that runs a session takes.
+pub const KV_OPTIONS: [&str; 5] = ["kv-tokens", "kv-bytes", "kv-dtype", "kv-sinks", "kv-policy"];
+
+/// The KV options given on the command line (`None` when there are none).
+pub fn kv_options(args: &Args) -> Result<Option<KvOptions>, String> {
+    if KV_OPTIONS.iter().all(|o| args.value(o).is_none()) {
+        return Ok(None);
+    }
+    let dtype = match args.value("kv-dtype") {
+        None => None,
+        Some(s) => Some(KvDtype::parse(s).ok_or_else(|| format!("--kv-dtype: {s:?} is not f16 or q8"))?),
+    };
+    let policy = match args.value("kv-policy") {
+        None => None,
+        Some(s) => Some(KvPolicy::parse(s).ok_or_else(|| format!("--kv-policy: {s:?} is not window-sinks or error"))?),
+    };
+    Ok(Some(KvOptions {
+        tokens: args.parsed("kv-tokens")?,
+        bytes: args.parsed("kv-bytes")?,
+        dtype,
+        sinks: args.parsed("kv-sinks")?,
+        policy,
+    }))
+}
+
+/// A session with the KV options (or the plain context of `default_tokens`).
+pub fn make_session(model: &Arc<Model>, opts: SessionOptions, kv: Option<&KvOptions>) -> Result<Session, String> {
+    match kv {
+        None => Ok(Session::new(model.clone(), opts)),
+        Some(o) => {
+            let cfg = o.to_config(opts.max_context).map_err(|e| format!("{e} [{}]", e.code()))?;
+            Session::with_kv(model.clone(), opts, &cfg).map_err(|e| format!("{e} [{}]", e.code()))
+        }
+    }
+}
+
+/// Resident set size of this process in KiB (Linux), for memory traces.
+pub fn rss_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 pub fn run(argv: &[String]) -> Result<(), String> {
-    let args = Args::parse(
-        argv,
-        &["model", "prompt", "ids", "max-tokens", "temperature", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "stop"],
-        &["chat", "json"],
-    )?;
+    let mut with_value = vec!["model", "prompt", "ids", "max-tokens", "temperature", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "stop", "trace"];
+    with_value.extend(KV_OPTIONS);
+    let args = Args::parse(argv, &with_value, &["chat", "json", "ignore-eos"])?;
+    let kv = kv_options(&args)?;
     let path = args.required("model")?;
     let model = Model::load_file(path).map_err(|e| format!("{path}: {e} [{}]", e.code()))?;
     let tok = Tokenizer::from_gguf(model.header()).map_err(|e| format!("{path}: tokenizer: {e} [{}]", e.code()))?;
@@ -61,16 +114,18 @@ pub fn run(argv: &[String]) -> Result<(), String> {
             ..defaults
         }
     };
+    let trace: Option<usize> = args.parsed::<usize>("trace")?.filter(|&n| n > 0);
 
     let hp = model.hparams();
     let want_ctx = prompt_ids.len() + max_tokens;
     let max_context = if hp.n_ctx_train > 0 { want_ctx.min(hp.n_ctx_train) } else { want_ctx };
     let model = Arc::new(model);
-    let mut session = Session::new(
-        model.clone(),
-        SessionOptions { max_context, max_batch: 512, sampler, clock: native_clock },
-    );
-    let opts = GenerateOptions { max_tokens, stop: args.value("stop").map(|s| vec![s.to_string()]).unwrap_or_default(), stop_on_eog: true };
+    let mut session = make_session(&model, SessionOptions { max_context, max_batch: 512, sampler, clock: native_clock }, kv.as_ref())?;
+    let opts = GenerateOptions {
+        max_tokens,
+        stop: args.value("stop").map(|s| vec![s.to_string()]).unwrap_or_default(),
+        stop_on_eog: !args.flag("ignore-eos"),
+    };
 
     let json_out = args.flag("json");
     let mut stdout = std::io::stdout();
@@ -81,8 +136,41 @@ pub fn run(argv: &[String]) -> Result<(), String> {
         }
         true
     };
-    let g = session.generate(&prompt_ids, &tok, &opts, &mut on_text).map_err(|e| format!("{e} [{}]", e.code()))?;
+    let mut steps = 0usize;
+    let mut last = (0.0f64, 0.0f64); // (decode ms, generated) at the last trace line
+    let mut on_step = |s: &Session, _id: u32| {
+        steps += 1;
+        let Some(every) = trace else { return };
+        if steps % every != 0 {
+            return;
+        }
+        let m = s.metrics();
+        // The first step's time is TTFT (prefill), not decode.
+        let decoded = m.generated_tokens.saturating_sub(1) as f64;
+        let window_tok_s = if m.decode_ms > last.0 { 1000.0 * (decoded - last.1) / (m.decode_ms - last.0) } else { 0.0 };
+        last = (m.decode_ms, decoded);
+        let kv = s.kv_stats();
+        eprintln!(
+            "{}",
+            json!({
+                "step": steps,
+                "tokens_held": kv.tokens_held,
+                "evicted": kv.evicted,
+                "kv_bytes": kv.bytes,
+                "kv_budget_bytes": kv.budget_bytes,
+                "kv_allocated_bytes": kv.allocated_bytes,
+                "session_bytes": s.bytes(),
+                "rss_kib": rss_kib(),
+                "decode_tok_s": window_tok_s,
+            })
+        );
+    };
+    let rss_before = rss_kib();
+    let g = session
+        .generate_observed(&prompt_ids, &tok, &opts, &mut on_text, &mut on_step)
+        .map_err(|e| format!("{e} [{}]", e.code()))?;
     let m = &g.metrics;
+    let kv_stats = session.kv_stats();
     if json_out {
         println!(
             "{}",
@@ -95,11 +183,22 @@ pub fn run(argv: &[String]) -> Result<(), String> {
                 "tpot_ms": m.tpot_ms(),
                 "prefill_tok_s": m.prefill_tok_s(),
                 "decode_tok_s": m.decode_tok_s(),
+                "kv": kv_stats,
+                "rss_kib_before": rss_before,
+                "rss_kib_after": rss_kib(),
             })
         );
     } else {
         println!();
-        eprintln!("[{}] {}", g.finish_reason.as_str(), m.summary());
+        eprintln!(
+            "[{}] {} | kv {} tokens held, {} evicted, {} / {} bytes",
+            g.finish_reason.as_str(),
+            m.summary(),
+            kv_stats.tokens_held,
+            kv_stats.evicted,
+            kv_stats.bytes,
+            kv_stats.budget_bytes
+        );
     }
     Ok(())
 }

@@ -3,6 +3,7 @@ mod args;
 mod inspect;
 mod generate;
 mod logits;
+mod perplexity;
 mod serve;
 mod tokenize;
 
@@ -12,7 +13,10 @@ commands:
   inspect <model.gguf> [--json]       architecture, hyper-parameters, tensors by type
   generate --model M (--prompt TEXT | --ids 2,818) [--max-tokens N] [--temperature T]
            [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]
-           [--chat] [--json]        generate text (streams; metrics on stderr)
+           [--chat] [--ignore-eos] [--json] [--trace N] [KV]
+                                      generate text (streams; metrics on stderr)
+  perplexity --model M --file F [--max-tokens N] [--chunk C] [--tail-from N] [--json] [KV]
+                                      teacher-forced perplexity of a text file
   logits --model M --ids 2,818 [--all-positions] [--top K] [--json]
                                       teacher-forced next-token logits (one batched pass)
   tokenize --model M --text T [--special] [--no-bos] [--json]
@@ -24,6 +28,12 @@ commands:
         [--max-connections 256] [--model-id NAME]
                                       OpenAI-compatible HTTP server (/v1/chat/completions,
                                       /v1/completions, /v1/models, /health)
+
+KV cache options [KV] (without them: a plain context, no eviction):
+  --kv-tokens N | --kv-bytes B        budget (tokens held by global-attention layers, or bytes)
+  --kv-dtype f16|q8                   storage (q8: int8 with an f16 scale per 32 values)
+  --kv-policy window-sinks|error      evict old tokens keeping sinks + recent (default), or refuse
+  --kv-sinks K                        attention sinks kept by window-sinks (default 4)
 ";
 
 fn main() {
@@ -37,6 +47,7 @@ fn main() {
         "inspect" => inspect::run(rest),
         "logits" => logits::run(rest),
         "generate" => generate::run(rest),
+        "perplexity" => perplexity::run(rest),
         "serve" => serve::run(rest),
         "tokenize" => tokenize::run_tokenize(rest),
         "detokenize" => tokenize::run_detokenize(rest),

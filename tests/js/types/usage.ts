@@ -43,6 +43,11 @@ export async function usage(file: File): Promise<string> {
   });
   let text: string = r.choices[0].message.content;
   const ttft: number = r.usage.ttft_ms + r.usage.tpot_ms + r.usage.prefill_tokens_per_s + r.usage.decode_tokens_per_s;
+  // A bounded KV cache (engine-wide or per load), and its figures in ModelInfo and usage.
+  const bounded: Engine = await createEngine({ kv: { tokens: 1024, dtype: 'q8', policy: 'window-sinks', sinks: 4 } });
+  const kvInfo: ModelInfo = await bounded.load(file, { kv: { bytes: 8 << 20, policy: 'error' } });
+  const perToken: number[] = (kvInfo.kv?.by_kind ?? []).map((k) => k.bytes_per_token);
+  const kvUsed: number = (r.usage.kv?.bytes ?? 0) / (r.usage.kv?.budget_bytes ?? 1) + (r.usage.kv?.evicted ?? 0) + perToken.length;
 
   const stream: CompletionStream<ChatCompletionChunk> = await engine.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], stream: true });
   for await (const chunk of stream) {

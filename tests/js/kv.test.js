@@ -1,0 +1,63 @@
+// The `kv` option (bounded KV cache) through the package under Node, on the tiny Gemma 3 fixture
+// (window 8, 6 layers): a budget far smaller than the generation, int8 storage, the KV figures
+// in usage and ModelInfo, policy 'error' refusing an over-budget prompt before any work, and
+// typed errors for bad options. Cheap: a 168 KB model.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { createEngine } from '../../pkg/src/node.js';
+import { ROOT, REQUIRED, wasmMissing } from './helpers.js';
+
+const TINY = path.join(ROOT, 'tests/data/tiny_gemma3.gguf');
+
+function wasmWithoutKv() {
+  const missing = wasmMissing();
+  if (missing) return missing;
+  const js = fs.readFileSync(path.join(ROOT, 'pkg/wasm/edgellm.js'), 'utf8');
+  if (!js.includes('set_kv_options')) return REQUIRED ? false : 'pkg/wasm predates the kv option (run ./build.sh build)';
+  return false;
+}
+const skip = wasmWithoutKv();
+
+let engine;
+before(async () => {
+  if (skip) return;
+  engine = await createEngine({ cache: false, kv: { tokens: 32, dtype: 'q8' } });
+});
+after(() => {
+  if (engine) engine.terminate();
+});
+
+test('a generation far past the KV budget: constant KV figures in usage', { skip }, async () => {
+  const info = await engine.load(TINY);
+  assert.equal(info.max_context, 32);
+  assert.equal(info.kv.budget_tokens, 32);
+  assert.equal(info.kv.dtype, 'q8');
+  assert.equal(info.kv.policy, 'window-sinks');
+  // 1 global layer × 32 tokens + 5 window layers × 8, K and V rows of 32 int8 + one f16 scale.
+  assert.equal(info.kv.budget_bytes, (32 + 5 * 8) * 2 * (32 + 2));
+  const r = await engine.completions.create({ prompt: 'hello world', max_tokens: 120, temperature: 0 });
+  if (r.choices[0].finish_reason === 'length') {
+    assert.equal(r.usage.completion_tokens, 120);
+    assert.equal(r.usage.kv.tokens_held, 32);
+    assert.ok(r.usage.kv.evicted > 60);
+  }
+  assert.equal(r.usage.kv.bytes, r.usage.kv.budget_bytes);
+  assert.equal(r.usage.kv.allocated_bytes, r.usage.kv.budget_bytes);
+  assert.deepEqual(r.usage.kv.by_kind.map((k) => k.kind), ['global', 'local']);
+});
+
+test("policy 'error': an over-budget prompt is refused before prefill", { skip }, async () => {
+  await engine.load(TINY, { kv: { tokens: 4, policy: 'error' } });
+  await assert.rejects(engine.completions.create({ prompt: 'one two three four five six', max_tokens: 3 }), (e) => e.code === 'PROMPT_OVER_KV_BUDGET');
+  const info = await engine.load(TINY, { kv: null });
+  assert.equal(info.max_context, 256);
+});
+
+test('bad kv options are typed errors', { skip }, async () => {
+  await assert.rejects(engine.load(TINY, { kv: { tokens: 0 } }), (e) => e.code === 'INVALID_REQUEST');
+  await assert.rejects(engine.load(TINY, { kv: { tokens: 8, dtype: 'q4' } }), (e) => e.code === 'INVALID_REQUEST');
+  await assert.rejects(engine.load(TINY, { kv: { tokens: 3, sinks: 4 } }), (e) => e.code === 'INVALID_REQUEST' && e.detail === 'BAD_KV_CONFIG');
+});

@@ -1,0 +1,105 @@
+//! The bounded KV cache on the real model (Gemma 3 270M: 18 layers, 15 sliding-window layers
+//! of window 512 and 3 global ones, 1 KV head, head_dim 256).
+//!
+//! - In the suite: bytes per held token equal `2 · n_layers · n_kv_heads · head_dim ·
+//!   bytes_per_element` with the window layers capped at 512 (f16: 2 bytes; q8: 1 byte plus a
+//!   2-byte f16 scale per block of 32, 34/32 bytes), from the layout and after a short prefill.
+//! - `#[ignore]`d measurement (`cargo test --release --test kv_real -- --ignored --nocapture`):
+//!   greedy continuations of the forward-pass prompts (tests/data/fwd_gemma_greedy.json), f16
+//!   vs int8 KV: how many stay identical over the 48 steps. The f16 continuation is generated
+//!   step by step; the int8 cache is teacher-forced along it in one batched pass (identical
+//!   greedy continuation ⟺ the int8 argmax equals the f16 token at every step).
+
+mod common;
+
+use std::sync::Arc;
+
+use edgellm::engine::{GenerateOptions, Session, SessionOptions};
+use edgellm::kv::{KvConfig, KvDtype, KvPolicy};
+use edgellm::model::{ForwardScratch, LogitRows, Model};
+use edgellm::sampling::{argmax, SamplerConfig};
+use edgellm::tokenizer::Tokenizer;
+use serde_json::Value;
+
+#[test]
+fn real_model_bytes_per_held_token_follow_the_formula() {
+    let Some(path) = common::real_model() else { return };
+    let model = Arc::new(Model::load_file(&path).unwrap());
+    let hp = model.hparams();
+    assert_eq!((hp.n_layer, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, hp.sliding_window), (18, 1, 256, 256, Some(512)));
+    let (n_local, n_global) = (15, 3);
+    assert_eq!(hp.swa_layers.iter().filter(|&&s| s).count(), n_local);
+    for (dtype, bpe_x32) in [(KvDtype::F16, 64), (KvDtype::Q8, 34)] {
+        // Per layer and held token: K and V, n_kv_heads · head_dim elements each.
+        let per_layer = 2 * hp.n_head_kv * hp.head_dim_k * bpe_x32 / 32;
+        assert_eq!(per_layer, if dtype == KvDtype::F16 { 1024 } else { 544 });
+        let cfg = KvConfig { dtype, ..KvConfig::window(1024) };
+        let mut s = Session::with_kv(model.clone(), SessionOptions::for_model(&model), &cfg).unwrap();
+        let k = s.kv_stats();
+        assert_eq!(k.by_kind[0].bytes_per_token, n_global * per_layer);
+        assert_eq!(k.by_kind[1].bytes_per_token, n_local * per_layer);
+        assert_eq!(k.budget_bytes, per_layer * (n_global * 1024 + n_local * 512));
+        let layout = s.kv().layout().clone();
+        for held in [1usize, 100, 512, 513, 700, 1024] {
+            // All 18 layers while held ≤ 512, then only the 3 global ones grow.
+            let want = 2 * hp.n_head_kv * hp.head_dim_k * bpe_x32 / 32 * (n_global * held + n_local * held.min(512));
+            assert_eq!(layout.bytes_at(dtype, held), want, "{dtype:?} {held}");
+            if held <= 512 {
+                assert_eq!(want, held * 2 * 18 * hp.n_head_kv * hp.head_dim_k * bpe_x32 / 32);
+            }
+        }
+        // And what the cache reports after a real (short) prefill.
+        s.prefill(&[2, 818, 5279, 529, 7001, 563]).unwrap();
+        assert_eq!(s.kv_stats().bytes, 6 * 18 * per_layer);
+        assert_eq!(s.kv_stats().bytes, layout.bytes_at(dtype, 6));
+    }
+}
+
+fn ids_of(v: &Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+#[test]
+#[ignore = "measurement: several minutes on the real model"]
+fn int8_greedy_continuations_vs_f16() {
+    let Some(path) = common::real_model() else { return };
+    let fx: Value = serde_json::from_str(&std::fs::read_to_string(common::data("fwd_gemma_greedy.json")).unwrap()).unwrap();
+    let model = Arc::new(Model::load_file(&path).unwrap());
+    let tok = Tokenizer::from_gguf(model.header()).unwrap();
+    let n_vocab = model.n_vocab();
+    let steps = fx["steps"].as_u64().unwrap() as usize;
+    let (mut identical, mut total, mut steps_same, mut steps_all) = (0, 0, 0, 0);
+    let t0 = std::time::Instant::now();
+    for p in fx["prompts"].as_array().unwrap() {
+        let ids = ids_of(&p["ids"]);
+        // f16: the session's plain cache, greedy, step by step (EOS does not stop: 48 steps).
+        let mut s = Session::new(model.clone(), SessionOptions { sampler: SamplerConfig::greedy(), ..SessionOptions::for_model(&model) });
+        let g = s.generate(&ids, &tok, &GenerateOptions { max_tokens: steps, stop: vec![], stop_on_eog: false }, &mut |_| true).unwrap();
+        // int8: no eviction (policy error, room for everything), one teacher-forced pass.
+        let cfg = KvConfig { dtype: KvDtype::Q8, policy: KvPolicy::Error, ..KvConfig::window(ids.len() + steps) };
+        let mut kv = model.new_kv_cache_with(&cfg).unwrap();
+        let mut seq = ids.clone();
+        seq.extend_from_slice(&g.ids[..steps - 1]);
+        let rows: Vec<usize> = (0..steps).map(|k| ids.len() - 1 + k).collect();
+        let mut out = Vec::new();
+        model.forward(&seq, &mut kv, &mut ForwardScratch::default(), LogitRows::Rows(&rows), &mut out).unwrap();
+        let q8: Vec<u32> = out.chunks_exact(n_vocab).map(argmax).collect();
+        let same = q8.iter().zip(&g.ids).take_while(|(a, b)| a == b).count();
+        let agree = q8.iter().zip(&g.ids).filter(|(a, b)| a == b).count();
+        total += 1;
+        identical += (same == steps) as usize;
+        steps_same += agree;
+        steps_all += steps;
+        println!(
+            "{:<20} {:>4} ids: int8 greedy = f16 for {:>2}/{steps} steps{}",
+            p["name"].as_str().unwrap(),
+            ids.len(),
+            same,
+            if same < steps { format!(" (first difference at step {same}; {agree}/{steps} argmaxes agree along f16's path)") } else { String::new() }
+        );
+    }
+    println!(
+        "int8 KV: {identical}/{total} greedy continuations identical to f16 over {steps} steps; {steps_same}/{steps_all} steps agree along the f16 path ({:.0} s)",
+        t0.elapsed().as_secs_f64()
+    );
+}
