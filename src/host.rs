@@ -18,6 +18,8 @@
 //! `error`: `PROMPT_OVER_KV_BUDGET` before prefill). `kv_stats` reports occupancy at any step;
 //! the figures also come with every `GenerateResult`.
 
+mod memory;
+
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -30,6 +32,8 @@ use crate::model::{Arch, Model, ModelError};
 use crate::sampling::SamplerConfig;
 use crate::sha256::Sha256;
 use crate::tokenizer::{ChatMessage, DecodeOptions, Tokenizer, TokenizerError};
+
+pub use memory::{EstimateReport, EstimateRequest, MemoryState, SkimProgress};
 
 /// Prompt tokens per `prefill_chunk` call: the host yields to its event loop between chunks.
 pub const PREFILL_CHUNK: usize = 64;
@@ -265,6 +269,8 @@ pub struct Host {
     clock: Option<Clock>,
     /// KV options for the sessions of models loaded from now on.
     kv_options: Option<KvOptions>,
+    /// The memory ledger (`crate::memory`; see `host/memory.rs`).
+    memory: memory::MemoryState,
 }
 
 impl Host {
@@ -285,6 +291,7 @@ impl Host {
     pub fn load_begin(&mut self, total_len: u64, budget: Option<u64>) {
         self.generating = None;
         self.loaded = None;
+        self.memory_load_begin();
         self.loading = Some(Loading {
             loader: StreamLoader::new(Some(total_len)),
             hasher: Sha256::new(),
@@ -313,15 +320,9 @@ impl Host {
                 header_ready = true;
                 let header = l.loader.header().expect("header is parsed at HeaderReady");
                 check_supported(header)?;
-                if let Some(budget) = l.budget {
-                    let need = header.tensor_data_bytes();
-                    if need > budget {
-                        return Err(HostError::new(
-                            "OVER_MEMORY_BUDGET",
-                            format!("the model's weights need {need} bytes, more than the budget of {budget} bytes"),
-                        ));
-                    }
-                }
+                // The ledger's estimate (weights, KV, activations, runtime, load peak) against
+                // the budget: `OVER_MEMORY_BUDGET` before any tensor memory is allocated.
+                memory::admit_header(&mut self.memory, self.kv_options.as_ref(), header, l.budget)?;
                 // Start the data phase now, so tensor bytes that came with this chunk land.
                 l.loader.accept_header()?;
                 "data"
@@ -359,6 +360,7 @@ impl Host {
             kv: session.kv_stats(),
         };
         self.loaded = Some(Loaded { model, tokenizer, session, info, kv_options: self.kv_options.clone() });
+        self.memory_loaded();
         Ok(&self.loaded.as_ref().unwrap().info)
     }
 
@@ -497,6 +499,8 @@ impl Host {
 
     /// Runs the next chunk of at most `PREFILL_CHUNK` prompt tokens through the model.
     pub fn prefill_chunk(&mut self) -> Result<PrefillStatus, HostError> {
+        // The memory budget: refused before a chunk that would grow memory past it.
+        self.memory_guard(memory::Step::Prefill)?;
         let (l, g) = self.gen_parts()?;
         let total = g.prompt.len();
         if g.prefilled < total {
@@ -509,6 +513,7 @@ impl Host {
 
     /// Samples one token (running the previous one through the model first).
     pub fn decode_step(&mut self) -> Result<StepEvent, HostError> {
+        self.memory_guard(memory::Step::Decode)?;
         let (l, g) = self.gen_parts()?;
         if g.prefilled < g.prompt.len() {
             return Err(HostError::new("INVALID_REQUEST", "decode_step before the prompt is prefilled"));

@@ -130,6 +130,11 @@ impl Sampler {
         &self.cfg
     }
 
+    /// Bytes of the reusable buffers (the candidate list, recent tokens for the penalties).
+    pub fn bytes(&self) -> usize {
+        self.cand.capacity() * std::mem::size_of::<(u32, f32)>() + 4 * self.recent.capacity()
+    }
+
     /// Restarts the RNG from `seed` (a fresh run with the same seed repeats its draws).
     pub fn reseed(&mut self, seed: u64) {
         self.cfg.seed = seed;

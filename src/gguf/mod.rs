@@ -18,6 +18,7 @@ pub use error::GgufError;
 pub use file::{load_file, read_header_file};
 pub use load::{load_bytes, LoadProgress, StreamLoader};
 pub use parse::{parse_file, parse_header, validate_file_size, HeaderStatus};
+pub(crate) use validate::validate_tensors;
 pub use scan::{
     HeaderScanner, ScanStatus, MAX_ARRAY_DEPTH, MAX_DIMS, MAX_HEADER_BYTES, MAX_KEY_BYTES,
     MAX_TENSOR_NAME_BYTES,

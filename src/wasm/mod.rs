@@ -85,6 +85,9 @@ impl Default for WasmEngine {
 impl WasmEngine {
     #[wasm_bindgen(constructor)]
     pub fn new() -> WasmEngine {
+        // Room for chunk copies and the header skimmer, so that an estimate (and a load the
+        // ledger refuses) does not grow wasm memory.
+        crate::memory::probe::reserve(crate::memory::probe::IO_RESERVE);
         WasmEngine { host: Host::with_clock(now_ms) }
     }
 
@@ -160,5 +163,53 @@ impl WasmEngine {
     /// The KV cache's occupancy now (`KvStats` JSON, or `null` without a model).
     pub fn kv_stats(&self) -> Result<String, JsValue> {
         json(&self.host.kv_stats())
+    }
+
+    // ── memory ledger (see `crate::memory`, `host/memory.rs`) ─────────────────────────────
+
+    /// Sets the memory budget and pressure thresholds (`MemoryOptions` JSON:
+    /// `{"budget_bytes": n|null, "elevated": 0.75, "critical": 0.9}`).
+    pub fn set_memory_options(&mut self, options_json: &str) -> Result<(), JsValue> {
+        let o: crate::memory::MemoryOptions = serde_json::from_str(options_json)
+            .map_err(|e| js_error(HostError::new("BAD_MEMORY_OPTIONS", format!("bad memory options: {e}"))))?;
+        self.host.set_memory_options(o).map_err(js_error)
+    }
+
+    /// The ledger now (`MemorySnapshot` JSON).
+    pub fn memory_snapshot(&mut self) -> Result<String, JsValue> {
+        let s = self.host.memory_snapshot();
+        json(&s)
+    }
+
+    /// `MemorySnapshot` JSON if the pressure level changed since the last poll, else "".
+    pub fn memory_poll(&mut self) -> Result<String, JsValue> {
+        match self.host.memory_poll() {
+            Some(s) => json(&s),
+            None => Ok(String::new()),
+        }
+    }
+
+    /// Starts reading a model header for an estimate (nothing loaded is touched).
+    pub fn estimate_begin(&mut self) {
+        self.host.estimate_begin();
+    }
+
+    /// Feeds the next bytes of the file; returns `SkimProgress` JSON.
+    pub fn estimate_push(&mut self, chunk: &[u8]) -> Result<String, JsValue> {
+        let s = self.host.estimate_push(chunk).map_err(js_error)?;
+        json(&s)
+    }
+
+    /// Ends the estimate (`EstimateRequest` JSON); returns `EstimateReport` JSON.
+    pub fn estimate_finish(&mut self, file_len: Option<f64>, request_json: &str) -> Result<String, JsValue> {
+        let req: crate::host::EstimateRequest = serde_json::from_str(request_json)
+            .map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad estimate options: {e}"))))?;
+        let r = self.host.estimate_finish(file_len.map(|l| l as u64), &req).map_err(js_error)?;
+        json(&r)
+    }
+
+    /// The estimate of the last load or refused load (`Estimate` JSON or `null`).
+    pub fn last_estimate(&self) -> Result<String, JsValue> {
+        json(&self.host.last_estimate())
     }
 }

@@ -1,9 +1,14 @@
 //! `edgellm inspect <model.gguf> [--json]`: what a GGUF file holds, read from its header only
 //! (the tensor data is never read, so this is instant even for multi-GB files).
+//!
+//! `--estimate [--ctx N] [--kv-dtype f16|q8] [--batch B]`: the memory ledger's estimate of each
+//! term (weights, KV, activations, runtime) and the load peak for that session, as the browser
+//! build would use them (wasm32 figures).
 
 use std::collections::BTreeMap;
 
 use edgellm::gguf::{read_header_file, Array, GgmlType, GgufHeader, Value};
+use edgellm::memory::{Estimate, EstimateOptions, HeaderStats, KvElem, ModelGeometry};
 use serde_json::{json, Map, Value as Json};
 
 use crate::args::Args;
@@ -13,18 +18,65 @@ use crate::args::Args;
 const MAX_ARRAY_SHOWN: usize = 64;
 
 pub fn run(argv: &[String]) -> Result<(), String> {
-    let args = Args::parse(argv, &[], &["json"])?;
+    let args = Args::parse(argv, &["ctx", "kv-dtype", "batch"], &["json", "estimate"])?;
     let [path] = args.positionals.as_slice() else {
-        return Err("usage: edgellm inspect <model.gguf> [--json]".into());
+        return Err("usage: edgellm inspect <model.gguf> [--json] [--estimate [--ctx N] [--kv-dtype f16|q8] [--batch B]]".into());
     };
     let (header, file_bytes) =
         read_header_file(path).map_err(|e| format!("{path}: {e} [{}]", e.code()))?;
+    if args.flag("estimate") {
+        return estimate(&args, &header);
+    }
     let report = Report::new(&header, file_bytes);
     if args.flag("json") {
         println!("{}", report.to_json());
     } else {
         print!("{}", report.to_text(path));
     }
+    Ok(())
+}
+
+/// `--estimate`: the ledger's figures for a session of `--ctx` tokens (default: the model's
+/// training context, at most 4096, as a session without KV options).
+fn estimate(args: &Args, header: &GgufHeader) -> Result<(), String> {
+    let g = ModelGeometry::from_header(header).map_err(|e| format!("{e} [{}]", e.code()))?;
+    let ctx = args.parsed::<usize>("ctx")?.unwrap_or(if g.hparams.n_ctx_train == 0 { 4096 } else { g.hparams.n_ctx_train.min(4096) });
+    let dtype = match args.value("kv-dtype") {
+        None => KvElem::F16,
+        Some(s) => KvElem::parse(s).ok_or_else(|| format!("--kv-dtype: {s:?} is not f16 or q8 (int8)"))?,
+    };
+    let d = EstimateOptions::default();
+    let batch = args.parsed::<usize>("batch")?.unwrap_or(d.batch);
+    if ctx == 0 || batch == 0 {
+        return Err("--ctx and --batch must be at least 1".into());
+    }
+    let o = EstimateOptions { kv_tokens: ctx, kv_dtype: dtype, batch, ..d };
+    let e = Estimate::new(&g, &HeaderStats::of(header, header.data_offset), &o);
+    if args.flag("json") {
+        println!("{}", serde_json::to_string_pretty(&e).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    let row = |name: &str, b: u64, note: String| format!("  {name:<12} {:>16} {:>10}  {note}\n", grouped(b), mib(b));
+    let mut s = format!(
+        "memory estimate (wasm32): ctx {ctx} tokens, KV {}, prefill batch {batch}\n  {:<12} {:>16} {:>10}\n",
+        dtype.name(),
+        "term",
+        "bytes",
+        "MiB"
+    );
+    let a = &e.activation_parts;
+    let r = &e.runtime_parts;
+    s += &row("weights", e.weights, "tensor bytes as stored".into());
+    s += &row("kv", e.kv, format!("{} B/token while no layer is full", grouped(e.kv_bytes_per_token)));
+    s += &row("activations", e.activations, format!("forward {}, logits {}, sampler {}, KV staging {}", mib(a.forward), mib(a.logits), mib(a.sampler), mib(a.kv_staging)));
+    s += &row(
+        "runtime",
+        e.runtime,
+        format!("module {}, header {}, tokenizer {}, fragmentation {}", mib(r.module), mib(r.header), mib(r.tokenizer), mib(r.fragmentation)),
+    );
+    s += &row("total", e.total, "weights + kv + activations + runtime".into());
+    s += &row("load peak", e.load_peak, "wasm memory at the end of the load".into());
+    print!("{s}");
     Ok(())
 }
 

@@ -1,0 +1,339 @@
+//! The host's side of the memory ledger (`crate::memory`): estimates from a header before a
+//! load (skimmed from a stream, so nothing big is allocated to decide), admission, snapshots of
+//! what the loaded engine holds, and pressure-level changes for the worker to report.
+
+use serde::{Deserialize, Serialize};
+
+use crate::gguf::GgufHeader;
+use crate::kv::{KvCache, KvDtype, KvOptions, PAGE_ROWS};
+use crate::memory::{
+    kv_tokens_for_bytes, probe, Estimate, EstimateOptions, HeaderSkimmer, HeaderStats, KvElem, Ledger, Measured,
+    MemoryOptions, MemorySnapshot, ModelGeometry, Refusal, SkimStatus,
+};
+
+use super::{Host, HostError, PREFILL_CHUNK};
+
+/// The ledger and the header skimmer of an estimate in progress.
+#[derive(Debug)]
+pub struct MemoryState {
+    pub ledger: Ledger,
+    skim: Option<HeaderSkimmer>,
+}
+
+impl Default for MemoryState {
+    fn default() -> Self {
+        MemoryState { ledger: Ledger::new(), skim: None }
+    }
+}
+
+/// What an estimate is for; unset fields take the engine's current settings (its KV options,
+/// the host's prefill chunk, sampling on).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EstimateRequest {
+    /// KV options as `set_kv_options` takes them (`tokens` or `bytes`, `dtype`, ...).
+    #[serde(default)]
+    pub kv: Option<KvOptions>,
+    /// A plain context of this many positions instead (what a session without KV options uses).
+    #[serde(default)]
+    pub ctx: Option<usize>,
+    #[serde(default)]
+    pub batch: Option<usize>,
+    #[serde(default)]
+    pub sampling: Option<bool>,
+    /// Bytes per pushed chunk (the JS loader's chunk size).
+    #[serde(default)]
+    pub load_chunk: Option<u64>,
+    /// Budget to check against (default: the engine's).
+    #[serde(default)]
+    pub budget_bytes: Option<u64>,
+}
+
+/// An estimate and the admission decision.
+#[derive(Clone, Debug, Serialize)]
+pub struct EstimateReport {
+    pub estimate: Estimate,
+    pub budget_bytes: Option<u64>,
+    /// Whether the estimated peak fits the budget (true without a budget).
+    pub fits: bool,
+    pub header_bytes: u64,
+    pub architecture: Option<String>,
+    pub name: Option<String>,
+    pub n_vocab: usize,
+    pub n_layer: usize,
+    pub context_length: usize,
+    pub header_stats: HeaderStats,
+}
+
+/// Progress of a skimmed header.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SkimProgress {
+    pub complete: bool,
+    pub bytes_received: u64,
+    /// Bytes of the header once complete.
+    pub header_bytes: Option<u64>,
+}
+
+/// The context a session without KV options gets (as `SessionOptions::for_model`).
+fn default_context(n_ctx_train: usize) -> usize {
+    if n_ctx_train == 0 {
+        4096
+    } else {
+        n_ctx_train.min(4096)
+    }
+}
+
+fn elem(d: KvDtype) -> KvElem {
+    match d {
+        KvDtype::F16 => KvElem::F16,
+        KvDtype::Q8 => KvElem::Q8,
+    }
+}
+
+/// The estimate options for a model of geometry `g` under `kv` (the session's KV options) and
+/// the request's overrides.
+pub fn estimate_options(g: &ModelGeometry, kv: Option<&KvOptions>, req: &EstimateRequest) -> EstimateOptions {
+    let default_tokens = default_context(g.hparams.n_ctx_train);
+    let kv = req.kv.as_ref().or(if req.ctx.is_some() { None } else { kv });
+    let (kv_tokens, kv_dtype) = match kv {
+        None => (req.ctx.unwrap_or(default_tokens), KvElem::F16),
+        Some(o) => {
+            let dtype = o.dtype.map(elem).unwrap_or_default();
+            let tokens = match (o.tokens, o.bytes) {
+                (Some(t), _) => t,
+                (None, Some(b)) => kv_tokens_for_bytes(&g.windows, g.kv_row_bytes(dtype), b as u64),
+                (None, None) => default_tokens,
+            };
+            (tokens, dtype)
+        }
+    };
+    let d = EstimateOptions::default();
+    EstimateOptions {
+        kv_tokens,
+        kv_dtype,
+        batch: req.batch.unwrap_or(PREFILL_CHUNK),
+        sampling: req.sampling.unwrap_or(d.sampling),
+        load_chunk: req.load_chunk.unwrap_or(d.load_chunk),
+    }
+}
+
+fn model_error(e: crate::model::ModelError) -> HostError {
+    HostError::new(e.code(), e.to_string())
+}
+
+/// Bytes the KV cache will have allocated once it has processed `tokens` positions: each layer
+/// allocates pages of `PAGE_ROWS` rows as they are first written, up to its capacity.
+pub fn kv_allocated_at(kv: &KvCache, tokens: usize) -> u64 {
+    let lay = kv.layout();
+    let row = (kv.dtype().row_bytes(lay.k_width) + kv.dtype().row_bytes(lay.v_width)) as u64;
+    (0..lay.n_layer())
+        .map(|il| {
+            let cap = lay.layer_cap(il, kv.max_tokens());
+            (tokens.min(cap).div_ceil(PAGE_ROWS) * PAGE_ROWS).min(cap) as u64 * row
+        })
+        .sum()
+}
+
+/// Which generation step the guard looks at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    Prefill,
+    Decode,
+}
+
+/// The `OVER_MEMORY_BUDGET` error of a refusal.
+pub fn refusal_error(r: &Refusal) -> HostError {
+    HostError::new("OVER_MEMORY_BUDGET", r.message())
+}
+
+/// Checks a freshly parsed header against the budget (`budget`, else the ledger's): the load's
+/// estimate is kept for the snapshots; `OVER_MEMORY_BUDGET` when it does not fit. A header whose
+/// hyper-parameters cannot be read (the load will fail on them later, with their own error) is
+/// checked on its weights alone.
+pub(super) fn admit_header(mem: &mut MemoryState, kv: Option<&KvOptions>, header: &GgufHeader, budget: Option<u64>) -> Result<(), HostError> {
+    let stats = HeaderStats::of(header, header.data_offset);
+    match ModelGeometry::from_header(header) {
+        Ok(g) => {
+            let e = Estimate::new(&g, &stats, &estimate_options(&g, kv, &EstimateRequest::default()));
+            mem.ledger.admit(e, budget).map(drop).map_err(|r| refusal_error(&r))
+        }
+        Err(_) => match budget.or(mem.ledger.options.budget_bytes) {
+            Some(b) if header.tensor_data_bytes() > b => Err(HostError::new(
+                "OVER_MEMORY_BUDGET",
+                format!("the model's weights need {} bytes, more than the memory budget of {b} bytes", header.tensor_data_bytes()),
+            )),
+            _ => Ok(()),
+        },
+    }
+}
+
+impl Host {
+    fn estimate_for(&self, header: &GgufHeader, stats: &HeaderStats, req: &EstimateRequest) -> Result<(Estimate, ModelGeometry), HostError> {
+        let g = ModelGeometry::from_header(header).map_err(model_error)?;
+        let o = estimate_options(&g, self.kv_options.as_ref(), req);
+        Ok((Estimate::new(&g, stats, &o), g))
+    }
+
+    /// Records the loaded model's estimate and the load's peak (call at the end of a load).
+    pub(super) fn memory_loaded(&mut self) {
+        let Some(l) = self.loaded.as_ref() else { return };
+        let h = l.model.header();
+        let stats = HeaderStats::of(h, h.data_offset);
+        let e = self.estimate_for(h, &stats, &EstimateRequest::default()).ok().map(|(e, _)| e);
+        let m = &mut self.memory.ledger;
+        m.estimate = e;
+        m.load_peak_measured = probe::wasm_memory().or_else(probe::heap_peak);
+    }
+
+    /// Starts a new load's measurements.
+    pub(super) fn memory_load_begin(&mut self) {
+        self.memory.ledger.estimate = None;
+        self.memory.ledger.load_peak_measured = None;
+        probe::reset_heap_peak();
+    }
+
+    // ── estimate before load ─────────────────────────────────────────────────────────────────
+
+    /// Starts reading a header for an estimate (nothing is loaded or dropped).
+    pub fn estimate_begin(&mut self) {
+        self.memory.skim = Some(HeaderSkimmer::new());
+    }
+
+    /// Feeds the next bytes of the file to the estimate.
+    pub fn estimate_push(&mut self, chunk: &[u8]) -> Result<SkimProgress, HostError> {
+        let s = self.memory.skim.as_mut().ok_or_else(|| HostError::new("NO_ESTIMATE_IN_PROGRESS", "estimate_push called before estimate_begin"))?;
+        match s.push(chunk) {
+            Ok(SkimStatus::NeedMore { bytes_received }) => Ok(SkimProgress { complete: false, bytes_received, header_bytes: None }),
+            Ok(SkimStatus::Complete { header_len }) => Ok(SkimProgress { complete: true, bytes_received: s.bytes_received(), header_bytes: Some(header_len) }),
+            Err(e) => {
+                self.memory.skim = None;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Ends the estimate: the figures per term and whether they fit the budget. `file_len`:
+    /// the file's length when known (tensors must lie inside it).
+    pub fn estimate_finish(&mut self, file_len: Option<u64>, req: &EstimateRequest) -> Result<EstimateReport, HostError> {
+        let s = self.memory.skim.take().ok_or_else(|| HostError::new("NO_ESTIMATE_IN_PROGRESS", "estimate_finish called before estimate_begin"))?;
+        let summary = s.finish(file_len)?;
+        super::check_supported(&summary.header)?;
+        let (e, g) = self.estimate_for(&summary.header, &summary.stats, req)?;
+        let budget = req.budget_bytes.or(self.memory.ledger.options.budget_bytes);
+        let fits = self.memory.ledger.admit(e.clone(), budget).is_ok();
+        let h = &summary.header;
+        Ok(EstimateReport {
+            estimate: e,
+            budget_bytes: budget,
+            fits,
+            header_bytes: summary.stats.header_len,
+            architecture: h.architecture().map(str::to_string),
+            name: h.get_str("general.name").map(str::to_string),
+            n_vocab: g.n_vocab,
+            n_layer: g.hparams.n_layer,
+            context_length: g.hparams.n_ctx_train,
+            header_stats: summary.stats,
+        })
+    }
+
+    /// The estimate of a header parsed in full (native tools: `edgellm inspect --estimate`).
+    pub fn estimate_header(&self, header: &GgufHeader, header_len: u64, req: &EstimateRequest) -> Result<Estimate, HostError> {
+        self.estimate_for(header, &HeaderStats::of(header, header_len), req).map(|(e, _)| e)
+    }
+
+    /// Refuses, before it runs, a step that would grow memory past the budget: `n` new
+    /// positions make the KV cache allocate its next pages, and the first steps grow the
+    /// activation buffers up to their estimate. Conservative: it assumes every new byte grows
+    /// memory (free space inside it is not counted). `OVER_MEMORY_BUDGET`; the generation can
+    /// be ended (or continued with a larger budget).
+    pub(super) fn memory_guard(&self, step: Step) -> Result<(), HostError> {
+        let (Some(budget), Some(now)) = (self.memory.ledger.options.budget_bytes, probe::process_bytes()) else { return Ok(()) };
+        let (Some(l), Some(g)) = (self.loaded.as_ref(), self.generating.as_ref()) else { return Ok(()) };
+        let n = match step {
+            Step::Prefill => (g.prompt.len() - g.prefilled).min(PREFILL_CHUNK),
+            Step::Decode if g.finish.is_some() || g.ids.len() >= g.max_tokens => 0,
+            Step::Decode => 1,
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        let kv = l.session.kv();
+        let kv_growth = kv_allocated_at(kv, kv.n_past() + n).saturating_sub(kv.bytes_allocated() as u64);
+        let act_now = (l.session.bytes() - kv.bytes_allocated() + l.session.sampler().bytes()) as u64;
+        let act_growth = self.memory.ledger.estimate.as_ref().map_or(0, |e| e.activations.saturating_sub(act_now));
+        let growth = kv_growth + act_growth;
+        if growth > 0 && now + growth > budget {
+            let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+            return Err(HostError::new(
+                "OVER_MEMORY_BUDGET",
+                format!(
+                    "the next step would grow memory by up to {:.1} MiB (KV {:.1} + activations {:.1}) from {:.1} MiB, past the memory budget of {:.1} MiB",
+                    mib(growth),
+                    mib(kv_growth),
+                    mib(act_growth),
+                    mib(now),
+                    mib(budget)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    // ── budget, snapshots, pressure ──────────────────────────────────────────────────────────
+
+    /// Sets the budget and thresholds (`BAD_MEMORY_OPTIONS` when they make no sense).
+    pub fn set_memory_options(&mut self, o: MemoryOptions) -> Result<(), HostError> {
+        o.check().map_err(|m| HostError::new("BAD_MEMORY_OPTIONS", m))?;
+        self.memory.ledger.options = o;
+        Ok(())
+    }
+
+    pub fn memory_options(&self) -> &MemoryOptions {
+        &self.memory.ledger.options
+    }
+
+    /// The estimate of the last load (or refused load), if any.
+    pub fn last_estimate(&self) -> Option<&Estimate> {
+        self.memory.ledger.last_estimate.as_ref()
+    }
+
+    fn measured(&self) -> Option<Measured> {
+        if let Some(l) = &self.loading {
+            return Some(Measured { weights: l.loader.bytes_allocated(), kv: 0, activations: 0 });
+        }
+        let l = self.loaded.as_ref()?;
+        let kv = l.session.kv().bytes_allocated() as u64;
+        let session = l.session.bytes() as u64;
+        Some(Measured {
+            weights: l.model.weight_bytes() as u64,
+            kv,
+            activations: session.saturating_sub(kv) + l.session.sampler().bytes() as u64,
+        })
+    }
+
+    fn phase(&self) -> &'static str {
+        if self.loading.is_some() {
+            "loading"
+        } else if self.generating.is_some() {
+            "generating"
+        } else if self.loaded.is_some() {
+            "ready"
+        } else {
+            "empty"
+        }
+    }
+
+    /// The ledger now: every term estimated and measured, wasm memory, the level.
+    pub fn memory_snapshot(&mut self) -> MemorySnapshot {
+        let m = self.measured();
+        let phase = self.phase();
+        self.memory.ledger.snapshot(m, phase)
+    }
+
+    /// Samples memory; returns the snapshot when the pressure level changed since the last
+    /// poll (the worker calls this after every load chunk, prefill chunk and decode step).
+    pub fn memory_poll(&mut self) -> Option<MemorySnapshot> {
+        let s = self.memory_snapshot();
+        self.memory.ledger.take_changed().then_some(s)
+    }
+}
