@@ -8,7 +8,8 @@
 // For tests and the console: window.edgellmApp = { engine, state, settings, lastUsage, lastRoute,
 // lastMemory, lastError, lastModel, lastReply, progress, ledger, offlineReady }.
 
-import { createEngine } from '../pkg/src/index.js';
+// A namespace import: optional exports (defaultMemoryBudget) are used when the package has them.
+import * as edgellm from '../pkg/src/index.js';
 import { StreamRenderer } from './markdown.js';
 import { RateChart } from './chart.js';
 import { renderLedger, renderBasic } from './gauge.js';
@@ -60,6 +61,7 @@ function setState(s) {
   $('stop').disabled = s !== 'generating';
   $('regenerate').disabled = !canSend || !turns.length;
   $('load-url').disabled = busy;
+  $('estimate').disabled = busy;
   $('model-file').disabled = busy;
   $('cancel-load').hidden = s !== 'loading';
 }
@@ -77,11 +79,27 @@ const errInfo = (e) => ({ code: (e && e.code) || 'INTERNAL', message: (e && e.me
 // ── engine ──────────────────────────────────────────────────────────────────────────────
 // The memory budget and the KV cache options go with each load (they size the session), so a
 // change takes effect when the model is loaded again.
+// With the memory ledger (engine.setMemoryOptions) the budget applies at once instead.
+const liveBudget = () => !!(app.engine && typeof app.engine.setMemoryOptions === 'function');
+const budgetBytes = () => (settings.memory_mb > 0 ? Math.round(settings.memory_mb * 1e6) : undefined);
+
 function wantedLoadOpts() {
   return {
-    memoryBudget: settings.memory_mb > 0 ? Math.round(settings.memory_mb * 1e6) : undefined,
+    memoryBudget: liveBudget() ? undefined : budgetBytes(),
     kv: { tokens: settings.kv_tokens, dtype: settings.kv_dtype },
   };
+}
+
+/** The ledger's budget: the setting, or the package's default for this device (0 in the setting). */
+async function applyMemoryBudget() {
+  if (!liveBudget()) return;
+  const want = budgetBytes() ?? (typeof edgellm.defaultMemoryBudget === 'function' ? edgellm.defaultMemoryBudget() : undefined);
+  if (!want || (app.engine.memoryOptions && app.engine.memoryOptions.budget_bytes === want)) return;
+  try {
+    showMemory(await app.engine.setMemoryOptions({ budget_bytes: want }));
+  } catch (e) {
+    status(`${e.code || 'ERROR'}: ${e.message}`, e);
+  }
 }
 const sameOpts = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
@@ -106,13 +124,15 @@ function applyRoute() {
 }
 
 async function startEngine() {
-  const engine = await createEngine({
+  const engine = await edgellm.createEngine({
     // The worker starts from www/ so that the page's service worker controls it (offline).
     workerUrl: new URL('engine-worker.js', import.meta.url),
+    ...(budgetBytes() ? { memory: { budget_bytes: budgetBytes() } } : {}),
     route: routeOptions(),
     onCrash: (e) => status(`The engine crashed and was restarted: ${e.message}`, e),
   });
   app.engine = engine;
+  $('estimate').hidden = typeof engine.estimate !== 'function';
   app.ledger = typeof engine.on === 'function' && typeof engine.memory === 'function';
   if (app.ledger) {
     engine.on('memory', (s) => {
@@ -145,7 +165,7 @@ async function refreshMemory() {
   if (!engine) return;
   try {
     if (app.ledger) {
-      showMemory(await engine.memory());
+      showMemory(typeof engine.refreshMemory === 'function' ? await engine.refreshMemory() : engine.memory());
       return;
     }
     const st = await engine.status();
@@ -233,6 +253,7 @@ async function load(source, label) {
   $('progress-speed').textContent = '';
   $('progress-eta').textContent = '';
   $('model-info').hidden = true;
+  $('estimate-result').hidden = true;
   const t0 = performance.now();
   try {
     const opts = wantedLoadOpts();
@@ -273,6 +294,29 @@ async function load(source, label) {
     setState(app.engine && app.engine.model ? 'ready' : 'empty');
   } finally {
     loadController = null;
+  }
+}
+
+/** engine.estimate(): every memory term of a model from its header alone (a few MB read). */
+async function estimateFit() {
+  const url = $('model-url').value.trim();
+  const out = $('estimate-result');
+  if (!url || !app.engine || typeof app.engine.estimate !== 'function') return;
+  out.hidden = false;
+  out.className = 'estimate';
+  out.textContent = 'Reading the model’s header…';
+  try {
+    const e = await app.engine.estimate(url, { kv: wantedLoadOpts().kv });
+    const t = e.terms;
+    out.dataset.peak = String(e.peak);
+    out.dataset.fits = String(e.fits);
+    out.classList.add(e.fits ? 'fits' : 'no-fit');
+    out.textContent =
+      `Needs about ${fmtBytes(e.peak)} here (weights ${fmtBytes(t.weights)} · KV ${fmtBytes(t.kv)} · activations ${fmtBytes(t.activations)} · runtime ${fmtBytes(t.runtime)})` +
+      (e.budget_bytes ? ` — ${e.fits ? 'fits' : 'does not fit'} the ${fmtBytes(e.budget_bytes)} budget.` : '.');
+  } catch (err) {
+    out.classList.add('no-fit');
+    out.textContent = `${err.code || 'ERROR'}: ${err.message}`;
   }
 }
 
@@ -568,7 +612,7 @@ function engineNote() {
   const changed = !!(app.engine && app.engine.model && loadedOpts && !sameOpts(loadedOpts, wantedLoadOpts()));
   const note = $('engine-note');
   const kvNote = app.engine && app.engine.model && !app.kvSupported ? 'This engine build takes no KV options: the KV budget only steers the router.' : '';
-  note.textContent = [changed ? 'The memory budget and KV options take effect when the model is loaded again.' : '', kvNote].filter(Boolean).join(' ');
+  note.textContent = [changed ? `The ${liveBudget() ? '' : 'memory budget and '}KV options take effect when the model is loaded again.` : '', kvNote].filter(Boolean).join(' ');
   note.hidden = !note.textContent;
   $('engine-apply').hidden = !(changed && lastSource && app.state === 'ready');
 }
@@ -580,6 +624,7 @@ function onSettingsInput() {
   saveSettings(settings);
   const routeKeys = ['mode', 'server_url', 'api_key', 'kv_tokens', 'private'];
   if (routeKeys.some((k) => before[k] !== settings[k])) applyRoute();
+  if (before.memory_mb !== settings.memory_mb) applyMemoryBudget();
   engineNote();
 }
 
@@ -618,6 +663,7 @@ $('model-file').addEventListener('change', () => {
   if (f) load(f, f.name);
 });
 $('routing-form').addEventListener('submit', (e) => e.preventDefault());
+$('estimate').addEventListener('click', estimateFit);
 $('cancel-load').addEventListener('click', () => loadController && loadController.abort());
 $('chat-form').addEventListener('submit', (e) => {
   e.preventDefault();
@@ -686,6 +732,7 @@ if ('serviceWorker' in navigator) {
 }
 startEngine()
   .then(async (engine) => {
+    if (app.ledger) refreshMemory();
     if (params.get('autoload') && settings.model_url) {
       load(settings.model_url, settings.model_url); // straight to 'loading': no idle state between
       return;

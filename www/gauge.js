@@ -17,6 +17,7 @@ import { fmtBytes } from './format.js';
 export const TERMS = ['weights', 'kv', 'activations', 'runtime'];
 const LABEL = { weights: 'weights', kv: 'KV cache', activations: 'activations', runtime: 'runtime' };
 const num = (v) => typeof v === 'number' && Number.isFinite(v);
+const DASH_NONE = '–';
 
 function el(tag, attrs = {}, ...children) {
   const e = document.createElement(tag);
@@ -55,28 +56,29 @@ export function renderLedger(root, s) {
   root.className = `gauge level-${level}`;
   const est = TERMS.map((t) => [t, s.terms && s.terms[t] ? s.terms[t].estimated : null]);
   const meas = TERMS.map((t) => [t, s.terms && s.terms[t] ? s.terms[t].measured : null]);
-  const totals = [s.budget_bytes, s.total && s.total.estimated, s.total && s.total.measured, s.wasm_memory_bytes, s.high_water_bytes].filter(num);
-  const scale = Math.max(1, ...totals);
-  const head = el(
-    'div',
-    { class: 'gauge-head' },
-    el('span', { class: `level-pill level-${level}`, 'data-field': 'level' }, level),
-    el('span', { class: 'gauge-sum' }, `${fmtBytes(s.total && s.total.measured)} measured of ${num(s.budget_bytes) ? fmtBytes(s.budget_bytes) : 'no'} budget`),
-  );
+  const tEst = s.total && s.total.estimated;
+  const tMeas = s.total && s.total.measured;
+  const budget = num(s.budget_bytes) ? s.budget_bytes : null;
+  const pct = budget && num(tMeas) ? ` · ${((tMeas / budget) * 100).toFixed(tMeas / budget < 0.1 ? 1 : 0)}% of ${fmtBytes(budget)} budget` : budget ? ` · budget ${fmtBytes(budget)}` : ' · no budget';
+  const head = el('div', { class: 'gauge-head' }, el('span', { class: `level-pill level-${level}`, 'data-field': 'level' }, level), el('span', { class: 'gauge-sum' }, `${fmtBytes(tMeas)} in use${pct}`));
+  // Against the budget (what pressure means), then the split at a scale where every term shows.
+  const budgetScale = Math.max(1, ...[budget, tEst, tMeas, s.wasm_memory_bytes].filter(num));
+  const splitScale = Math.max(1, ...[tEst, tMeas, ...est.map((x) => x[1]), ...meas.map((x) => x[1])].filter(num));
   const rows = el('div', { class: 'bars' });
+  rows.append(el('div', { class: 'bar-row' }, el('span', { class: 'bar-label' }, 'of budget'), bar('measured, against the budget', meas, budgetScale, budget).el));
   for (const [kind, parts] of [
     ['estimated', est],
     ['measured', meas],
   ]) {
-    rows.append(el('div', { class: 'bar-row' }, el('span', { class: 'bar-label' }, kind), bar(kind, parts, scale, s.budget_bytes).el));
+    rows.append(el('div', { class: 'bar-row split' }, el('span', { class: 'bar-label' }, kind), bar(kind, parts, splitScale, null).el));
   }
-  const legend = el('ul', { class: 'legend' }, ...TERMS.map((t) => el('li', {}, el('span', { class: `swatch seg-${t}` }), LABEL[t])), el('li', {}, el('span', { class: 'swatch budget' }), 'budget'));
+  const legend = el('ul', { class: 'legend' }, ...TERMS.map((t) => el('li', {}, el('span', { class: `swatch seg-${t}` }), LABEL[t])));
   const table = el('table', { class: 'terms' });
   table.append(el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, ''), el('th', { scope: 'col' }, 'estimated'), el('th', { scope: 'col' }, 'measured'))));
   const tb = el('tbody');
   for (const t of TERMS) {
     const v = (s.terms && s.terms[t]) || {};
-    tb.append(el('tr', { 'data-term': t }, el('th', { scope: 'row' }, LABEL[t]), cell(v.estimated, { 'data-kind': 'estimated' }), cell(v.measured, { 'data-kind': 'measured' })));
+    tb.append(el('tr', { 'data-term': t }, el('th', { scope: 'row' }, el('span', { class: `swatch seg-${t}` }), LABEL[t]), cell(v.estimated, { 'data-kind': 'estimated' }), cell(v.measured, { 'data-kind': 'measured' })));
   }
   for (const [key, label] of [
     ['total', 'total'],
@@ -86,16 +88,8 @@ export function renderLedger(root, s) {
     tb.append(el('tr', { 'data-term': key, class: 'sum' }, el('th', { scope: 'row' }, label), cell(v.estimated, { 'data-kind': 'estimated' }), cell(v.measured, { 'data-kind': 'measured' })));
   }
   table.append(tb);
-  const facts = el(
-    'dl',
-    { class: 'facts' },
-    el('dt', {}, 'budget'),
-    el('dd', { 'data-field': 'budget_bytes', 'data-value': num(s.budget_bytes) ? s.budget_bytes : '' }, num(s.budget_bytes) ? fmtBytes(s.budget_bytes) : 'none'),
-    el('dt', {}, 'wasm memory'),
-    el('dd', { 'data-field': 'wasm_memory_bytes', 'data-value': num(s.wasm_memory_bytes) ? s.wasm_memory_bytes : '' }, fmtBytes(s.wasm_memory_bytes)),
-    el('dt', {}, 'high water'),
-    el('dd', { 'data-field': 'high_water_bytes', 'data-value': num(s.high_water_bytes) ? s.high_water_bytes : '' }, fmtBytes(s.high_water_bytes)),
-  );
+  const fact = (field, label, v, none = DASH_NONE) => [el('dt', {}, label), el('dd', { 'data-field': field, 'data-value': num(v) ? v : '' }, num(v) ? fmtBytes(v) : none)];
+  const facts = el('dl', { class: 'facts' }, ...fact('budget_bytes', 'budget', budget, 'none'), ...fact('wasm_memory_bytes', 'wasm memory (what the tab pays)', s.wasm_memory_bytes), ...fact('high_water_bytes', 'high water', s.high_water_bytes));
   root.replaceChildren(head, rows, legend, table, facts);
 }
 

@@ -139,6 +139,19 @@ after(async () => {
 
 test('the page is cross-origin isolated and loads the default model by URL, with progress', { skip }, async () => {
   assert.equal(await page.evaluate(() => self.crossOriginIsolated), true, 'COOP/COEP from www/serve.js');
+  // "Will it fit?" (when the engine can estimate): the header's estimate, before any download.
+  if (await page.evaluate(() => typeof window.edgellmApp.engine.estimate === 'function')) {
+    await page.click('#estimate');
+    await page.waitForFunction(() => document.getElementById('estimate-result').dataset.peak, null, { timeout: 30_000 });
+    const e = await page.evaluate(async () => ({
+      shown: document.getElementById('estimate-result').textContent,
+      fits: document.getElementById('estimate-result').dataset.fits,
+      est: await window.edgellmApp.engine.estimate(document.getElementById('model-url').value, { kv: { tokens: 4096, dtype: 'f16' } }),
+    }));
+    assert.ok(e.shown.startsWith(`Needs about ${fmtBytes(e.est.peak)} here (weights ${fmtBytes(e.est.terms.weights)}`), e.shown);
+    assert.equal(e.fits, String(e.est.fits));
+    report.estimate_peak = e.est.peak;
+  }
   const t0 = Date.now();
   await page.click('#load-url');
   await waitState(['ready', 'empty'], 180_000);
@@ -181,7 +194,7 @@ test('the memory gauge draws a ledger snapshot: each term estimated vs measured,
       terms[row.dataset.term] = {};
       for (const c of row.querySelectorAll('td[data-kind]')) terms[row.dataset.term][c.dataset.kind] = [c.dataset.value, c.textContent];
     }
-    const bars = [...g.querySelectorAll('.bar')].map((b) => ({ segs: [...b.querySelectorAll('.seg')].map((x) => [x.className, x.style.width]), mark: b.querySelector('.budget-mark').style.left }));
+    const bars = [...g.querySelectorAll('.bar')].map((b) => ({ segs: [...b.querySelectorAll('.seg')].map((x) => [x.className, x.style.width]), mark: b.querySelector('.budget-mark') ? b.querySelector('.budget-mark').style.left : null }));
     return { cls: g.className, level: g.querySelector('[data-field=level]').textContent, terms, bars, hw: g.querySelector('[data-field=high_water_bytes]').dataset.value };
   }, snap);
   assert.equal(r.cls, 'gauge level-elevated');
@@ -190,11 +203,16 @@ test('the memory gauge draws a ledger snapshot: each term estimated vs measured,
   assert.deepEqual(r.terms.activations.measured, ['', '–'], 'a term not measured shows a dash, not a number');
   assert.deepEqual(r.terms.total.measured, ['273500000', fmtBytes(273.5e6)]);
   assert.equal(r.hw, '310000000');
-  assert.equal(r.bars.length, 2);
-  assert.deepEqual(r.bars[0].segs.map((x) => x[0]), ['seg seg-weights', 'seg seg-kv', 'seg seg-activations', 'seg seg-runtime']);
-  assert.deepEqual(r.bars[1].segs.map((x) => x[0]), ['seg seg-weights', 'seg seg-kv', 'seg seg-runtime']);
-  assert.equal(r.bars[0].segs[0][1], '61.5%'); // 246 MB of the 400 MB budget (the scale)
+  // Against the budget: the measured terms, the budget at the end of the scale.
+  assert.equal(r.bars.length, 3);
+  assert.deepEqual(r.bars[0].segs.map((x) => x[0]), ['seg seg-weights', 'seg seg-kv', 'seg seg-runtime']);
+  assert.equal(r.bars[0].segs[0][1], '61.625%'); // 246.5 MB of the 400 MB budget
   assert.equal(r.bars[0].mark, '100%');
+  // The split, estimated vs measured, at the scale of the larger total (279 MB).
+  assert.deepEqual(r.bars[1].segs.map((x) => x[0]), ['seg seg-weights', 'seg seg-kv', 'seg seg-activations', 'seg seg-runtime']);
+  assert.equal(r.bars[1].segs[0][1], `${((246e6 / 279e6) * 100).toFixed(3).replace(/0+$/, '')}%`);
+  assert.deepEqual(r.bars[2].segs.map((x) => x[0]), ['seg seg-weights', 'seg seg-kv', 'seg seg-runtime']);
+  assert.equal(r.bars[2].mark, null);
 });
 
 test('markdown-ish rendering builds DOM nodes: code blocks, inline code, bold; model text never becomes markup', { skip }, async () => {
