@@ -18,7 +18,7 @@ import { spawn } from 'node:child_process';
 
 import { ROOT, MODEL_SIZE, CHROMIUM, CHROMIUM_ARGS, REQUIRED, modelMissing, wasmMissing, cliPath } from './helpers.js';
 import { startEdgeServer, serverRequests, cliCanServe } from './router-helpers.js';
-import { fmtMs, fmtTpot, fmtRate, fmtInt, fmtBytes } from '../../www/format.js';
+import { fmtMs, fmtTpot, fmtRate, fmtInt, fmtBytes, routeText } from '../../www/format.js';
 
 const skip =
   modelMissing() ||
@@ -429,6 +429,14 @@ test('offline: after the first visit, a reload without network still loads the m
   assert.match(a.badge.text, /offline/);
   report.screenshots.push(await shot('demo-offline-1280x800.png'));
   await context.setOffline(false);
+});
+
+test('route badges say where and why, failovers included (format.js, no browser)', () => {
+  assert.equal(routeText({ target: 'local', reason: 'prefer-local' }), 'this device · preferred: this device');
+  assert.equal(routeText({ target: 'remote', reason: 'prompt_over_kv_budget' }), 'server · prompt over the KV budget');
+  assert.equal(routeText({ target: 'local', reason: 'remote_error_503', fallback_from: 'remote' }), 'this device · server error 503 (fell back from server)');
+  assert.equal(routeText({ target: 'remote', reason: 'engine_crashed', fallback_from: 'local' }), 'server · the local engine crashed (fell back from this device)');
+  assert.equal(routeText({ target: null, reason: 'no_route', ruled_out: { remote: 'private', local: 'prompt_over_kv_budget' } }), 'not sent · this device: prompt over the KV budget · server: private');
 });
 
 test('no console errors during the run', { skip }, () => {
