@@ -29,7 +29,11 @@ export declare const ErrorCode: { readonly [K in ErrorCodeName]: K };
 
 /** The only kind of error edgellm throws or rejects with. */
 export declare class EdgeLLMError extends Error {
-  constructor(code: ErrorCodeName, message: string, extra?: { detail?: string; status?: number; cause?: unknown });
+  constructor(
+    code: ErrorCodeName,
+    message: string,
+    extra?: { detail?: string; status?: number; cause?: unknown; terms?: MemoryTerms; budget_bytes?: number; estimate?: MemoryEstimate },
+  );
   readonly name: 'EdgeLLMError';
   /** Stable umbrella code: branch on this. */
   readonly code: ErrorCodeName;
@@ -39,6 +43,10 @@ export declare class EdgeLLMError extends Error {
   readonly status?: number;
   /** For errors of routed requests: the decision (what was ruled out and why). */
   route?: RouteInfo;
+  /** OVER_MEMORY_BUDGET from a load: the estimate per term, and the budget it exceeded. */
+  readonly terms?: MemoryTerms;
+  readonly budget_bytes?: number;
+  readonly estimate?: MemoryEstimate;
   toJSON(): { code: ErrorCodeName; message: string; detail?: string; status?: number };
 }
 
@@ -55,8 +63,15 @@ export interface EngineOptions {
   workerUrl?: string | URL;
   /** Milliseconds to wait for the worker and wasm to start (default 60000). */
   initTimeoutMs?: number;
-  /** Refuse models whose weights need more bytes than this (checked from the header, before download). */
+  /** Older name of `memory.budget_bytes`. */
   memoryBudget?: number;
+  /**
+   * The memory ledger: the budget (default: from navigator.deviceMemory, see
+   * `defaultMemoryBudget`) and the pressure thresholds (fractions of it; default 0.75 and 0.9).
+   * A model whose estimated peak exceeds the budget is refused before it is downloaded; a step
+   * that would grow memory past it fails with OVER_MEMORY_BUDGET.
+   */
+  memory?: MemoryOptions;
   /** Minimum interval between load progress events (default 50 ms). */
   progressIntervalMs?: number;
   /** Receives the worker's log lines (default: warnings go to console.warn). */
@@ -119,6 +134,102 @@ export interface KvStats {
   rebases: number;
   by_kind: KvKindStats[];
 }
+
+// ── Memory ledger ──────────────────────────────────────────────────────────────────────────────
+
+export interface MemoryOptions {
+  /** Most bytes the engine may use (wasm memory). */
+  budget_bytes?: number;
+  /** `elevated` at this fraction of the budget or more (default 0.75). */
+  elevated?: number;
+  /** `critical` at this fraction of the budget or more (default 0.9). */
+  critical?: number;
+}
+
+export type MemoryLevel = 'ok' | 'elevated' | 'critical';
+
+/** One term in bytes: estimated from the header, measured in the running engine (null: not yet). */
+export interface MemoryFigures {
+  estimated: number | null;
+  measured: number | null;
+}
+
+/** The ledger at one moment (`engine.memory()`, the 'memory' event). */
+export interface MemorySnapshot {
+  level: MemoryLevel;
+  budget_bytes: number | null;
+  /** wasm linear memory now: what the tab pays (it never shrinks). */
+  wasm_memory_bytes: number;
+  high_water_bytes: number;
+  terms: { weights: MemoryFigures; kv: MemoryFigures; activations: MemoryFigures; runtime: MemoryFigures };
+  total: MemoryFigures;
+  /** Estimated / measured wasm memory at the end of the load. */
+  load_peak: MemoryFigures;
+  /** measured total / budget. */
+  usage: number | null;
+  thresholds: { elevated: number; critical: number };
+  phase: 'empty' | 'loading' | 'ready' | 'generating';
+  /** Bytes live on the wasm heap (the rest of wasm memory is free space the allocator keeps). */
+  heap_live_bytes: number | null;
+  /** wasm memory when the engine started (module data + stack). */
+  module_bytes: number | null;
+  kv_tokens: number | null;
+  kv_dtype: 'f16' | 'q8' | null;
+  /** Model bytes the worker holds outside wasm memory (header chunks while admitting a load). */
+  js_buffers_bytes: number;
+  /** Why it was sent: 'level' (a pressure-level change), 'load', 'request', 'options', 'read'. */
+  reason: string;
+}
+
+export interface MemoryTerms {
+  weights: number;
+  kv: number;
+  activations: number;
+  runtime: number;
+}
+
+/** `engine.estimate()`: every term from the model's header alone. */
+export interface MemoryEstimate {
+  /** Whether the peak fits the budget. */
+  fits: boolean;
+  budget_bytes: number | null;
+  terms: MemoryTerms;
+  /** weights + kv + activations + runtime. */
+  total: number;
+  /** wasm memory at the end of the load. */
+  load_peak: number;
+  /** max(total, load_peak): what is checked against the budget. */
+  peak: number;
+  kv: { tokens: number; dtype: 'f16' | 'q8'; bytes_per_token: number };
+  batch: number;
+  parts: {
+    activations: { forward: number; logits: number; sampler: number; kv_staging: number };
+    runtime: { module: number; header: number; tokenizer: number; model: number; fragmentation: number };
+  };
+  model: { name: string | null; architecture: string | null; n_vocab: number; n_layer: number; context_length: number; header_bytes: number };
+  /** Bytes of the file read to get here. */
+  bytes_read?: number;
+}
+
+export interface EstimateOptions {
+  /** The KV cache to estimate for (default: the engine's `kv` option). */
+  kv?: KvOptions | null;
+  /** A plain context of this many positions instead of `kv`. */
+  ctx?: number;
+  /** Prompt tokens per forward pass (default 64, the engine's prefill chunk). */
+  batch?: number;
+  /** Count the sampler's candidate list (default true; greedy decoding does not allocate it). */
+  sampling?: boolean;
+  /** Budget to check against (default: the engine's). */
+  budget_bytes?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * The default memory budget: min(4 GiB × 0.9, deviceMemory GiB × 0.25), with 4 GiB of device
+ * memory assumed where `navigator.deviceMemory` is not available.
+ */
+export declare function defaultMemoryBudget(env?: { deviceMemory?: number }): number;
 
 // ── Routing ────────────────────────────────────────────────────────────────────────────────────
 
@@ -270,7 +381,7 @@ export interface LoadOptions {
   cache?: boolean;
   /** Expected sha256 (hex) of the file: a mismatch is CHECKSUM_MISMATCH. */
   sha256?: string;
-  /** Refuse (OVER_MEMORY_BUDGET) a model whose weights need more bytes; checked from the header. */
+  /** Memory budget for this load (default: the engine's): a model whose estimated peak needs more is refused (OVER_MEMORY_BUDGET) from its header, before the weights are downloaded. */
   memoryBudget?: number;
   /** The session's KV cache (default: the engine's `kv` option). */
   kv?: KvOptions | null;
@@ -315,6 +426,8 @@ export interface EngineStatus {
   running: string | null;
   queued: number;
   wasm_memory_bytes: number;
+  /** The memory ledger's last pressure level (null before the first snapshot). */
+  memory_level: MemoryLevel | null;
   dead: boolean;
 }
 
@@ -391,6 +504,8 @@ export interface CompletionUsage {
   decode_tokens_per_s: number;
   /** The local KV cache at the end of the generation (local runs). */
   kv?: KvStats;
+  /** The memory ledger at the end of the generation (local runs). */
+  memory?: MemorySnapshot;
 }
 
 /** 'error': the route's source broke after the first token (see `error`); routed requests only. */
@@ -482,6 +597,19 @@ export declare class Engine {
   readonly router: RouterHandle | null;
   /** Replaces the routing options (null: every request runs locally). */
   setRoute(options: RouteOptions | null): RouterHandle | null;
+  /** Estimates each memory term of a model from its header alone (nothing is loaded). */
+  estimate(source: ModelSource, options?: EstimateOptions): Promise<MemoryEstimate>;
+  /** The latest memory snapshot (null before the first). */
+  memory(): MemorySnapshot | null;
+  /** A fresh snapshot from the worker. */
+  refreshMemory(): Promise<MemorySnapshot | null>;
+  /** Changes the budget and/or thresholds. */
+  setMemoryOptions(options: MemoryOptions): Promise<MemorySnapshot | null>;
+  /** The budget and thresholds in force. */
+  readonly memoryOptions: Required<MemoryOptions>;
+  /** 'memory': every pressure-level change and the end of each load and request. Returns an unsubscribe function. */
+  on(event: 'memory', listener: (snapshot: MemorySnapshot) => void): () => void;
+  off(event: 'memory', listener: (snapshot: MemorySnapshot) => void): void;
   /** The prompt's tokens as the local engine sees them (chat template applied). */
   countTokens(params: { messages: ChatMessage[] } | { prompt: string | [string] }): Promise<{ prompt_tokens: number | null; max_context: number; fits: boolean }>;
 

@@ -10,6 +10,7 @@
 import { Req, Ev, PROTOCOL_VERSION } from './protocol.js';
 import { EdgeLLMError, ErrorCode, errorFromPayload, abortedError } from './errors.js';
 import { Router } from './router.js';
+import { memoryOptions } from './memory.js';
 
 let idCounter = 0;
 const nextId = () => ++idCounter;
@@ -107,6 +108,8 @@ function usageOf(r) {
   };
   // The KV cache at the end of the generation: tokens_held, evicted, bytes, budget_bytes, ...
   if (r.kv) usage.kv = r.kv;
+  // The memory ledger's snapshot at the end of the request (local runs).
+  if (r.memory) usage.memory = r.memory;
   return usage;
 }
 
@@ -232,6 +235,9 @@ export class Engine {
   #router = null;
   #lastModel = null; // ModelInfo of the last successful load (kept across crashes)
   #lastLoadError = null; // code of the last failed load (e.g. OVER_MEMORY_BUDGET)
+  #memoryOpts; // the core's MemoryOptions: budget and pressure thresholds
+  #lastMemory = null; // the latest MemorySnapshot from the worker
+  #listeners = new Map(); // event name → Set of callbacks
 
   /** Info about the loaded model (null when none). */
   model = null;
@@ -244,6 +250,9 @@ export class Engine {
     this.#spawn = spawn;
     this.#normalizeSource = normalizeSource;
     this.#opts = { cache: true, initTimeoutMs: 60_000, progressIntervalMs: 50, ...options };
+    // The memory ledger's budget (default: from navigator.deviceMemory, see memory.js) and
+    // pressure thresholds; `memoryBudget` is the older name of memory.budget_bytes.
+    this.#memoryOpts = memoryOptions(this.#opts.memory, this.#opts.memoryBudget);
     const self = this;
     this.chat = {
       completions: {
@@ -275,7 +284,7 @@ export class Engine {
         onFatal: (err) => this.#onFatal(worker, err),
       });
       this.#worker = worker;
-      this.#ready = this.#send(worker, { type: Req.INIT, wasmUrl: this.#opts.wasmUrl, cache: { enabled: !!this.#opts.cache, dir: this.#opts.cacheDir } }, null, this.#opts.initTimeoutMs)
+      this.#ready = this.#send(worker, { type: Req.INIT, wasmUrl: this.#opts.wasmUrl, cache: { enabled: !!this.#opts.cache, dir: this.#opts.cacheDir }, memory: this.#memoryOpts }, null, this.#opts.initTimeoutMs)
         .then((info) => {
           if (info.protocol !== PROTOCOL_VERSION) throw new EdgeLLMError(ErrorCode.ENGINE_INIT_FAILED, `worker speaks protocol ${info.protocol}, client ${PROTOCOL_VERSION}`);
           this.info = info;
@@ -323,6 +332,11 @@ export class Engine {
 
   #onMessage(worker, msg) {
     if (this.#worker !== worker || !msg) return;
+    if (msg.type === Ev.MEMORY) {
+      this.#lastMemory = msg.snapshot;
+      this.#emit('memory', msg.snapshot);
+      return;
+    }
     if (msg.type === Ev.LOG) {
       const fn = this.#opts.onLog;
       if (fn) fn(msg.level, msg.message);
@@ -494,6 +508,86 @@ export class Engine {
     }
   }
 
+  // ── memory ledger ────────────────────────────────────────────────────────────────────────
+  /**
+   * Subscribes to an event; returns a function that unsubscribes. Events: 'memory' (a
+   * MemorySnapshot, on every pressure-level change and at the end of each load and request).
+   */
+  on(event, fn) {
+    if (typeof fn !== 'function') throw invalid('on(event, fn): fn must be a function');
+    if (event !== 'memory') throw invalid(`unknown event ${JSON.stringify(event)} (events: 'memory')`);
+    if (!this.#listeners.has(event)) this.#listeners.set(event, new Set());
+    this.#listeners.get(event).add(fn);
+    return () => this.off(event, fn);
+  }
+
+  off(event, fn) {
+    const set = this.#listeners.get(event);
+    if (set) set.delete(fn);
+  }
+
+  #emit(event, value) {
+    const set = this.#listeners.get(event);
+    if (!set) return;
+    for (const fn of [...set]) {
+      try {
+        fn(value);
+      } catch (e) {
+        console.warn(`[edgellm] a '${event}' listener threw: ${e && e.message ? e.message : e}`);
+      }
+    }
+  }
+
+  /** The latest memory snapshot (null before the engine reported one). */
+  memory() {
+    return this.#lastMemory;
+  }
+
+  /** Asks the worker for a fresh snapshot (answered between steps, even during a generation). */
+  async refreshMemory() {
+    await this.#request({ type: Req.MEMORY, action: 'get' });
+    return this.#lastMemory;
+  }
+
+  /** Changes the budget and/or thresholds (`{budget_bytes, elevated, critical}`); resolves with a snapshot. */
+  async setMemoryOptions(options = {}) {
+    const merged = memoryOptions({ ...this.#memoryOpts, ...options });
+    await this.#request({ type: Req.MEMORY, action: 'set', options: merged });
+    this.#memoryOpts = merged;
+    return this.#lastMemory;
+  }
+
+  /** The budget and thresholds in force. */
+  get memoryOptions() {
+    return { ...this.#memoryOpts };
+  }
+
+  /**
+   * Estimates each memory term of a model from its header alone (a few MB read with Range
+   * requests or Blob.slice; nothing is loaded): `{fits, budget_bytes, terms: {weights, kv,
+   * activations, runtime}, total, load_peak, peak, kv, batch, parts, model}`.
+   * @param {string|URL|Blob|{url:string, headers?:object}} source
+   * @param {{kv?: object|null, ctx?: number, batch?: number, sampling?: boolean, budget_bytes?: number, signal?: AbortSignal}} [options]
+   */
+  async estimate(source, options = {}) {
+    const src = this.#normalizeSource(source);
+    const o = options || {};
+    const kv = kvOptions(o.kv !== undefined ? o.kv : this.#opts.kv);
+    const req = {};
+    if (kv) req.kv = kv;
+    if (o.ctx !== undefined) req.ctx = optNumber(o, 'ctx', 1, 1 << 24, { int: true });
+    if (o.batch !== undefined) req.batch = optNumber(o, 'batch', 1, 1 << 16, { int: true });
+    if (o.sampling !== undefined) req.sampling = !!o.sampling;
+    req.budget_bytes = o.budget_bytes !== undefined ? optNumber(o, 'budget_bytes', 1, Number.MAX_SAFE_INTEGER, { int: true }) : this.#memoryOpts.budget_bytes;
+    return this.#request({ type: Req.ESTIMATE, source: src, options: req }, null, o.signal);
+  }
+
+  #memoryNeed() {
+    const m = this.#lastMemory;
+    if (!m || !this.model || m.total.estimated === null) return null;
+    return Math.max(m.total.estimated, m.load_peak.estimated ?? 0);
+  }
+
   // ── generation ───────────────────────────────────────────────────────────────────────────
   /** Requests go through the router when one is configured (createEngine({route}) or a per-request `route`). */
   #create(kind, params, options = {}) {
@@ -513,7 +607,9 @@ export class Engine {
         reloadable: this.#reloadNeeded && !!this.#lastLoad,
         lastModel: this.#lastModel,
         lastLoadError: this.#lastLoadError,
-        memoryBudget: this.#opts.memoryBudget ?? null,
+        memoryBudget: this.#memoryOpts.budget_bytes,
+        // The loaded model's estimated peak (the ledger's), for the router's memory check.
+        memoryNeed: this.#memoryNeed(),
       }),
       makeStream: (onCancel) => new CompletionStream(onCancel),
     };

@@ -55,7 +55,7 @@ export class EdgeLLMError extends Error {
   /**
    * @param {string} code one of ErrorCode
    * @param {string} message what happened, in words a person can act on
-   * @param {{detail?: string, status?: number, cause?: unknown}} [extra]
+   * @param {{detail?: string, status?: number, cause?: unknown, terms?: object, budget_bytes?: number, estimate?: object}} [extra]
    */
   constructor(code, message, extra = {}) {
     super(message, extra.cause !== undefined ? { cause: extra.cause } : undefined);
@@ -63,6 +63,8 @@ export class EdgeLLMError extends Error {
     this.code = code;
     if (extra.detail !== undefined) this.detail = extra.detail;
     if (extra.status !== undefined) this.status = extra.status;
+    // OVER_MEMORY_BUDGET: the estimate per term and the budget it was checked against.
+    for (const k of ['terms', 'budget_bytes', 'estimate']) if (extra[k] !== undefined) this[k] = extra[k];
   }
 
   /** The plain object that crosses the worker boundary (see protocol.js, `ErrorPayload`). */
@@ -70,6 +72,7 @@ export class EdgeLLMError extends Error {
     const o = { code: this.code, message: this.message };
     if (this.detail !== undefined) o.detail = this.detail;
     if (this.status !== undefined) o.status = this.status;
+    for (const k of ['terms', 'budget_bytes', 'estimate']) if (this[k] !== undefined) o[k] = this[k];
     return o;
   }
 }
@@ -78,7 +81,7 @@ export class EdgeLLMError extends Error {
 export function errorFromPayload(p) {
   if (!p || typeof p !== 'object') return new EdgeLLMError(ErrorCode.INTERNAL, String(p));
   const code = Object.prototype.hasOwnProperty.call(ErrorCode, p.code) ? p.code : ErrorCode.INTERNAL;
-  return new EdgeLLMError(code, p.message || code, { detail: p.detail, status: p.status });
+  return new EdgeLLMError(code, p.message || code, { detail: p.detail, status: p.status, terms: p.terms, budget_bytes: p.budget_bytes, estimate: p.estimate });
 }
 
 /**

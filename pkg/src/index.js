@@ -7,8 +7,9 @@
 
 import { Engine, CompletionStream } from './client.js';
 import { EdgeLLMError, ErrorCode } from './errors.js';
+import { defaultMemoryBudget } from './memory.js';
 
-export { Engine, CompletionStream, EdgeLLMError, ErrorCode };
+export { Engine, CompletionStream, EdgeLLMError, ErrorCode, defaultMemoryBudget };
 
 function normalizeSource(source) {
   if (typeof Blob !== 'undefined' && source instanceof Blob) return { kind: 'blob', blob: source, name: source.name };

@@ -8,8 +8,9 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Engine, CompletionStream } from './client.js';
 import { EdgeLLMError, ErrorCode } from './errors.js';
+import { defaultMemoryBudget } from './memory.js';
 
-export { Engine, CompletionStream, EdgeLLMError, ErrorCode };
+export { Engine, CompletionStream, EdgeLLMError, ErrorCode, defaultMemoryBudget };
 
 function normalizeSource(source) {
   if (typeof Blob !== 'undefined' && source instanceof Blob) return { kind: 'blob', blob: source, name: source.name };

@@ -19,7 +19,7 @@
 //    shares its backing store), URLs and paths are read by the worker itself.
 //
 // ── Client → worker ────────────────────────────────────────────────────────────────────────────
-// {type:'init', id, wasmUrl?: string, cache: CacheConfig}
+// {type:'init', id, wasmUrl?: string, cache: CacheConfig, memory?: MemoryOptions}
 //     → result {version: string, protocol: number, cache: 'opfs'|'fs'|'none', simd: boolean}
 // {type:'load', id, source: Source, cache: boolean, sha256?: string, budget?: number,
 //  kv?: KvOptions|null, progressIntervalMs: number}
@@ -34,6 +34,11 @@
 // {type:'unload', id}                    → result null
 // {type:'status', id}                    → result {loaded: boolean, model: ModelInfo|null, busy: boolean, queued: number, wasm_memory_bytes: number}
 // {type:'cache', id, action: 'list'|'delete'|'clear', url?: string}  → result (list: CacheEntry[]; else null)
+// {type:'estimate', id, source: Source, options: EstimateRequest}
+//     → result Estimate                   Reads only the model's header (Range requests / Blob.slice)
+//                                         and estimates each memory term; loads nothing.
+// {type:'memory', id, action: 'get'|'set', options?: MemoryOptions}
+//     → result MemorySnapshot             ('set': budget and thresholds for later checks)
 // {type:'abort', target}                 (no reply of its own)
 // {type:'debug', id, action: 'panic'}    → error {fatal: true} (test hook: a deliberate Rust panic)
 //
@@ -48,6 +53,14 @@
 // {type:'result', id, value}
 // {type:'error', id, error: ErrorPayload, fatal?: true}
 // {type:'log', level: 'debug'|'info'|'warn'|'error', message: string}
+// {type:'memory', snapshot: MemorySnapshot}
+//     The memory ledger: sent when the pressure level changes (reason 'level', checked after
+//     every load chunk, prefill chunk and decode step), at the end of every load and generation
+//     (reason 'load' / 'request', also on failure), and after a 'memory' request.
+//
+// Loading: before the loader allocates anything, the worker skims the header in 64 KiB pieces
+// (keeping the chunks in JS meanwhile) and the core estimates every term; a model whose
+// estimated peak exceeds the budget fails with OVER_MEMORY_BUDGET (error.terms, error.estimate).
 //
 // ── Shapes ─────────────────────────────────────────────────────────────────────────────────────
 /**
@@ -81,6 +94,22 @@
  *   total_ms:number, ids:number[], kv?: KvStats
  * }} GenerateResult
  * @typedef {{url:string, size:number, sha256:string, stored_at:string, etag:string|null}} CacheEntry
+ * @typedef {{budget_bytes?:number|null, elevated?:number, critical?:number}} MemoryOptions
+ * @typedef {{kv?:KvOptions, ctx?:number, batch?:number, sampling?:boolean, load_chunk?:number,
+ *   budget_bytes?:number}} EstimateRequest
+ * @typedef {{estimated:number|null, measured:number|null}} Figures
+ * @typedef {{
+ *   level:'ok'|'elevated'|'critical', budget_bytes:number|null, wasm_memory_bytes:number,
+ *   high_water_bytes:number, terms:{weights:Figures, kv:Figures, activations:Figures, runtime:Figures},
+ *   total:Figures, load_peak:Figures, usage:number|null, thresholds:{elevated:number, critical:number},
+ *   phase:'empty'|'loading'|'ready'|'generating', heap_live_bytes:number|null,
+ *   module_bytes:number|null, kv_tokens:number|null, kv_dtype:'f16'|'q8'|null,
+ *   js_buffers_bytes:number, reason:string
+ * }} MemorySnapshot
+ * @typedef {{fits:boolean, budget_bytes:number|null, terms:{weights:number, kv:number,
+ *   activations:number, runtime:number}, total:number, load_peak:number, peak:number,
+ *   kv:{tokens:number, dtype:'f16'|'q8', bytes_per_token:number}, batch:number,
+ *   parts:{activations:object, runtime:object}, model:object, bytes_read?:number}} Estimate
  */
 
 export const PROTOCOL_VERSION = 1;
@@ -96,6 +125,8 @@ export const Req = Object.freeze({
   CACHE: 'cache',
   ABORT: 'abort',
   DEBUG: 'debug',
+  ESTIMATE: 'estimate',
+  MEMORY: 'memory',
 });
 
 /** Worker → client message types. */
@@ -106,6 +137,7 @@ export const Ev = Object.freeze({
   RESULT: 'result',
   ERROR: 'error',
   LOG: 'log',
+  MEMORY: 'memory',
 });
 
 /** Operations that are answered immediately instead of being queued behind the running one. */

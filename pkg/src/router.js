@@ -88,7 +88,7 @@ export class Router {
     const st = this.#hooks.localState();
     const info = st.model || (st.reloadable ? st.lastModel : null);
     if (!info) return { reason: st.lastLoadError === ErrorCode.OVER_MEMORY_BUDGET ? 'over_memory_budget' : 'no_local_model', prompt_tokens: null };
-    if (st.memoryBudget && info.weights_bytes > st.memoryBudget) return { reason: 'over_memory_budget', prompt_tokens: null };
+    if (st.memoryBudget && (st.memoryNeed ?? info.weights_bytes) > st.memoryBudget) return { reason: 'over_memory_budget', prompt_tokens: null };
     const budget = Math.min(info.max_context, this.maxContextTokens ?? Infinity);
     let n = null;
     let fits = true;

@@ -10,6 +10,7 @@
 import { PROTOCOL_VERSION, Req, Ev, IMMEDIATE } from './protocol.js';
 import { EdgeLLMError, ErrorCode, abortedError, toEdgeError, umbrellaCode } from './errors.js';
 import { readUrl, readBlob, readPath, pathSize } from './loader.js';
+import { readUrlHead, slices } from './memory.js';
 import { NoCache } from './cache.js';
 
 const now = () => performance.now();
@@ -31,6 +32,34 @@ export const yieldToEventLoop =
 
 class Fatal extends EdgeLLMError {}
 
+/** The core's EstimateReport → the shape `engine.estimate()` resolves with. */
+function shapeEstimate(r) {
+  const e = r.estimate;
+  return {
+    fits: r.fits,
+    budget_bytes: r.budget_bytes ?? null,
+    terms: { weights: e.weights, kv: e.kv, activations: e.activations, runtime: e.runtime },
+    total: e.total,
+    load_peak: e.load_peak,
+    peak: e.peak,
+    kv: { tokens: e.kv_tokens, dtype: e.kv_dtype, bytes_per_token: e.kv_bytes_per_token },
+    batch: e.batch,
+    parts: { activations: e.activation_parts, runtime: e.runtime_parts },
+    model: { name: r.name ?? null, architecture: r.architecture ?? null, n_vocab: r.n_vocab, n_layer: r.n_layer, context_length: r.context_length, header_bytes: r.header_bytes },
+  };
+}
+
+const mib = (b) => `${(b / 1048576).toFixed(1)} MiB`;
+
+function overBudget(est) {
+  const t = est.terms;
+  return new EdgeLLMError(
+    ErrorCode.OVER_MEMORY_BUDGET,
+    `the model needs an estimated ${mib(est.peak)} (weights ${mib(t.weights)} + KV ${mib(t.kv)} + activations ${mib(t.activations)} + runtime ${mib(t.runtime)}; load peak ${mib(est.load_peak)}), more than the memory budget of ${mib(est.budget_bytes)}`,
+    { detail: 'OVER_MEMORY_BUDGET', terms: t, budget_bytes: est.budget_bytes, estimate: est },
+  );
+}
+
 function isTrap(e) {
   return (typeof WebAssembly !== 'undefined' && e instanceof WebAssembly.RuntimeError) || (e && e.name === 'RuntimeError');
 }
@@ -50,6 +79,7 @@ export class Runtime {
     this.model = null;
     this.cache = new NoCache();
     this.dead = null; // the fatal error once the wasm instance trapped
+    this.jsBuffers = 0; // bytes of model data the worker holds outside wasm memory right now
   }
 
   // ── message entry ────────────────────────────────────────────────────────────────────────
@@ -119,6 +149,7 @@ export class Runtime {
       running: this.running ? this.running.type : null,
       queued: this.queue.length,
       wasm_memory_bytes: this.exports && this.exports.memory ? this.exports.memory.buffer.byteLength : 0,
+      memory_level: this.lastMemory ? this.lastMemory.level : null,
       dead: !!this.dead,
     };
   }
@@ -138,6 +169,10 @@ export class Runtime {
         return null;
       case Req.CACHE:
         return this.#cacheOp(msg);
+      case Req.ESTIMATE:
+        return this.#estimate(msg, signal);
+      case Req.MEMORY:
+        return this.#memoryOp(msg);
       case Req.DEBUG:
         if (msg.action === 'panic') return this.#call(() => this.bindings.debug_panic());
         throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `unknown debug action ${msg.action}`);
@@ -184,6 +219,7 @@ export class Runtime {
       }
       this.engine = this.#call(() => new this.bindings.WasmEngine());
     }
+    if (msg.memory) this.#call(() => this.engine.set_memory_options(JSON.stringify(msg.memory)));
     try {
       this.cache = await this.env.openCache(msg.cache || { enabled: false });
     } catch (e) {
@@ -209,6 +245,15 @@ export class Runtime {
 
   // ── load ─────────────────────────────────────────────────────────────────────────────────
   async #load(msg, signal) {
+    try {
+      return await this.#loadInner(msg, signal);
+    } finally {
+      // The ledger after the load (or the refusal): estimate and measurements per term.
+      this.#postMemory('load');
+    }
+  }
+
+  async #loadInner(msg, signal) {
     this.#requireEngine();
     // Free the previous model first: holding two models at once would double the peak.
     this.#unload();
@@ -318,6 +363,8 @@ export class Runtime {
         this.env.post({ type: Ev.PROGRESS, id, phase, loaded, total: getTotal() });
       }
     };
+    // The ledger admits the model from its header before the loader allocates anything.
+    chunks = this.#admitFirst(chunks, getTotal, budget, signal);
     try {
       const it = chunks[Symbol.asyncIterator]();
       for (;;) {
@@ -337,6 +384,7 @@ export class Runtime {
           progress(true);
         }
         this.#call(() => this.engine.load_push(chunk));
+        this.#pollMemory();
         const w = getWriter();
         if (w) {
           try {
@@ -395,6 +443,7 @@ export class Runtime {
         await yieldToEventLoop();
         if (signal.aborted) throw abortedError('generation');
         const p = this.#json(() => this.engine.prefill_chunk());
+        this.#pollMemory();
         if (p.done) break;
       }
       // Decode, one token per call.
@@ -402,13 +451,18 @@ export class Runtime {
         await yieldToEventLoop();
         if (signal.aborted) throw abortedError('generation');
         const ev = this.#json(() => this.engine.decode_step());
+        this.#pollMemory();
         if ((ev.token !== null && ev.token !== undefined) || ev.text) this.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token ?? null });
         if (ev.finish_reason) break;
       }
       const result = this.#json(() => this.engine.generate_end());
       active = false;
+      this.#postMemory('request');
+      if (this.lastMemory) result.memory = this.lastMemory;
       return result;
     } finally {
+      // A failed or aborted generation reports the ledger too.
+      if (active && !this.dead) this.#postMemory('request');
       if (active && !this.dead) {
         try {
           this.engine.generate_cancel();
@@ -417,6 +471,132 @@ export class Runtime {
         }
       }
     }
+  }
+
+  // ── memory ledger ────────────────────────────────────────────────────────────────────────
+  /**
+   * Passes `chunks` through once the ledger has admitted the model from its header: until the
+   * header is complete, chunks are kept here (JS memory, reported as js_buffers_bytes) and only
+   * skimmed by the core in 64 KiB pieces, so a refused model never grows wasm memory.
+   */
+  async *#admitFirst(chunks, getTotal, budget, signal) {
+    const it = chunks[Symbol.asyncIterator]();
+    let innerDone = false;
+    const stash = [];
+    try {
+      this.#call(() => this.engine.estimate_begin());
+      let complete = false;
+      while (!complete) {
+        const r = await it.next();
+        if (signal.aborted) throw abortedError('load');
+        if (r.done) {
+          innerDone = true;
+          break;
+        }
+        const c = r.value.slice(); // readers may reuse their buffer
+        stash.push(c);
+        this.jsBuffers += c.byteLength;
+        for (const piece of slices(c)) {
+          if (this.#json(() => this.engine.estimate_push(piece)).complete) {
+            complete = true;
+            break;
+          }
+        }
+      }
+      // A stream that ends inside the header: the loader says what is wrong with it.
+      if (complete) this.#admit(getTotal(), budget);
+      while (stash.length) {
+        const c = stash.shift();
+        this.jsBuffers -= c.byteLength;
+        yield c;
+      }
+      this.jsBuffers = 0;
+      while (!innerDone) {
+        const r = await it.next();
+        if (r.done) {
+          innerDone = true;
+          break;
+        }
+        yield r.value;
+      }
+    } finally {
+      this.jsBuffers = 0;
+      if (!innerDone && it.return) await Promise.resolve(it.return()).catch(() => {});
+    }
+  }
+
+  /** OVER_MEMORY_BUDGET (with the figures per term) unless the skimmed header's estimate fits. */
+  #admit(total, budget) {
+    const req = budget !== undefined && budget !== null ? { budget_bytes: budget } : {};
+    const report = this.#json(() => this.engine.estimate_finish(total ?? undefined, JSON.stringify(req)));
+    const est = shapeEstimate(report);
+    this.lastEstimate = est;
+    if (!report.fits) throw overBudget(est);
+  }
+
+  async #estimate(msg, signal) {
+    this.#requireEngine();
+    const src = msg.source || {};
+    let total = null;
+    let chunks;
+    if (src.kind === 'blob') {
+      total = src.blob.size;
+      chunks = readBlob(src.blob, { signal, chunkSize: 1 << 20 });
+    } else if (src.kind === 'path') {
+      if (!this.env.fs) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'file paths can only be read under Node');
+      total = await pathSize(this.env.fs, src.path);
+      chunks = readPath(this.env.fs, src.path, { signal, chunkSize: 1 << 20 });
+    } else if (src.kind === 'url') {
+      chunks = readUrlHead(src.url, { headers: src.headers, signal, onTotal: (t) => (total = t) });
+    } else {
+      throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'estimate: source must be a URL, a Blob/File, or (Node) a file path');
+    }
+    this.#call(() => this.engine.estimate_begin());
+    let complete = false;
+    let read = 0;
+    for await (const c of chunks) {
+      if (signal.aborted) throw abortedError('estimate');
+      read += c.byteLength;
+      for (const piece of slices(c)) {
+        if (this.#json(() => this.engine.estimate_push(piece)).complete) {
+          complete = true;
+          break;
+        }
+      }
+      if (complete) break;
+    }
+    if (!complete) throw new EdgeLLMError(ErrorCode.GGUF_TRUNCATED, `the file ended inside its header (${read} bytes)`, { detail: 'GGUF_TRUNCATED' });
+    const report = this.#json(() => this.engine.estimate_finish(total ?? undefined, JSON.stringify(msg.options || {})));
+    return { ...shapeEstimate(report), bytes_read: read };
+  }
+
+  #memoryOp(msg) {
+    this.#requireEngine();
+    if (msg.action === 'set') this.#call(() => this.engine.set_memory_options(JSON.stringify(msg.options)));
+    else if (msg.action !== 'get') throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `unknown memory action ${msg.action}`);
+    this.#postMemory(msg.action === 'set' ? 'options' : 'read');
+    return this.lastMemory;
+  }
+
+  /** Reports a pressure-level change (checked after every chunk and step). */
+  #pollMemory() {
+    if (!this.engine || !this.engine.memory_poll) return;
+    const s = this.#call(() => this.engine.memory_poll());
+    if (s) this.#postMemory('level', JSON.parse(s));
+  }
+
+  /** Posts the ledger's snapshot as a `memory` event and keeps it as the latest. */
+  #postMemory(reason, snapshot) {
+    if (!this.engine || this.dead || !this.engine.memory_snapshot) return;
+    try {
+      snapshot = snapshot || JSON.parse(this.engine.memory_snapshot());
+    } catch {
+      return; // the instance is broken: the crash is reported on its own
+    }
+    snapshot.js_buffers_bytes = this.jsBuffers;
+    snapshot.reason = reason;
+    this.lastMemory = snapshot;
+    this.env.post({ type: Ev.MEMORY, snapshot });
   }
 
   // ── count ──────────────────────────────────────────────────────────────────────────────

@@ -11,6 +11,9 @@ const USAGE: &str = "usage: edgellm <command> [options]
 
 commands:
   inspect <model.gguf> [--json]       architecture, hyper-parameters, tensors by type
+  inspect <model.gguf> --estimate [--ctx N] [--kv-dtype f16|q8] [--batch B] [--json]
+                                      memory estimate per term (weights, KV, activations,
+                                      runtime) and load peak, as the browser build uses them
   generate --model M (--prompt TEXT | --ids 2,818) [--max-tokens N] [--temperature T]
            [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]
            [--chat] [--ignore-eos] [--json] [--trace N] [KV]

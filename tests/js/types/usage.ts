@@ -2,6 +2,7 @@
 // accept the documented usage and reject misuse (each @ts-expect-error must be an error).
 import {
   createEngine,
+  defaultMemoryBudget,
   EdgeLLMError,
   ErrorCode,
   type ChatCompletion,
@@ -12,6 +13,8 @@ import {
   type Engine,
   type ErrorCodeName,
   type LoadProgress,
+  type MemoryEstimate,
+  type MemorySnapshot,
   type ModelInfo,
   type RouteInfo,
   type RouteOptions,
@@ -103,5 +106,21 @@ export async function usage(file: File): Promise<string> {
   // @ts-expect-error: load needs a source
   await engine.load();
   console.log(wrong, bad);
+  // The memory ledger: budget, estimate before load, snapshots and pressure events.
+  const lean: Engine = await createEngine({ memory: { budget_bytes: defaultMemoryBudget({ deviceMemory: 4 }), elevated: 0.8, critical: 0.95 } });
+  const est: MemoryEstimate = await lean.estimate('https://example.org/m.gguf', { kv: { tokens: 4096, dtype: 'q8' }, batch: 64 });
+  const need: number = est.terms.weights + est.terms.kv + est.terms.activations + est.terms.runtime + est.load_peak + (est.fits ? 0 : 1);
+  const off = lean.on('memory', (m: MemorySnapshot) => console.log(m.level, m.wasm_memory_bytes, m.terms.kv.measured ?? 0, m.total.estimated));
+  off();
+  const snap: MemorySnapshot | null = lean.memory();
+  await lean.setMemoryOptions({ budget_bytes: need });
+  try {
+    await lean.load(file);
+  } catch (e) {
+    if (e instanceof EdgeLLMError && e.code === ErrorCode.OVER_MEMORY_BUDGET) console.log(e.terms?.weights, e.budget_bytes, snap?.level);
+  }
+  // @ts-expect-error: only 'memory' events exist
+  lean.on('tokens', () => {});
+
   return text;
 }
