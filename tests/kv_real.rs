@@ -9,6 +9,10 @@
 //!   vs int8 KV: how many stay identical over the 48 steps. The f16 continuation is generated
 //!   step by step; the int8 cache is teacher-forced along it in one batched pass (identical
 //!   greedy continuation ⟺ the int8 argmax equals the f16 token at every step).
+//! - `#[ignore]`d measurement: decode cost per token just before the cache fills and once it
+//!   is full and evicting every step, in thread CPU time (wall time on a shared machine is too
+//!   noisy), for the default design (sinks rotated on read) and for the alternative it avoids
+//!   (every cached key re-rotated every step: `rebase_after` = budget + 1).
 
 mod common;
 
@@ -102,4 +106,60 @@ fn int8_greedy_continuations_vs_f16() {
         "int8 KV: {identical}/{total} greedy continuations identical to f16 over {steps} steps; {steps_same}/{steps_all} steps agree along the f16 path ({:.0} s)",
         t0.elapsed().as_secs_f64()
     );
+}
+
+/// CPU time of the calling thread in ms (Linux: utime + stime of /proc/thread-self/stat).
+fn thread_cpu_ms() -> f64 {
+    let s = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = &s[s.rfind(')').map_or(0, |i| i + 2)..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime, stime are fields 14 and 15 (1-based) of the whole line, 12 and 13 here.
+    (ticks(11) + ticks(12)) * 10.0 // CLK_TCK = 100
+}
+
+#[test]
+#[ignore = "measurement: a few minutes on the real model"]
+fn decode_speed_before_and_after_the_cache_fills() {
+    let Some(path) = common::real_model() else { return };
+    let model = Arc::new(Model::load_file(&path).unwrap());
+    let tok = Tokenizer::from_gguf(model.header()).unwrap();
+    let text = std::fs::read_to_string("/usr/share/common-licenses/GPL-3").unwrap_or_else(|_| "lorem ipsum ".repeat(400));
+    let budget = 512;
+    let prompt: Vec<u32> = tok.encode(&text, true, false).into_iter().take(budget - 100).collect();
+    for (label, rebase_after) in [("sinks rotated on read (default)", None), ("every key re-rotated every step", Some(budget + 1))] {
+        let cfg = KvConfig { rebase_after, ..KvConfig::window(budget) };
+        let o = SessionOptions { sampler: SamplerConfig { seed: 3, ..SamplerConfig::default() }, ..SessionOptions::for_model(&model) };
+        let mut s = Session::with_kv(model.clone(), o, &cfg).unwrap();
+        let mut per_step: Vec<(usize, f64, f64)> = Vec::new(); // (tokens held before the step, cpu ms, wall ms)
+        let (mut c0, mut w0) = (thread_cpu_ms(), std::time::Instant::now());
+        let go = GenerateOptions { max_tokens: 400, stop: vec![], stop_on_eog: false };
+        let mut held_before = 0;
+        s.generate_observed(&prompt, &tok, &go, &mut |_| true, &mut |s, _| {
+            let (c1, w1) = (thread_cpu_ms(), std::time::Instant::now());
+            per_step.push((held_before, c1 - c0, (w1 - w0).as_secs_f64() * 1000.0));
+            held_before = s.kv().len();
+            (c0, w0) = (c1, w1);
+        })
+        .unwrap();
+        let k = s.kv_stats();
+        // Step 0 is the prefill (TTFT); then "before" = the 100 steps while held grows to the
+        // budget, "after" = the steps with a full, evicting cache.
+        let before: Vec<_> = per_step[1..].iter().filter(|p| p.0 < budget).collect();
+        let after: Vec<_> = per_step[1..].iter().filter(|p| p.0 >= budget).collect();
+        let mean = |v: &[&(usize, f64, f64)], i: usize| v.iter().map(|p| if i == 1 { p.1 } else { p.2 }).sum::<f64>() / v.len() as f64;
+        let (cb, ca) = (mean(&before, 1), mean(&after, 1));
+        let (wb, wa) = (mean(&before, 2), mean(&after, 2));
+        println!(
+            "{label}: before the fill ({} steps, held {}..{budget}) {cb:.1} ms CPU / {wb:.1} ms wall per token; full and evicting ({} steps) {ca:.1} ms CPU / {wa:.1} ms wall ({:+.1}% CPU, {:+.1}% wall); evicted {}, re-bases {}",
+            before.len(),
+            budget - 100,
+            after.len(),
+            100.0 * (ca / cb - 1.0),
+            100.0 * (wa / wb - 1.0),
+            k.evicted,
+            k.rebases
+        );
+    }
 }

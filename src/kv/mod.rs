@@ -36,6 +36,7 @@
 //!   re-rotated once by `−shift` and the frame moves: one pass over the cache every several
 //!   thousand tokens (amortized: < 1 key rotation per token and layer), instead of one per
 //!   token.
+//!
 //! Policy `error` never evicts: `PROMPT_OVER_KV_BUDGET` / `KV_FULL` (or `CONTEXT_FULL` for the
 //! plain context-length cache of a session without a KV configuration).
 //!
@@ -503,6 +504,14 @@ impl KvCache {
         Ok(())
     }
 
+    /// The batch in progress, or an empty one (a view of what is held) outside a batch.
+    fn plan(&self) -> Batch {
+        self.batch.unwrap_or_else(|| {
+            let sinks = self.n_past.min(self.n_sink);
+            Batch { n: 0, evict: 0, sinks_view: sinks, q0_global: self.global_held(), shift: self.evicted - self.rebase }
+        })
+    }
+
     /// RoPE position (in the stored frame) of the batch's first token: new queries and keys
     /// are rotated at `rope_pos0() + i`.
     pub fn rope_pos0(&self) -> usize {
@@ -511,7 +520,7 @@ impl KvCache {
 
     /// Encodes the batch's keys and values for `layer` (f32 rows of `k_width` / `v_width`).
     pub fn stage(&mut self, _layer: usize, k: &[f32], v: &[f32]) {
-        let b = self.batch.expect("stage outside a batch");
+        let Some(b) = self.batch else { return };
         let (kw, vw) = (self.layout.k_width, self.layout.v_width);
         let (kr, vr) = (self.dtype.row_bytes(kw), self.dtype.row_bytes(vw));
         for r in 0..b.n {
@@ -522,7 +531,7 @@ impl KvCache {
 
     /// Index, in [`view`](Self::view)`(layer)`, of the batch's first query.
     pub fn query_pos0(&self, layer: usize) -> usize {
-        let b = self.batch.expect("query_pos0 outside a batch");
+        let b = self.plan();
         let l = &self.layers[layer];
         if l.global {
             b.q0_global
@@ -534,7 +543,7 @@ impl KvCache {
     /// What attention reads for `layer`: held positions (sinks first, then the window, oldest
     /// first; the tokens this batch evicts excluded), then the batch's rows.
     pub fn view(&self, layer: usize) -> LayerView<'_> {
-        let b = self.batch.expect("view outside a batch");
+        let b = self.plan();
         let l = &self.layers[layer];
         let q0 = self.query_pos0(layer);
         let sinks = if l.global { b.sinks_view } else { 0 };
@@ -556,7 +565,7 @@ impl KvCache {
 
     /// Copies the batch's staged rows into `layer`'s slots (after its attention ran).
     pub fn store(&mut self, layer: usize) {
-        let b = self.batch.expect("store outside a batch");
+        let Some(b) = self.batch else { return };
         let (kr, vr) = (self.dtype.row_bytes(self.layout.k_width), self.dtype.row_bytes(self.layout.v_width));
         let cap = self.layers[layer].cap;
         if cap == 0 {

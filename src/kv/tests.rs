@@ -125,10 +125,10 @@ fn views_are_rope_consistent_through_eviction_f16_and_q8() {
             assert_eq!(c.len(), 12);
             assert_eq!(c.evicted(), 90 - 12);
             assert_eq!(c.n_past(), 90);
-            if rebase_after.is_some() {
+            if let Some(at) = rebase_after {
                 assert!(c.stats().rebases >= 3, "{:?}", c.stats());
                 // Positions stay bounded: at most a batch past the re-base threshold.
-                assert!(c.rope_pos0() <= rebase_after.unwrap() + 5, "{}", c.rope_pos0());
+                assert!(c.rope_pos0() <= at + 5, "{}", c.rope_pos0());
             } else {
                 assert_eq!(c.stats().rebases, 0);
             }

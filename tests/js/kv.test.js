@@ -61,3 +61,17 @@ test('bad kv options are typed errors', { skip }, async () => {
   await assert.rejects(engine.load(TINY, { kv: { tokens: 8, dtype: 'q4' } }), (e) => e.code === 'INVALID_REQUEST');
   await assert.rejects(engine.load(TINY, { kv: { tokens: 3, sinks: 4 } }), (e) => e.code === 'INVALID_REQUEST' && e.detail === 'BAD_KV_CONFIG');
 });
+
+test('wasm memory stays flat across generations far past the KV budget', { skip }, async () => {
+  await engine.load(TINY, { kv: { tokens: 32 } });
+  const run = () => engine.completions.create({ prompt: 'hello world', max_tokens: 400, temperature: 0.8, seed: 1 });
+  await run(); // fills the cache and every scratch buffer once
+  const before = (await engine.status()).wasm_memory_bytes;
+  for (let i = 0; i < 3; i++) {
+    const r = await run();
+    assert.equal(r.usage.kv.bytes, r.usage.kv.budget_bytes);
+  }
+  const after = (await engine.status()).wasm_memory_bytes;
+  assert.ok(before > 0);
+  assert.equal(after, before, `wasm memory grew from ${before} to ${after} bytes`);
+});

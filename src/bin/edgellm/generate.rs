@@ -141,7 +141,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     let mut on_step = |s: &Session, _id: u32| {
         steps += 1;
         let Some(every) = trace else { return };
-        if steps % every != 0 {
+        if !steps.is_multiple_of(every) {
             return;
         }
         let m = s.metrics();
