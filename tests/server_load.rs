@@ -81,7 +81,9 @@ fn fifty_concurrent_requests_against_a_queue_of_eight() {
         let t = round(a, r);
         eprintln!("round {r}: {} complete, {} rejected with 429 ({:.1} s)", t.ok, t.rejected, t0.elapsed().as_secs_f64());
         assert_eq!(t.ok + t.rejected, CLIENTS, "a request was lost");
-        assert!(t.ok > QUEUE, "at least the queue's worth of requests (plus the running one) complete: {t:?}");
+        // The running request may or may not have left the queue when the burst arrives, so
+        // the queue's capacity is the floor (plus one when the worker took the first in time).
+        assert!(t.ok >= QUEUE, "at least the queue's worth of requests complete: {t:?}");
         assert!(t.rejected > 0, "50 requests at once must overflow a queue of 8: {t:?}");
         total.ok += t.ok;
         total.rejected += t.rejected;
