@@ -177,7 +177,9 @@ export interface MemorySnapshot {
   kv_dtype: 'f16' | 'q8' | null;
   /** Model bytes the worker holds outside wasm memory (header chunks while admitting a load). */
   js_buffers_bytes: number;
-  /** Why it was sent: 'level' (a pressure-level change), 'load', 'request', 'options', 'read'. */
+  /** Their peak during the last load (the header's chunks, held while the load is admitted). */
+  js_buffers_peak_bytes: number;
+  /** Why it was sent: 'init', 'level' (a pressure-level change), 'load', 'request', 'options', 'read'. */
   reason: string;
 }
 

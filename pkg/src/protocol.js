@@ -104,7 +104,7 @@
  *   total:Figures, load_peak:Figures, usage:number|null, thresholds:{elevated:number, critical:number},
  *   phase:'empty'|'loading'|'ready'|'generating', heap_live_bytes:number|null,
  *   module_bytes:number|null, kv_tokens:number|null, kv_dtype:'f16'|'q8'|null,
- *   js_buffers_bytes:number, reason:string
+ *   js_buffers_bytes:number, js_buffers_peak_bytes:number, reason:string
  * }} MemorySnapshot
  * @typedef {{fits:boolean, budget_bytes:number|null, terms:{weights:number, kv:number,
  *   activations:number, runtime:number}, total:number, load_peak:number, peak:number,

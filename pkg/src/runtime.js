@@ -80,6 +80,7 @@ export class Runtime {
     this.cache = new NoCache();
     this.dead = null; // the fatal error once the wasm instance trapped
     this.jsBuffers = 0; // bytes of model data the worker holds outside wasm memory right now
+    this.jsBuffersPeak = 0; // their peak during the last load (the header's chunks, while admitting it)
   }
 
   // ── message entry ────────────────────────────────────────────────────────────────────────
@@ -220,6 +221,7 @@ export class Runtime {
       this.engine = this.#call(() => new this.bindings.WasmEngine());
     }
     if (msg.memory) this.#call(() => this.engine.set_memory_options(JSON.stringify(msg.memory)));
+    this.#postMemory('init');
     try {
       this.cache = await this.env.openCache(msg.cache || { enabled: false });
     } catch (e) {
@@ -483,6 +485,7 @@ export class Runtime {
     const it = chunks[Symbol.asyncIterator]();
     let innerDone = false;
     const stash = [];
+    this.jsBuffersPeak = 0;
     try {
       this.#call(() => this.engine.estimate_begin());
       let complete = false;
@@ -496,6 +499,7 @@ export class Runtime {
         const c = r.value.slice(); // readers may reuse their buffer
         stash.push(c);
         this.jsBuffers += c.byteLength;
+        this.jsBuffersPeak = Math.max(this.jsBuffersPeak, this.jsBuffers);
         for (const piece of slices(c)) {
           if (this.#json(() => this.engine.estimate_push(piece)).complete) {
             complete = true;
@@ -594,6 +598,7 @@ export class Runtime {
       return; // the instance is broken: the crash is reported on its own
     }
     snapshot.js_buffers_bytes = this.jsBuffers;
+    snapshot.js_buffers_peak_bytes = this.jsBuffersPeak;
     snapshot.reason = reason;
     this.lastMemory = snapshot;
     this.env.post({ type: Ev.MEMORY, snapshot });

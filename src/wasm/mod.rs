@@ -85,10 +85,11 @@ impl Default for WasmEngine {
 impl WasmEngine {
     #[wasm_bindgen(constructor)]
     pub fn new() -> WasmEngine {
+        let host = Host::with_clock(now_ms); // records wasm memory at start (module_bytes)
         // Room for chunk copies and the header skimmer, so that an estimate (and a load the
         // ledger refuses) does not grow wasm memory.
         crate::memory::probe::reserve(crate::memory::probe::IO_RESERVE);
-        WasmEngine { host: Host::with_clock(now_ms) }
+        WasmEngine { host }
     }
 
     /// Starts loading a file of `total_len` bytes (`budget_bytes`: optional weights budget).
