@@ -170,10 +170,16 @@ test('pressure: elevated then critical as the KV fills, then OVER_MEMORY_BUDGET 
   }, { url: URL_, kv: KV });
   report.pressure = { budget: r.budget, elevated: +r.elevated.toFixed(4), critical: +r.critical.toFixed(4), levels: r.levels, error: r.err && r.err.message };
   const changes = r.levels.filter(([reason]) => reason === 'level').map(([, level]) => level);
-  assert.deepEqual(changes, ['elevated', 'critical'], JSON.stringify(r.levels));
+  // Whether the sampler's 2 MiB list grows wasm memory (and so crosses `critical`) depends on
+  // the free space the allocator has left after the download, which varies with how the
+  // browser chunked it. So: `elevated` must fire first; `critical` must fire exactly when the
+  // memory the tab pays reached the critical fraction before the refusal.
+  const reachedCritical = r.last.wasm_memory_bytes >= r.critical * r.budget;
+  assert.deepEqual(changes, reachedCritical ? ['elevated', 'critical'] : ['elevated'], JSON.stringify({ levels: r.levels, wasm: r.last.wasm_memory_bytes, critical_at: r.critical * r.budget }));
   assert.ok(r.err, 'the generation ended with an error');
   assert.equal(r.err.code, 'OVER_MEMORY_BUDGET');
   assert.ok(r.last.wasm_memory_bytes <= r.budget, 'memory stayed within the budget');
   assert.ok(!r.dead && r.loaded, 'no crash: the engine and its model are still there');
-  assert.deepEqual(r.levels[r.levels.length - 1], ['request', 'critical']);
+  assert.deepEqual(r.levels[r.levels.length - 1], ['request', reachedCritical ? 'critical' : 'elevated']);
+  report.pressure.reached_critical = reachedCritical;
 });
