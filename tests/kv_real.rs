@@ -132,12 +132,30 @@ fn int8_greedy_continuations_vs_f16() {
     let n_vocab = model.n_vocab();
     let steps = fx["steps"].as_u64().unwrap() as usize;
     let (mut identical, mut total, mut steps_same, mut steps_all) = (0, 0, 0, 0);
+    let (mut flips_margin, mut all_margins): (Vec<f32>, Vec<f32>) = (Vec::new(), Vec::new());
     let t0 = std::time::Instant::now();
     for p in fx["prompts"].as_array().unwrap() {
         let ids = ids_of(&p["ids"]);
         // f16: the session's plain cache, greedy, step by step (EOS does not stop: 48 steps).
         let mut s = Session::new(model.clone(), SessionOptions { sampler: SamplerConfig::greedy(), ..SessionOptions::for_model(&model) });
-        let g = s.generate(&ids, &tok, &GenerateOptions { max_tokens: steps, stop: vec![], stop_on_eog: false }, &mut |_| true).unwrap();
+        // f16's own top-1 − top-2 logit margin at every step (a near-tie flips on any noise).
+        let mut margins = Vec::new();
+        let go = GenerateOptions { max_tokens: steps, stop: vec![], stop_on_eog: false };
+        let g = s
+            .generate_observed(&ids, &tok, &go, &mut |_| true, &mut |s, _| {
+                let l = s.logits();
+                let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+                for &v in l {
+                    if v > a {
+                        b = a;
+                        a = v;
+                    } else if v > b {
+                        b = v;
+                    }
+                }
+                margins.push(a - b);
+            })
+            .unwrap();
         // int8: no eviction (policy error, room for everything), one teacher-forced pass.
         let cfg = KvConfig { dtype: KvDtype::Q8, policy: KvPolicy::Error, ..KvConfig::window(ids.len() + steps) };
         let mut kv = model.new_kv_cache_with(&cfg).unwrap();
@@ -149,6 +167,12 @@ fn int8_greedy_continuations_vs_f16() {
         let q8: Vec<u32> = out.chunks_exact(n_vocab).map(argmax).collect();
         let same = q8.iter().zip(&g.ids).take_while(|(a, b)| a == b).count();
         let agree = q8.iter().zip(&g.ids).filter(|(a, b)| a == b).count();
+        for (k, (a, b)) in q8.iter().zip(&g.ids).enumerate() {
+            if a != b {
+                flips_margin.push(margins[k]);
+            }
+        }
+        all_margins.extend_from_slice(&margins);
         total += 1;
         identical += (same == steps) as usize;
         steps_same += agree;
@@ -164,6 +188,18 @@ fn int8_greedy_continuations_vs_f16() {
     println!(
         "int8 KV: {identical}/{total} greedy continuations identical to f16 over {steps} steps; {steps_same}/{steps_all} steps agree along the f16 path ({:.0} s)",
         t0.elapsed().as_secs_f64()
+    );
+    let below = |v: &[f32], m: f32| v.iter().filter(|&&x| x < m).count();
+    flips_margin.sort_by(f32::total_cmp);
+    println!(
+        "f16 margin (top-1 − top-2 logit) at the {} steps where int8 picks another token: {} below 0.1, {} below 0.25, {} below 0.5, largest {:.3}; all steps: {} of {} below 0.25",
+        flips_margin.len(),
+        below(&flips_margin, 0.1),
+        below(&flips_margin, 0.25),
+        below(&flips_margin, 0.5),
+        flips_margin.last().copied().unwrap_or(0.0),
+        below(&all_margins, 0.25),
+        all_margins.len()
     );
 }
 
