@@ -130,8 +130,8 @@ fn a_long_generation_stays_within_the_budget_and_allocates_once() {
 
 #[test]
 fn sinks_rotated_on_read_equal_an_explicit_rerotation_of_every_key() {
-    // Reference: re-base after every token, i.e. every cached key is re-rotated to its
-    // compacted position at each step (llama.cpp's context shift done token by token). Ours:
+    // Reference: re-base at every batch (5 tokens), i.e. every cached key is re-rotated to its
+    // compacted position before each batch (llama.cpp's context shift, done batch by batch). Ours:
     // keys stay where they were written and only the sinks are rotated as they are read.
     // Both must give the same scores up to rounding (the reference re-rounds every key to f16
     // after each re-rotation; random-weight models amplify last-bit differences through their
