@@ -245,31 +245,14 @@ fn arr<const N: usize>(b: &[u8]) -> [u8; N] {
     a
 }
 
-/// Decodes a run of fixed-size little-endian elements (`body_offset` is for error messages).
+/// Decodes a run of fixed-size little-endian elements (`body_offset` is for error messages):
+/// bools must be 0 or 1.
 fn fixed_array(elem: ValueType, body: &[u8], body_offset: u64) -> Result<Array, GgufError> {
-    fn each<const N: usize, T>(body: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
-        body.chunks_exact(N).map(|c| f(arr(c))).collect()
-    }
-    Ok(match elem {
-        ValueType::U8 => Array::U8(body.to_vec()),
-        ValueType::I8 => Array::I8(body.iter().map(|&b| b as i8).collect()),
-        ValueType::U16 => Array::U16(each(body, u16::from_le_bytes)),
-        ValueType::I16 => Array::I16(each(body, i16::from_le_bytes)),
-        ValueType::U32 => Array::U32(each(body, u32::from_le_bytes)),
-        ValueType::I32 => Array::I32(each(body, i32::from_le_bytes)),
-        ValueType::F32 => Array::F32(each(body, f32::from_le_bytes)),
-        ValueType::U64 => Array::U64(each(body, u64::from_le_bytes)),
-        ValueType::I64 => Array::I64(each(body, i64::from_le_bytes)),
-        ValueType::F64 => Array::F64(each(body, f64::from_le_bytes)),
-        ValueType::Bool => {
-            if let Some(i) = body.iter().position(|&b| b > 1) {
-                return Err(GgufError::InvalidBool {
-                    value: body[i],
-                    offset: body_offset + i as u64,
-                });
-            }
-            Array::Bool(body.iter().map(|&b| b == 1).collect())
+    if elem == ValueType::Bool {
+        if let Some(i) = body.iter().position(|&b| b > 1) {
+            return Err(GgufError::InvalidBool { value: body[i], offset: body_offset + i as u64 });
         }
-        ValueType::String | ValueType::Array => unreachable!("not a fixed-size type"),
-    })
+    }
+    // Only fixed-size element types reach here (`fixed_size(elem)` was Some).
+    Ok(Array::from_le_bytes(elem, body).unwrap_or_else(|| Array::empty(elem)))
 }

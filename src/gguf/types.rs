@@ -304,6 +304,54 @@ pub enum Array {
 }
 
 impl Array {
+    /// An empty array of element type `t`.
+    pub fn empty(t: ValueType) -> Array {
+        match t {
+            ValueType::U8 => Array::U8(Vec::new()),
+            ValueType::I8 => Array::I8(Vec::new()),
+            ValueType::U16 => Array::U16(Vec::new()),
+            ValueType::I16 => Array::I16(Vec::new()),
+            ValueType::U32 => Array::U32(Vec::new()),
+            ValueType::I32 => Array::I32(Vec::new()),
+            ValueType::F32 => Array::F32(Vec::new()),
+            ValueType::U64 => Array::U64(Vec::new()),
+            ValueType::I64 => Array::I64(Vec::new()),
+            ValueType::F64 => Array::F64(Vec::new()),
+            ValueType::Bool => Array::Bool(Vec::new()),
+            ValueType::String => Array::String(Vec::new()),
+            ValueType::Array => Array::Array(Vec::new()),
+        }
+    }
+
+    /// Decodes a run of little-endian fixed-size elements of type `t` (a trailing partial
+    /// element is ignored); `None` for strings and nested arrays. A bool is true for byte 1:
+    /// callers that must reject other bytes check them first.
+    pub fn from_le_bytes(t: ValueType, body: &[u8]) -> Option<Array> {
+        fn each<const N: usize, T>(body: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
+            body.chunks_exact(N)
+                .map(|c| {
+                    let mut a = [0u8; N];
+                    a.copy_from_slice(c);
+                    f(a)
+                })
+                .collect()
+        }
+        Some(match t {
+            ValueType::U8 => Array::U8(body.to_vec()),
+            ValueType::I8 => Array::I8(body.iter().map(|&b| b as i8).collect()),
+            ValueType::U16 => Array::U16(each(body, u16::from_le_bytes)),
+            ValueType::I16 => Array::I16(each(body, i16::from_le_bytes)),
+            ValueType::U32 => Array::U32(each(body, u32::from_le_bytes)),
+            ValueType::I32 => Array::I32(each(body, i32::from_le_bytes)),
+            ValueType::F32 => Array::F32(each(body, f32::from_le_bytes)),
+            ValueType::U64 => Array::U64(each(body, u64::from_le_bytes)),
+            ValueType::I64 => Array::I64(each(body, i64::from_le_bytes)),
+            ValueType::F64 => Array::F64(each(body, f64::from_le_bytes)),
+            ValueType::Bool => Array::Bool(body.iter().map(|&b| b == 1).collect()),
+            ValueType::String | ValueType::Array => return None,
+        })
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Array::U8(v) => v.len(),

@@ -602,8 +602,10 @@ impl HeaderSkimmer {
         let State::Array { key, keep, top_elem, .. } = st else { unreachable!() };
         let arr = match keep {
             Some(Kept::Strings(v)) => Array::String(v),
-            Some(Kept::Bytes(v)) => fixed_array(top_elem, &v),
-            None => empty_array(top_elem),
+            Some(Kept::Bytes(v)) => {
+                Array::from_le_bytes(top_elem, &v).unwrap_or_else(|| Array::empty(top_elem))
+            }
+            None => Array::empty(top_elem),
         };
         self.push_value(key, Value::Array(arr));
     }
@@ -673,43 +675,5 @@ impl HeaderSkimmer {
         let mut stats = self.stats;
         stats.header_len = header_len;
         Ok(HeaderSummary { header, stats })
-    }
-}
-
-fn empty_array(t: ValueType) -> Array {
-    match t {
-        ValueType::U8 => Array::U8(Vec::new()),
-        ValueType::I8 => Array::I8(Vec::new()),
-        ValueType::U16 => Array::U16(Vec::new()),
-        ValueType::I16 => Array::I16(Vec::new()),
-        ValueType::U32 => Array::U32(Vec::new()),
-        ValueType::I32 => Array::I32(Vec::new()),
-        ValueType::F32 => Array::F32(Vec::new()),
-        ValueType::U64 => Array::U64(Vec::new()),
-        ValueType::I64 => Array::I64(Vec::new()),
-        ValueType::F64 => Array::F64(Vec::new()),
-        ValueType::Bool => Array::Bool(Vec::new()),
-        ValueType::String => Array::String(Vec::new()),
-        ValueType::Array => Array::Array(Vec::new()),
-    }
-}
-
-fn fixed_array(t: ValueType, body: &[u8]) -> Array {
-    fn each<const N: usize, T>(body: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
-        body.chunks_exact(N).map(|c| f(c.try_into().expect("chunk of N"))).collect()
-    }
-    match t {
-        ValueType::U8 => Array::U8(body.to_vec()),
-        ValueType::I8 => Array::I8(body.iter().map(|&b| b as i8).collect()),
-        ValueType::U16 => Array::U16(each(body, u16::from_le_bytes)),
-        ValueType::I16 => Array::I16(each(body, i16::from_le_bytes)),
-        ValueType::U32 => Array::U32(each(body, u32::from_le_bytes)),
-        ValueType::I32 => Array::I32(each(body, i32::from_le_bytes)),
-        ValueType::F32 => Array::F32(each(body, f32::from_le_bytes)),
-        ValueType::U64 => Array::U64(each(body, u64::from_le_bytes)),
-        ValueType::I64 => Array::I64(each(body, i64::from_le_bytes)),
-        ValueType::F64 => Array::F64(each(body, f64::from_le_bytes)),
-        ValueType::Bool => Array::Bool(body.iter().map(|&b| b == 1).collect()),
-        ValueType::String | ValueType::Array => empty_array(t),
     }
 }
