@@ -70,6 +70,39 @@ cmd_build() {
   local simd
   simd=$(wasm-objdump -d pkg/wasm/edgellm_bg.wasm | grep -cE '\b(v128|i8x16|i16x8|i32x4|i64x2|f32x4|f64x2)\.' || true)
   log "build: pkg/wasm/edgellm_bg.wasm $(stat -c %s pkg/wasm/edgellm_bg.wasm) bytes, $simd SIMD128 instructions"
+  build_relaxed
+}
+
+# The relaxed-SIMD tier: the same lib again with +relaxed-simd, picked at load time by the worker
+# where the engine validates relaxed SIMD (pkg/src/tier.js). Its own target dir, so the two builds
+# do not invalidate each other; RUSTFLAGS replaces config.toml's flags, hence +simd128 here too.
+RELAXED_RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd"
+relaxed_target_dir() { echo "$CARGO_TARGET_DIR/relaxed"; }
+
+build_relaxed() {
+  log "build: wasm32 (release, SIMD128 + relaxed SIMD)"
+  RUSTFLAGS="$RELAXED_RUSTFLAGS" CARGO_TARGET_DIR="$(relaxed_target_dir)" \
+    cargo build --release --target wasm32-unknown-unknown --lib
+  local wasm tmp
+  wasm="$(relaxed_target_dir)/wasm32-unknown-unknown/release/edgellm.wasm"
+  tmp=$(mktemp -d)
+  wasm-bindgen --target web --out-dir "$tmp" "$wasm"
+  # One JS glue file serves both binaries: the worker imports pkg/wasm/edgellm.js and hands it
+  # either wasm. That only holds while wasm-bindgen generates the very same glue for both.
+  if ! cmp -s "$tmp/edgellm.js" pkg/wasm/edgellm.js; then
+    diff "$tmp/edgellm.js" pkg/wasm/edgellm.js | head -20 >&2 || true
+    rm -rf "$tmp"
+    die "the relaxed-SIMD build's JS glue differs from pkg/wasm/edgellm.js: one glue cannot serve both wasm files (do the two builds have different exports?)"
+  fi
+  cp "$tmp/edgellm_bg.wasm" pkg/wasm/edgellm_relaxed_bg.wasm
+  rm -rf "$tmp"
+  wasm-objdump -x -j target_features pkg/wasm/edgellm_relaxed_bg.wasm | grep -q '\] relaxed-simd' \
+    || die "pkg/wasm/edgellm_relaxed_bg.wasm was built without relaxed-simd"
+  # Instructions only (the file name contains "relaxed" too); wabt 1.0.32 prints the relaxed dot
+  # products under their pre-rename names (i16x8.dot_i8x16_i7x16_s, i32x4.dot_i8x16_i7x16_add_s).
+  local relaxed
+  relaxed=$(wasm-objdump -d pkg/wasm/edgellm_relaxed_bg.wasm | grep -cE '\.(relaxed_[a-z0-9_]+|dot_i8x16_i7x16_[a-z_]+)' || true)
+  log "build: pkg/wasm/edgellm_relaxed_bg.wasm $(stat -c %s pkg/wasm/edgellm_relaxed_bg.wasm) bytes, $relaxed relaxed-SIMD instructions"
 }
 
 cmd_test() {
@@ -88,6 +121,12 @@ cmd_test() {
   if [ ${#wasm_tests[@]} -gt 0 ]; then
     cargo test --target wasm32-unknown-unknown "${wasm_tests[@]}"
   fi
+  # The relaxed tier's lib tests (its kernels vs scalar). Node 20 runs relaxed SIMD only behind
+  # a V8 flag; wasm-bindgen-test-runner hands NODE_ARGS to node (src/wasm's relaxed_dot_executes
+  # test fails to compile without it, so a pass means the flag took effect).
+  log "test: wasm32 relaxed-SIMD build under Node (--experimental-wasm-relaxed-simd)"
+  RUSTFLAGS="$RELAXED_RUSTFLAGS" CARGO_TARGET_DIR="$(relaxed_target_dir)" NODE_ARGS=--experimental-wasm-relaxed-simd \
+    cargo test --target wasm32-unknown-unknown --lib
   log "test: JS (node:test: unit, Node worker_threads, Chromium via playwright-core, packed Vite app)"
   EDGELLM_REQUIRE_MODEL=1 node --test --test-concurrency=1 tests/js/
 }
@@ -142,10 +181,11 @@ usage() {
 usage: ./build.sh <command>
   setup   wasm32 target, wasm-bindgen-cli (version from Cargo.lock), apt packages, npm ci
   model   fetch + verify the default model into models/
-  build   native CLI + release wasm (SIMD128) -> pkg/wasm/
+  build   native CLI + release wasm, SIMD128 and relaxed-SIMD tiers -> pkg/wasm/
   test    everything CI runs (setup, model, build, native + wasm tests)
   demo    the main job: set up, fetch the model, build, run it natively, serve the page + edgellm serve
   bench   edgellm vs wllama side by side in headless Chromium [--rounds N] [--sustained S]
+          [--simd auto|relaxed|simd128|both] (both: edgellm-relaxed and edgellm-simd128 each round)
 USAGE
 }
 

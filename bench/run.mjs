@@ -5,7 +5,11 @@
 // every other host.
 //
 //   node bench/run.mjs [--rounds N] [--tokens 128] [--prompt-tokens 128] [--sustained S]
-//                      [--model path.gguf] [--only edgellm|wllama]
+//                      [--model path.gguf] [--only edgellm|wllama] [--simd auto|relaxed|simd128|both]
+//
+// --simd picks edgellm's wasm build (the engine's `simd` option; default auto = relaxed SIMD where
+// Chromium runs it); `both` runs edgellm twice per round, as edgellm-relaxed and edgellm-simd128,
+// each with its own ratios vs wllama. Every edgellm line names the tier that actually ran.
 //
 // Per engine: cold load s (worker start + download + load), TTFT ms, prefill tok/s (prompt
 // tokens / TTFT), decode tok/s ((tokens-1) / time from first to last token), peak wasm memory MB
@@ -32,6 +36,13 @@ const N_PREDICT = +opt('tokens', 128);
 const PROMPT_TOKENS = +opt('prompt-tokens', 128);
 const SUSTAINED = +opt('sustained', 0);
 const ONLY = opt('only', null);
+const SIMD = opt('simd', 'auto');
+if (!['auto', 'relaxed', 'simd128', 'both'].includes(SIMD)) {
+  console.error(`bench: --simd must be auto, relaxed, simd128 or both (got ${SIMD})`);
+  process.exit(2);
+}
+// The edgellm runs: name → the engine's simd option.
+const EDGELLM_RUNS = SIMD === 'both' ? { 'edgellm-relaxed': 'relaxed', 'edgellm-simd128': 'simd128' } : SIMD === 'auto' ? { edgellm: 'auto' } : { [`edgellm-${SIMD}`]: SIMD };
 const MODEL = path.resolve(opt('model', path.join(ROOT, 'models/gemma-3-270m-q4_k_m.gguf')));
 const WLLAMA_WASM = path.join(ROOT, 'bench/node_modules/@wllama/wllama/esm/wasm/wllama.wasm');
 const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
@@ -140,8 +151,8 @@ async function runOnce(engine, origin, prompt) {
     page.on('pageerror', (e) => console.error(`[${engine} page error]`, e.message));
     await page.goto(`${origin}/bench/page.html`);
     await page.waitForFunction(() => window.benchReady, null, { timeout: 30_000 });
-    const fn = engine === 'edgellm' ? 'runEdgellm' : 'runWllama';
-    const r = await page.evaluate(([fn, o]) => window[fn](o), [fn, { modelUrl: `${origin}/model.gguf`, wasmUrl: `${origin}/wllama.wasm`, prompt, nPredict: N_PREDICT, sustainedS: SUSTAINED }]);
+    const fn = engine in EDGELLM_RUNS ? 'runEdgellm' : 'runWllama';
+    const r = await page.evaluate(([fn, o]) => window[fn](o), [fn, { modelUrl: `${origin}/model.gguf`, wasmUrl: `${origin}/wllama.wasm`, prompt, nPredict: N_PREDICT, sustainedS: SUSTAINED, simd: EDGELLM_RUNS[engine] }]);
     for (const pid of rendererPids(profile)) peakRss = Math.max(peakRss, rssMb(pid));
     r.rss_mb = peakRss;
     return r;
@@ -162,7 +173,7 @@ const origin = `http://127.0.0.1:${server.address().port}`;
 const { prompt, counted } = promptOfTokens(PROMPT_TOKENS);
 console.log(`bench: ${path.basename(MODEL)}, prompt ${counted || '~' + PROMPT_TOKENS} tokens, ${N_PREDICT} greedy tokens, ${ROUNDS} rounds, Chromium ${execFileSync(CHROMIUM, ['--version'], { encoding: 'utf8' }).trim()}`);
 console.log(`loadavg before: ${fs.readFileSync('/proc/loadavg', 'utf8').trim()}`);
-const engines = ONLY ? [ONLY] : ['edgellm', 'wllama'];
+const engines = (ONLY ? [ONLY] : ['edgellm', 'wllama']).flatMap((e) => (e === 'edgellm' ? Object.keys(EDGELLM_RUNS) : [e]));
 const results = Object.fromEntries(engines.map((e) => [e, []]));
 const KEYS = ['load_s', 'ttft_ms', 'prefill_tps', 'decode_tps', 'wasm_mb', 'rss_mb'];
 try {
@@ -171,20 +182,27 @@ try {
     for (const e of order) {
       const r = await runOnce(e, origin, prompt);
       results[e].push(r);
-      console.log(`round ${round + 1} ${e.padEnd(8)} ${KEYS.map((k) => `${k}=${(+r[k]).toFixed(k.endsWith('tps') || k === 'load_s' ? 2 : 0)}`).join(' ')} prompt_tokens=${r.prompt_tokens} tokens=${r.tokens}${r.windows ? ` windows=[${r.windows.map((x) => x.toFixed(2)).join(', ')}]` : ''}${r.timings ? ` (wllama timings: prefill ${r.timings.prompt_per_second?.toFixed(2)} tok/s, decode ${r.timings.predicted_per_second?.toFixed(2)} tok/s)` : ''}`);
+      console.log(`round ${round + 1} ${e.padEnd(15)} ${r.simd_tier ? `tier=${r.simd_tier} ` : ''}${KEYS.map((k) => `${k}=${(+r[k]).toFixed(k.endsWith('tps') || k === 'load_s' ? 2 : 0)}`).join(' ')} prompt_tokens=${r.prompt_tokens} tokens=${r.tokens}${r.windows ? ` windows=[${r.windows.map((x) => x.toFixed(2)).join(', ')}]` : ''}${r.timings ? ` (wllama timings: prefill ${r.timings.prompt_per_second?.toFixed(2)} tok/s, decode ${r.timings.predicted_per_second?.toFixed(2)} tok/s)` : ''}`);
     }
   }
 } finally {
   server.close();
 }
 console.log(`loadavg after: ${fs.readFileSync('/proc/loadavg', 'utf8').trim()}`);
-console.log('\nmedians          ' + KEYS.map((k) => k.padStart(12)).join(''));
+const ratioLabels = [...Object.keys(EDGELLM_RUNS).map((e) => `${e}/wllama`), ...(SIMD === 'both' ? ['edgellm-relaxed/edgellm-simd128'] : [])];
+const pad = 2 + Math.max(15, ...engines.map((e) => e.length), ...ratioLabels.map((l) => l.length));
+console.log('\n' + 'medians'.padEnd(pad) + KEYS.map((k) => k.padStart(12)).join(''));
 const med = {};
 for (const e of engines) {
   med[e] = Object.fromEntries(KEYS.map((k) => [k, median(results[e].map((r) => +r[k]))]));
-  console.log(e.padEnd(17) + KEYS.map((k) => med[e][k].toFixed(2).padStart(12)).join(''));
+  console.log(e.padEnd(pad) + KEYS.map((k) => med[e][k].toFixed(2).padStart(12)).join(''));
 }
-if (med.edgellm && med.wllama) {
-  console.log('edgellm/wllama   ' + KEYS.map((k) => (med.edgellm[k] / med.wllama[k]).toFixed(2).padStart(12)).join(''));
-  console.log('(ratios > 1 are better for prefill_tps and decode_tps; < 1 is better for load_s, ttft_ms, wasm_mb, rss_mb)');
+const ratio = (a, b) => console.log(`${a}/${b}`.padEnd(pad) + KEYS.map((k) => (med[a][k] / med[b][k]).toFixed(2).padStart(12)).join(''));
+const ran = Object.keys(EDGELLM_RUNS).filter((e) => med[e]);
+for (const e of ran) {
+  const tiers = [...new Set(results[e].map((r) => r.simd_tier))];
+  console.log(`${e} ran the ${tiers.join(' / ')} build (simd: '${EDGELLM_RUNS[e]}')`);
 }
+if (med.wllama) for (const e of ran) ratio(e, 'wllama');
+if (med['edgellm-relaxed'] && med['edgellm-simd128']) ratio('edgellm-relaxed', 'edgellm-simd128');
+if (med.wllama && ran.length) console.log('(ratios > 1 are better for prefill_tps and decode_tps; < 1 is better for load_s, ttft_ms, wasm_mb, rss_mb)');

@@ -57,8 +57,16 @@ export interface EngineOptions {
   cache?: boolean;
   /** Node only: the cache directory (default $XDG_CACHE_HOME/edgellm or ~/.cache/edgellm). */
   cacheDir?: string;
-  /** Where the wasm file is, when a bundler cannot be left to find it. */
+  /** Where the wasm file is, when a bundler cannot be left to find it (wins over `simd`). */
   wasmUrl?: string;
+  /**
+   * Which wasm build runs. 'auto' (default): the relaxed-SIMD build where the JS engine validates
+   * WebAssembly relaxed SIMD (Chromium 114+; Node 20 only with --experimental-wasm-relaxed-simd),
+   * else the SIMD128 build. 'simd128': always the SIMD128 build. 'relaxed': the relaxed-SIMD build
+   * or an ENGINE_INIT_FAILED error with detail 'RELAXED_SIMD_UNSUPPORTED'.
+   * `engine.info.simd_tier` reports the build that runs.
+   */
+  simd?: SimdOption;
   /** Where the worker script is (browser: a module worker URL; Node: a file URL or path). */
   workerUrl?: string | URL;
   /** Milliseconds to wait for the worker and wasm to start (default 60000). */
@@ -414,11 +422,19 @@ export interface ModelInfo {
 /** A URL (string or URL), a Blob/File, `{url, headers}`, or under Node a file path or file: URL. */
 export type ModelSource = string | URL | Blob | { url: string; headers?: Record<string, string> };
 
+export type SimdOption = 'auto' | 'relaxed' | 'simd128';
+
+/** The build a wasm engine was compiled for. */
+export type SimdTier = 'relaxed-simd' | 'simd128' | 'scalar';
+
 export interface EngineInfo {
   version: string;
   protocol: number;
   cache: 'opfs' | 'fs' | 'none';
+  /** Compiled with SIMD128 (true for both shipped builds). */
   simd: boolean | null;
+  /** The build that runs (see the `simd` option); null for a custom wasm without the export. */
+  simd_tier: SimdTier | null;
 }
 
 export interface EngineStatus {

@@ -146,7 +146,8 @@ async function startEngine() {
 function paintEngineInfo() {
   const e = app.engine;
   const parts = [];
-  if (e && e.info) parts.push(`edgellm ${e.info.version}`, `SIMD ${e.info.simd ? 'on' : e.info.simd === false ? 'off' : '?'}`, `model cache: ${e.info.cache}`);
+  const simd = e && e.info ? e.info.simd_tier || (e.info.simd ? 'on' : e.info.simd === false ? 'off' : '?') : '?';
+  if (e && e.info) parts.push(`edgellm ${e.info.version}`, `SIMD ${simd}`, `model cache: ${e.info.cache}`);
   parts.push(`cross-origin isolated: ${self.crossOriginIsolated ? 'yes' : 'no'}`);
   parts.push(app.offlineReady ? 'offline: ready' : 'offline: not yet');
   $('engine-info').textContent = parts.join(' · ');

@@ -66,7 +66,9 @@ function isTrap(e) {
 
 export class Runtime {
   /**
-   * @param {{post: (msg: object) => void, initWasm: (wasmUrl?: string) => Promise<{bindings: any, exports: any}>,
+   * @param {{post: (msg: object) => void,
+   *          initWasm: (wasmUrl: string|undefined, simd: 'auto'|'relaxed'|'simd128'|undefined,
+   *                     log: (level: string, message: string) => void) => Promise<{bindings: any, exports: any}>,
    *          openCache: (cfg: {enabled: boolean, dir?: string}) => Promise<any>, fs?: any}} env
    */
   constructor(env) {
@@ -212,10 +214,11 @@ export class Runtime {
   async #init(msg) {
     if (!this.bindings) {
       try {
-        const { bindings, exports } = await this.env.initWasm(msg.wasmUrl);
+        const { bindings, exports } = await this.env.initWasm(msg.wasmUrl, msg.simd, (level, message) => this.#log(level, message));
         this.bindings = bindings;
         this.exports = exports;
       } catch (e) {
+        if (e instanceof EdgeLLMError) throw e; // e.g. RELAXED_SIMD_UNSUPPORTED from the tier choice
         throw new EdgeLLMError(ErrorCode.ENGINE_INIT_FAILED, `could not start the wasm engine: ${e && e.message ? e.message : e}`, { cause: e });
       }
       this.engine = this.#call(() => new this.bindings.WasmEngine());
@@ -233,6 +236,8 @@ export class Runtime {
       protocol: PROTOCOL_VERSION,
       cache: this.cache.kind,
       simd: this.bindings.simd_enabled ? !!this.#call(() => this.bindings.simd_enabled()) : null,
+      // The build that runs: 'relaxed-simd' | 'simd128' | 'scalar' (null: a wasm without the export).
+      simd_tier: this.bindings.simd_tier ? this.#call(() => this.bindings.simd_tier()) : null,
     };
   }
 

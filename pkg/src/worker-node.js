@@ -1,5 +1,7 @@
 // Node entry of the engine worker (worker_threads). Started by node.js. Node's fetch cannot read
-// `file:` URLs, so the wasm is read from disk and instantiated synchronously.
+// `file:` URLs, so the wasm is read from disk and instantiated synchronously. The tier is chosen
+// as in the browser (tier.js): Node 20 validates relaxed SIMD only when started with
+// --experimental-wasm-relaxed-simd (V8 flags are process-wide, so the worker inherits it).
 
 import { parentPort } from 'node:worker_threads';
 import fs from 'node:fs';
@@ -9,13 +11,18 @@ import { initSync } from '../wasm/edgellm.js';
 import * as bindings from '../wasm/edgellm.js';
 import { Runtime } from './runtime.js';
 import { FsCache, NoCache } from './cache.js';
+import { loadTier } from './tier.js';
 
 const runtime = new Runtime({
   post: (msg) => parentPort.postMessage(msg),
-  initWasm: async (wasmUrl) => {
-    const file = wasmUrl ? (wasmUrl.startsWith('file:') ? fileURLToPath(wasmUrl) : wasmUrl) : fileURLToPath(new URL('../wasm/edgellm_bg.wasm', import.meta.url));
-    const exports = initSync({ module: fs.readFileSync(file) });
-    return { bindings, exports };
+  initWasm: async (wasmUrl, simd, log) => {
+    const start = (file) => ({ bindings, exports: initSync({ module: fs.readFileSync(file) }) });
+    if (wasmUrl) return start(wasmUrl.startsWith('file:') ? fileURLToPath(wasmUrl) : wasmUrl);
+    return loadTier(
+      simd,
+      async (tier) => start(fileURLToPath(tier === 'relaxed' ? new URL('../wasm/edgellm_relaxed_bg.wasm', import.meta.url) : new URL('../wasm/edgellm_bg.wasm', import.meta.url))),
+      (message) => log('warn', message),
+    );
   },
   openCache: async (cfg) => (cfg && cfg.enabled && cfg.dir ? FsCache.open(fs, path, cfg.dir) : new NoCache()),
   fs,

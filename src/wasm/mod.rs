@@ -37,6 +37,23 @@ pub fn simd_enabled() -> bool {
     cfg!(target_feature = "simd128")
 }
 
+/// The SIMD tier this build was compiled for: "relaxed-simd" (SIMD128 + relaxed SIMD, the
+/// `edgellm_relaxed_bg.wasm` build), "simd128" (the default build) or "scalar".
+#[wasm_bindgen]
+pub fn simd_tier() -> String {
+    tier().to_string()
+}
+
+fn tier() -> &'static str {
+    if cfg!(target_feature = "relaxed-simd") {
+        "relaxed-simd"
+    } else if cfg!(target_feature = "simd128") {
+        "simd128"
+    } else {
+        "scalar"
+    }
+}
+
 /// The message of the last panic (empty when none), cleared by reading it.
 #[wasm_bindgen]
 pub fn take_panic_message() -> String {
@@ -212,5 +229,38 @@ impl WasmEngine {
     /// The estimate of the last load or refused load (`Estimate` JSON or `null`).
     pub fn last_estimate(&self) -> Result<String, JsValue> {
         json(&self.host.last_estimate())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wasm_bindgen_test::*;
+
+    /// The tier names the build's target features (build.sh runs the lib tests for both builds).
+    #[wasm_bindgen_test]
+    fn simd_tier_matches_the_build() {
+        let want = if cfg!(target_feature = "relaxed-simd") { "relaxed-simd" } else { "simd128" };
+        assert_eq!(super::simd_tier(), want);
+    }
+
+    /// In the relaxed build this executes `i32x4.relaxed_dot_i8x16_i7x16_add_s`: the module only
+    /// compiles where the host runs relaxed SIMD (Node needs --experimental-wasm-relaxed-simd), so
+    /// a pass proves the tests really ran on the relaxed tier.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[wasm_bindgen_test]
+    fn relaxed_dot_executes() {
+        use core::arch::wasm32::*;
+        use std::hint::black_box;
+        let a = black_box(i8x16(1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11, -12, 13, -14, 15, -16));
+        let b = black_box(i8x16(2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5));
+        let acc = black_box(i32x4(100, 200, 300, 400));
+        let r = i32x4_relaxed_dot_i8x16_i7x16_add(a, b, acc);
+        let lanes = [
+            i32x4_extract_lane::<0>(r),
+            i32x4_extract_lane::<1>(r),
+            i32x4_extract_lane::<2>(r),
+            i32x4_extract_lane::<3>(r),
+        ];
+        assert_eq!(lanes, [100 - 4, 200 - 6, 300 - 8, 400 - 10]);
     }
 }

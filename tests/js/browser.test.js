@@ -11,12 +11,13 @@ import path from 'node:path';
 
 import { startServer } from './server.js';
 import { ROOT, MODEL, MODEL_SIZE, CHROMIUM, CHROMIUM_ARGS, REQUIRED, modelMissing, wasmMissing, cliPath, cliCanGenerate } from './helpers.js';
-import { nativeGreedy, GREEDY_PROMPT, GREEDY_TOKENS } from './native.js';
+import { nativeGreedy, nativeGenerate, GREEDY_PROMPT, GREEDY_TOKENS } from './native.js';
 
 const MODEL_SHA256 = 'a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818';
 const skip = modelMissing() || wasmMissing() || (!fs.existsSync(CHROMIUM) && `no Chromium at ${CHROMIUM}`);
 const noCli = skip || (cliCanGenerate() ? false : REQUIRED ? false : `native CLI with 'generate' not built (${cliPath() || 'none'})`);
 const LONG_TASK_MS = 50;
+const TIER_TOKENS = 24; // greedy tokens compared across the SIMD tiers and the native CLI
 
 let srv;
 let context;
@@ -150,6 +151,42 @@ test('streamed generation in the page; greedy output equals the native CLI; no l
   report.ttft_ms = Math.round(r.usage.ttft_ms);
   report.generate_long_tasks = r.longTasks.length;
   assert.deepEqual(longOnes(r.longTasks), [], `long tasks during generation: ${JSON.stringify(r.longTasks)}`);
+});
+
+test('SIMD tiers: the page runs relaxed-simd, simd:"simd128" the fallback; 24 greedy tokens equal in both and in the native CLI', { skip: noCli }, async () => {
+  // Chromium 156 ships relaxed SIMD, so 'auto' picks edgellm_relaxed_bg.wasm; a second engine
+  // forced to the SIMD128 build loads the same model (from OPFS) and must agree token for token.
+  const want = nativeGenerate(GREEDY_PROMPT, TIER_TOKENS);
+  const r = await page.evaluate(
+    async ({ prompt, n }) => {
+      const edgellm = await import('/pkg/src/index.js');
+      const req = { prompt, max_tokens: n, temperature: 0 };
+      const engine = window.edgellmApp.engine;
+      const relaxed = await engine.completions.create(req);
+      const fallback = await edgellm.createEngine({ simd: 'simd128' });
+      try {
+        const model = await fallback.load('/models/good.gguf');
+        const simd128 = await fallback.completions.create(req);
+        return {
+          tiers: [engine.info.simd_tier, fallback.info.simd_tier],
+          relaxed: { text: relaxed.choices[0].text, n: relaxed.usage.completion_tokens, tok_s: relaxed.usage.decode_tokens_per_s },
+          simd128: { text: simd128.choices[0].text, n: simd128.usage.completion_tokens, tok_s: simd128.usage.decode_tokens_per_s },
+          source: model.source,
+        };
+      } finally {
+        fallback.terminate();
+      }
+    },
+    { prompt: GREEDY_PROMPT, n: TIER_TOKENS },
+  );
+  assert.deepEqual(r.tiers, ['relaxed-simd', 'simd128']);
+  assert.equal(r.source, 'cache');
+  assert.equal(r.relaxed.text, want.text, 'relaxed-SIMD tier vs native CLI');
+  assert.equal(r.simd128.text, want.text, 'SIMD128 tier vs native CLI');
+  assert.equal(r.relaxed.n, want.ids.length);
+  assert.equal(r.simd128.n, want.ids.length);
+  report.decode_tok_s_relaxed = Number(r.relaxed.tok_s.toFixed(2));
+  report.decode_tok_s_simd128 = Number(r.simd128.tok_s.toFixed(2));
 });
 
 test('abort mid-generation settles within 100 ms, chunks stop, the next request works', { skip }, async () => {

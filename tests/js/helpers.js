@@ -8,6 +8,8 @@ export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 export const MODEL = path.join(ROOT, 'models/gemma-3-270m-q4_k_m.gguf');
 export const MODEL_SIZE = 253113024;
 export const WASM = path.join(ROOT, 'pkg/wasm/edgellm_bg.wasm');
+/** The relaxed-SIMD tier (same JS glue, built by ./build.sh build next to WASM). */
+export const RELAXED_WASM = path.join(ROOT, 'pkg/wasm/edgellm_relaxed_bg.wasm');
 
 /** Under ./build.sh test (EDGELLM_REQUIRE_MODEL=1) a missing model or wasm fails instead of skipping. */
 export const REQUIRED = process.env.EDGELLM_REQUIRE_MODEL === '1';
@@ -22,6 +24,12 @@ export function wasmMissing() {
   if (fs.existsSync(WASM)) return false;
   if (REQUIRED) throw new Error(`${WASM} missing (run ./build.sh build)`);
   return `wasm not built at ${WASM}`;
+}
+
+export function relaxedWasmMissing() {
+  if (fs.existsSync(RELAXED_WASM)) return false;
+  if (REQUIRED) throw new Error(`${RELAXED_WASM} missing (run ./build.sh build)`);
+  return `relaxed-SIMD wasm not built at ${RELAXED_WASM}`;
 }
 
 /** The native CLI, if built: $CARGO_TARGET_DIR/release/edgellm or target/release/edgellm. */

@@ -49,6 +49,8 @@ function assertMonotonic(events, total, phase) {
 test('engine starts with the SIMD build and an fs cache', { skip }, () => {
   assert.equal(engine.info.version, '0.1.0');
   assert.equal(engine.info.simd, true);
+  // Node 20 runs relaxed SIMD only behind --experimental-wasm-relaxed-simd (tier.test.js).
+  assert.equal(engine.info.simd_tier, process.execArgv.includes('--experimental-wasm-relaxed-simd') ? 'relaxed-simd' : 'simd128');
   assert.equal(engine.info.cache, 'fs');
 });
 

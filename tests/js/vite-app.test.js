@@ -36,7 +36,7 @@ const report = (o) => { out.textContent = JSON.stringify(o); document.body.datas
 try {
   const engine = await createEngine({ cache: false });
   const info = await engine.load('/models/good.gguf');
-  const result = { version: engine.info.version, simd: engine.info.simd, sha256: info.sha256, codes: Object.keys(ErrorCode).length };
+  const result = { version: engine.info.version, simd: engine.info.simd, simd_tier: engine.info.simd_tier, sha256: info.sha256, codes: Object.keys(ErrorCode).length };
   if (new URLSearchParams(location.search).get('generate')) {
     const r = await engine.completions.create({ prompt: 'The capital of France is', max_tokens: 2, temperature: 0 });
     result.text = r.choices[0].text;
@@ -54,7 +54,7 @@ test('npm pack → Vite 7 app (no plugins) → runs in Chromium', { skip, timeou
   fs.mkdirSync(packDir);
   const packed = JSON.parse(execFileSync('npm', ['pack', '--json', '--pack-destination', packDir], { cwd: path.join(ROOT, 'pkg'), encoding: 'utf8' }));
   const files = packed[0].files.map((f) => f.path);
-  for (const f of ['package.json', 'index.d.ts', 'src/index.js', 'src/worker.js', 'src/node.js', 'wasm/edgellm.js', 'wasm/edgellm_bg.wasm']) {
+  for (const f of ['package.json', 'index.d.ts', 'src/index.js', 'src/worker.js', 'src/node.js', 'src/tier.js', 'wasm/edgellm.js', 'wasm/edgellm_bg.wasm', 'wasm/edgellm_relaxed_bg.wasm']) {
     assert.ok(files.includes(f), `tarball lacks ${f}: ${files.join(', ')}`);
   }
   const tarball = path.join(packDir, packed[0].filename);
@@ -73,7 +73,8 @@ test('npm pack → Vite 7 app (no plugins) → runs in Chromium', { skip, timeou
   const dist = path.join(app, 'dist');
   const assets = fs.readdirSync(path.join(dist, 'assets'));
   const wasm = assets.filter((f) => f.endsWith('.wasm'));
-  assert.ok(wasm.length >= 1, `no .wasm emitted: ${assets.join(', ')}`);
+  // Both tiers are emitted (the worker names each with a literal new URL(…, import.meta.url)).
+  assert.ok(wasm.some((f) => f.startsWith('edgellm_relaxed_bg')) && wasm.some((f) => f.startsWith('edgellm_bg')), `both wasm tiers emitted: ${assets.join(', ')}`);
 
   // 4. Serve the built app and run it.
   srv = await startServer({ root: ROOT, modelPath: MODEL, appDir: dist, staticDirs: [] });
@@ -87,9 +88,11 @@ test('npm pack → Vite 7 app (no plugins) → runs in Chromium', { skip, timeou
   assert.equal(r.error, undefined, JSON.stringify(r.error));
   assert.equal(r.version, '0.1.0');
   assert.equal(r.simd, true);
+  assert.equal(r.simd_tier, 'relaxed-simd', 'Chromium runs the relaxed-SIMD tier');
   assert.equal(r.sha256, 'a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818');
   assert.equal(r.usage.completion_tokens, 2);
   assert.equal(typeof r.text, 'string');
   const fetchedWasm = srv.stats.log.filter((l) => l.path.startsWith('/app/assets/') && l.path.endsWith('.wasm'));
   assert.ok(fetchedWasm.length >= 1, 'the app fetched the wasm the bundler emitted');
+  assert.ok(fetchedWasm.every((l) => l.path.includes('edgellm_relaxed_bg')), `only the relaxed tier was fetched: ${fetchedWasm.map((l) => l.path).join(', ')}`);
 });

@@ -18,6 +18,7 @@ import {
   type ModelInfo,
   type RouteInfo,
   type RouteOptions,
+  type SimdTier,
 } from 'edgellm';
 
 export async function usage(file: File): Promise<string> {
@@ -74,6 +75,11 @@ export async function usage(file: File): Promise<string> {
   }
   const st = await engine.status();
   console.log(st.busy, st.model?.name, engine.model?.quantization, engine.info?.simd, ttft);
+  const tier: SimdTier | null | undefined = engine.info?.simd_tier;
+  const fallback = await createEngine({ simd: 'simd128' });
+  // @ts-expect-error: simd is 'auto' | 'relaxed' | 'simd128'
+  await createEngine({ simd: 'relaxed-simd' });
+  console.log(tier, fallback.info?.simd_tier === 'simd128');
   const entries = await engine.cache.list();
   console.log(entries[0]?.sha256);
   engine.terminate();

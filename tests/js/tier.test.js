@@ -1,0 +1,93 @@
+// The SIMD tiers under Node 20: which wasm build the worker picks (pkg/src/tier.js), the
+// `simd` option, and the typed error for 'relaxed' where V8 does not run relaxed SIMD. Node 20
+// validates relaxed SIMD only with --experimental-wasm-relaxed-simd: this process runs without
+// it (as node --test starts it), a child process with it. No model needed.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+import { createEngine, ErrorCode } from '../../pkg/src/node.js';
+import { chooseTier, loadTier, relaxedSimdSupported } from '../../pkg/src/tier.js';
+import { ROOT, WASM, wasmMissing, relaxedWasmMissing } from './helpers.js';
+
+const skip = wasmMissing() || relaxedWasmMissing();
+const FLAG = '--experimental-wasm-relaxed-simd';
+const flagged = process.execArgv.includes(FLAG);
+
+test('chooseTier / loadTier: option values, fallback under auto only', async () => {
+  assert.equal(chooseTier('simd128'), 'simd128');
+  assert.equal(chooseTier(), relaxedSimdSupported() ? 'relaxed' : 'simd128');
+  assert.throws(() => chooseTier('avx'), (e) => e.code === ErrorCode.INVALID_REQUEST);
+  if (!relaxedSimdSupported()) {
+    assert.throws(() => chooseTier('relaxed'), (e) => e.code === ErrorCode.ENGINE_INIT_FAILED && e.detail === 'RELAXED_SIMD_UNSUPPORTED');
+  }
+  // A relaxed build that fails to load falls back under 'auto' (with a warning), not under 'relaxed'.
+  const warnings = [];
+  const tried = [];
+  const load = async (tier) => {
+    tried.push(tier);
+    if (tier === 'relaxed') throw new Error('no such file');
+    return tier;
+  };
+  assert.equal(await loadTier('simd128', load), 'simd128');
+  assert.deepEqual(tried, ['simd128']);
+  if (relaxedSimdSupported()) {
+    tried.length = 0;
+    assert.equal(await loadTier('auto', load, (w) => warnings.push(w)), 'simd128');
+    assert.deepEqual(tried, ['relaxed', 'simd128']);
+    assert.match(warnings[0], /relaxed-SIMD build did not load/);
+    await assert.rejects(loadTier('relaxed', load), /no such file/);
+  }
+});
+
+test('an unknown simd option is INVALID_REQUEST before any worker starts', async () => {
+  await assert.rejects(createEngine({ simd: 'relaxed-simd', cache: false }), (e) => e.code === ErrorCode.INVALID_REQUEST && /simd must be one of/.test(e.message));
+});
+
+test(`Node without ${FLAG}: auto runs simd128, 'relaxed' is a typed error, 'simd128' runs simd128`, { skip: skip || (flagged && `this process runs with ${FLAG}`) }, async () => {
+  assert.equal(relaxedSimdSupported(), false, 'Node 20 validates relaxed SIMD without the flag?');
+  const auto = await createEngine({ cache: false });
+  try {
+    assert.equal(auto.info.simd_tier, 'simd128');
+    assert.equal(auto.info.simd, true);
+  } finally {
+    auto.terminate();
+  }
+  await assert.rejects(createEngine({ simd: 'relaxed', cache: false }), (e) => {
+    assert.equal(e.code, ErrorCode.ENGINE_INIT_FAILED);
+    assert.equal(e.detail, 'RELAXED_SIMD_UNSUPPORTED');
+    assert.match(e.message, /relaxed SIMD/);
+    return true;
+  });
+  const forced = await createEngine({ simd: 'simd128', cache: false });
+  assert.equal(forced.info.simd_tier, 'simd128');
+  forced.terminate();
+});
+
+test(`Node with ${FLAG}: auto and 'relaxed' run the relaxed build, 'simd128' still the fallback; wasmUrl wins`, { skip }, () => {
+  // A child node with the flag (V8 flags are per process; the engine's worker inherits them).
+  const script = `
+    import { createEngine } from ${JSON.stringify(pathToFileURL(path.join(ROOT, 'pkg/src/node.js')).href)};
+    const out = {};
+    for (const [k, o] of Object.entries({ auto: {}, relaxed: { simd: 'relaxed' }, simd128: { simd: 'simd128' },
+        url: { simd: 'relaxed', wasmUrl: ${JSON.stringify(pathToFileURL(WASM).href)} } })) {
+      const e = await createEngine({ cache: false, ...o });
+      out[k] = e.info.simd_tier;
+      e.terminate();
+    }
+    console.log(JSON.stringify(out));`;
+  // A script file, not --eval: the engine's worker inherits execArgv, and --input-type breaks it.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgellm-tier-'));
+  let out;
+  try {
+    fs.writeFileSync(path.join(dir, 'tiers.mjs'), script);
+    out = execFileSync(process.execPath, [FLAG, path.join(dir, 'tiers.mjs')], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  assert.deepEqual(JSON.parse(out.trim().split('\n').pop()), { auto: 'relaxed-simd', relaxed: 'relaxed-simd', simd128: 'simd128', url: 'simd128' });
+});
