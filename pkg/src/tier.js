@@ -1,6 +1,6 @@
 // Which wasm build the worker loads: the relaxed-SIMD tier (edgellm_relaxed_bg.wasm: SIMD128 +
 // relaxed SIMD, e.g. i32x4.relaxed_dot_i8x16_i7x16_add_s in the quantized dot products) where the
-// engine validates relaxed SIMD, else the SIMD128 build (edgellm_bg.wasm). Both run the same
+// engine runs standard relaxed SIMD (a probe checks one dot product), else the SIMD128 build (edgellm_bg.wasm). Both run the same
 // JS glue (build.sh checks that wasm-bindgen generated it byte-identical for both).
 //
 // The `simd` engine option: 'auto' (default) picks the best tier; 'simd128' forces the fallback;
@@ -13,33 +13,68 @@ import { EdgeLLMError, ErrorCode } from './errors.js';
 export const SIMD_OPTIONS = Object.freeze(['auto', 'relaxed', 'simd128']);
 
 /**
- * The smallest module that uses relaxed SIMD, made with `wat2wasm --enable-relaxed-simd` (wabt
+ * A probe that *runs* the relaxed dot product, made with `wat2wasm --enable-relaxed-simd` (wabt
  * 1.0.32, which spells the instruction by its pre-rename name i32x4.dot_i8x16_i7x16_add_s):
  *
  *   (module
- *     (func (param v128 v128 v128) (result v128)
- *       local.get 0  local.get 1  local.get 2
- *       i32x4.relaxed_dot_i8x16_i7x16_add_s))      ;; 0xfd 0x93 0x02 (opcode 0x113)
+ *     (memory (export "m") 1)
+ *     (func (export "f")
+ *       (v128.store (i32.const 48)
+ *         (i32x4.relaxed_dot_i8x16_i7x16_add_s              ;; 0xfd 0x93 0x02 (opcode 0x113)
+ *           (v128.load (i32.const 0)) (v128.load (i32.const 16)) (v128.load (i32.const 32))))))
  *
- * WebAssembly.validate accepts it exactly where the engine implements relaxed SIMD.
+ * Validating is not enough: Node 20's V8 accepts the opcode behind
+ * --experimental-wasm-relaxed-simd but implements a pre-standard draft that drops the
+ * accumulator and doubles the sums (measured: [288, -6, 88, 680] where the standard gives
+ * [1144, -3, 44, 340]), and our kernels rely on the standard's exact result for 7-bit second
+ * operands. So the probe computes one dot product and the tier is used only if it is exact.
  */
 const RELAXED_PROBE = new Uint8Array([
   0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version 1
-  0x01, 0x08, 0x01, 0x60, 0x03, 0x7b, 0x7b, 0x7b, 0x01, 0x7b, // type: (v128 v128 v128) -> v128
+  0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // type 0: () -> ()
   0x03, 0x02, 0x01, 0x00, // function 0 has type 0
-  0x0a, 0x0d, 0x01, 0x0b, 0x00, // code: one body of 11 bytes, no locals
-  0x20, 0x00, 0x20, 0x01, 0x20, 0x02, // local.get 0, 1, 2
+  0x05, 0x03, 0x01, 0x00, 0x01, // one memory, min 1 page
+  0x07, 0x09, 0x02, 0x01, 0x6d, 0x02, 0x00, 0x01, 0x66, 0x00, 0x00, // exports "m" (memory 0), "f" (func 0)
+  0x0a, 0x1f, 0x01, 0x1d, 0x00, // code: one body of 29 bytes, no locals
+  0x41, 0x30, // i32.const 48
+  0x41, 0x00, 0xfd, 0x00, 0x04, 0x00, // v128.load (i32.const 0)
+  0x41, 0x10, 0xfd, 0x00, 0x04, 0x00, // v128.load (i32.const 16)
+  0x41, 0x20, 0xfd, 0x00, 0x04, 0x00, // v128.load (i32.const 32)
   0xfd, 0x93, 0x02, // i32x4.relaxed_dot_i8x16_i7x16_add_s
+  0xfd, 0x0b, 0x04, 0x00, // v128.store
   0x0b, // end
 ]);
+// Signed bytes (with -128 and 127), 7-bit bytes, an accumulator: the exact answer is unambiguous.
+const PROBE_A = [-1, -128, 127, 5, 100, -100, 3, -3, 0, 1, 2, 3, -50, 60, -70, 80];
+const PROBE_B = [1, 2, 3, 4, 127, 127, 0, 1, 5, 6, 7, 8, 9, 10, 11, 12];
+const PROBE_ACC = [1000, 0, -7, 1 << 20];
+
+/** Runs the probe; true only if the result is the standard's exact one. */
+function probeRelaxedSimd() {
+  if (typeof WebAssembly !== 'object' || !WebAssembly.validate(RELAXED_PROBE)) return false;
+  // A 67-byte module: synchronous compilation is allowed everywhere.
+  const { exports } = new WebAssembly.Instance(new WebAssembly.Module(RELAXED_PROBE));
+  const buf = exports.m.buffer;
+  new Int8Array(buf, 0, 16).set(PROBE_A);
+  new Int8Array(buf, 16, 16).set(PROBE_B);
+  new Int32Array(buf, 32, 4).set(PROBE_ACC);
+  exports.f();
+  const got = new Int32Array(buf, 48, 4);
+  for (let i = 0; i < 4; i++) {
+    let want = PROBE_ACC[i];
+    for (let j = 4 * i; j < 4 * i + 4; j++) want += PROBE_A[j] * PROBE_B[j];
+    if (got[i] !== want) return false;
+  }
+  return true;
+}
 
 let relaxedMemo = null;
 
-/** Whether this engine (browser / Node) runs relaxed SIMD. Decided once per worker. */
+/** Whether this engine (browser / Node) runs standard relaxed SIMD. Decided once per worker. */
 export function relaxedSimdSupported() {
   if (relaxedMemo === null) {
     try {
-      relaxedMemo = typeof WebAssembly === 'object' && WebAssembly.validate(RELAXED_PROBE);
+      relaxedMemo = probeRelaxedSimd();
     } catch {
       relaxedMemo = false;
     }
@@ -60,7 +95,7 @@ export function chooseTier(simd = 'auto') {
   if (simd === 'relaxed') {
     throw new EdgeLLMError(
       ErrorCode.ENGINE_INIT_FAILED,
-      "simd: 'relaxed' was asked for, but this JavaScript engine does not run WebAssembly relaxed SIMD (Chromium-based browsers do since version 114; Node 20 needs --experimental-wasm-relaxed-simd). Use simd: 'auto' to fall back to the SIMD128 build.",
+      "simd: 'relaxed' was asked for, but this JavaScript engine does not run standard WebAssembly relaxed SIMD (Chromium-based browsers do since version 114; Node 20's --experimental-wasm-relaxed-simd is a pre-standard draft that computes other results). Use simd: 'auto' to fall back to the SIMD128 build.",
       { detail: 'RELAXED_SIMD_UNSUPPORTED' },
     );
   }

@@ -32,6 +32,8 @@ mod q5_k;
 mod q6_k;
 mod q8;
 mod q8_k;
+#[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+mod relaxed;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
 #[cfg(all(test, target_arch = "wasm32", target_feature = "simd128"))]
@@ -204,6 +206,18 @@ pub type VecDotToks4 = fn(w_row: &[u8], act: &[u8], act_row_bytes: usize, n: usi
 /// The four-weight-rows kernel for `w_ty` where this build has one (SIMD128 builds: Q4_0,
 /// Q5_0, Q8_0); lengths as for `VecDotKernel`, validated once by the caller.
 pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<VecDotRows4> {
+    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    {
+        use GgmlType::*;
+        match w_ty {
+            Q4_0 => return Some(relaxed::rows4_q4_0 as VecDotRows4),
+            Q5_0 => return Some(relaxed::rows4_q5_0),
+            Q8_0 => return Some(relaxed::rows4_q8_0),
+            Q4_K => return Some(relaxed::rows4_q4_k),
+            Q6_K => return Some(relaxed::rows4_q6_k),
+            _ => {}
+        }
+    }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
         use GgmlType::*;
@@ -224,6 +238,17 @@ pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<VecDotRows4> {
 /// The four-tokens kernel for `w_ty` where this build has one (SIMD128 builds: Q4_0, Q5_0,
 /// Q8_0, Q4_K, Q6_K).
 pub fn vec_dot_toks4_kernel(w_ty: GgmlType) -> Option<VecDotToks4> {
+    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    {
+        use GgmlType::*;
+        match w_ty {
+            Q4_0 => return Some(relaxed::toks4_q4_0 as VecDotToks4),
+            Q5_0 => return Some(relaxed::toks4_q5_0),
+            Q4_K => return Some(relaxed::toks4_q4_k),
+            Q6_K => return Some(relaxed::toks4_q6_k),
+            _ => {}
+        }
+    }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
         use GgmlType::*;
@@ -248,6 +273,15 @@ pub type VecDotToks8 = fn(w_row: &[u8], act: &[u8], act_row_bytes: usize, n: usi
 
 /// The eight-tokens kernel for `w_ty` where this build has one (SIMD128: Q4_0, Q5_0, Q8_0).
 pub fn vec_dot_toks8_kernel(w_ty: GgmlType) -> Option<VecDotToks8> {
+    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    {
+        use GgmlType::*;
+        match w_ty {
+            Q4_0 => return Some(relaxed::toks8_q4_0 as VecDotToks8),
+            Q5_0 => return Some(relaxed::toks8_q5_0),
+            _ => {}
+        }
+    }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
         use GgmlType::*;

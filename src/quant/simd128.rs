@@ -29,7 +29,7 @@ const QK: usize = 32;
 
 /// 16 bytes at `b[at..at + 16]` (bounds-checked once, then an unaligned load).
 #[inline(always)]
-fn ld(b: &[u8], at: usize) -> v128 {
+pub(super) fn ld(b: &[u8], at: usize) -> v128 {
     let s = &b[at..at + 16];
     // SAFETY: `s` is 16 readable bytes; v128.load has no alignment requirement.
     unsafe { v128_load(s.as_ptr() as *const v128) }
@@ -37,7 +37,7 @@ fn ld(b: &[u8], at: usize) -> v128 {
 
 /// i32x4 partial sums of the 16 products a_i · b_i (both i8x16, signed).
 #[inline(always)]
-fn dot_i8(a: v128, b: v128) -> v128 {
+pub(super) fn dot_i8(a: v128, b: v128) -> v128 {
     let lo = i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), i16x8_extend_low_i8x16(b));
     let hi = i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), i16x8_extend_high_i8x16(b));
     i32x4_add(lo, hi)
@@ -45,7 +45,7 @@ fn dot_i8(a: v128, b: v128) -> v128 {
 
 /// Sum of the four i32 lanes (exact, wrapping never happens for our ranges).
 #[inline(always)]
-fn hsum(v: v128) -> i32 {
+pub(super) fn hsum(v: v128) -> i32 {
     let v = i32x4_add(v, i32x4_shuffle::<2, 3, 0, 1>(v, v));
     let v = i32x4_add(v, i32x4_shuffle::<1, 0, 3, 2>(v, v));
     i32x4_extract_lane::<0>(v)
@@ -53,7 +53,7 @@ fn hsum(v: v128) -> i32 {
 
 /// 16 i8 lanes of (bit k of the little-endian u32 `qh`) << 4, for k = base..base+16.
 #[inline(always)]
-fn qh_bits16(qh: u32, base: u32) -> v128 {
+pub(super) fn qh_bits16(qh: u32, base: u32) -> v128 {
     let v = u32x4_splat(qh);
     let sel = if base == 0 {
         i8x16_swizzle(v, i8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1))
@@ -66,27 +66,27 @@ fn qh_bits16(qh: u32, base: u32) -> v128 {
 }
 
 #[inline(always)]
-fn qh_at(b: &[u8], at: usize) -> u32 {
+pub(super) fn qh_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
 /// Lane i = the sum of the four lanes of the i-th argument (exact).
 #[inline(always)]
-fn reduce4(a: v128, b: v128, c: v128, d: v128) -> v128 {
+pub(super) fn reduce4(a: v128, b: v128, c: v128, d: v128) -> v128 {
     let ab = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(a, b), i32x4_shuffle::<2, 6, 3, 7>(a, b));
     let cd = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(c, d), i32x4_shuffle::<2, 6, 3, 7>(c, d));
     i32x4_add(i32x4_shuffle::<0, 1, 4, 5>(ab, cd), i32x4_shuffle::<2, 3, 6, 7>(ab, cd))
 }
 
 #[inline(always)]
-fn rd16(b: &[u8], at: usize) -> u32 {
+pub(super) fn rd16(b: &[u8], at: usize) -> u32 {
     u16::from_le_bytes([b[at], b[at + 1]]) as u32
 }
 
 /// Four f16 -> f32 conversions, the same bits as `float::f16_to_f32` lane by lane: the same
 /// exact rescale by 2^112 for finite values, the same payload shift for Inf/NaN.
 #[inline(always)]
-fn f16x4(h0: u32, h1: u32, h2: u32, h3: u32) -> v128 {
+pub(super) fn f16x4(h0: u32, h1: u32, h2: u32, h3: u32) -> v128 {
     let h = u32x4(h0, h1, h2, h3);
     let em = v128_and(h, u32x4_splat(0x7fff));
     let sign = i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
@@ -230,7 +230,7 @@ pub(super) fn vec_dot_q5_1_q8_1(w: &[u8], a: &[u8], n: usize) -> f32 {
 
 /// Σ_j min_j * (bsums[2j] + bsums[2j+1]) for Q4_K/Q5_K (scalar: 8 multiply-adds).
 #[inline(always)]
-fn k_summs(y: &Q8KBlock<'_>, m: &[u8; 8]) -> i32 {
+pub(super) fn k_summs(y: &Q8KBlock<'_>, m: &[u8; 8]) -> i32 {
     let mut summs = 0i32;
     for j in 0..8 {
         summs += m[j] as i32 * (y.bsum(2 * j) + y.bsum(2 * j + 1));
@@ -435,7 +435,7 @@ fn widen2(a: v128, b: v128) -> (v128, v128, v128, v128) {
 }
 
 #[inline(always)]
-fn store4(v: v128) -> [f32; 4] {
+pub(super) fn store4(v: v128) -> [f32; 4] {
     [f32x4_extract_lane::<0>(v), f32x4_extract_lane::<1>(v), f32x4_extract_lane::<2>(v), f32x4_extract_lane::<3>(v)]
 }
 
@@ -538,7 +538,7 @@ fn toks8_q8_0_family(
 }
 
 #[inline(always)]
-fn unpack_q8_0(x: &[u8]) -> (v128, v128) {
+pub(super) fn unpack_q8_0(x: &[u8]) -> (v128, v128) {
     (ld(x, 2), ld(x, 18))
 }
 
@@ -562,15 +562,15 @@ fn unpack_q4_0(x: &[u8]) -> (v128, v128) {
 
 // The scalar float terms: Q8_0 `sumi * (dx*dy)`, Q4_0 `sumi * dx * dy`, Q5_0 `(dx*dy) * sumi`.
 #[inline(always)]
-fn comb_q8_0(s: v128, dx: v128, dy: v128) -> v128 {
+pub(super) fn comb_q8_0(s: v128, dx: v128, dy: v128) -> v128 {
     f32x4_mul(s, f32x4_mul(dx, dy))
 }
 #[inline(always)]
-fn comb_q4_0(s: v128, dx: v128, dy: v128) -> v128 {
+pub(super) fn comb_q4_0(s: v128, dx: v128, dy: v128) -> v128 {
     f32x4_mul(f32x4_mul(s, dx), dy)
 }
 #[inline(always)]
-fn comb_q5_0(s: v128, dx: v128, dy: v128) -> v128 {
+pub(super) fn comb_q5_0(s: v128, dx: v128, dy: v128) -> v128 {
     f32x4_mul(f32x4_mul(dx, dy), s)
 }
 
@@ -595,7 +595,7 @@ pub(super) fn toks4_q5_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
 
 /// The four activation rows of a toks4 call, cut to `nb` blocks of `bytes` each.
 #[inline(always)]
-fn act_rows4(a: &[u8], ab: usize, nb: usize, bytes: usize) -> [&[u8]; 4] {
+pub(super) fn act_rows4(a: &[u8], ab: usize, nb: usize, bytes: usize) -> [&[u8]; 4] {
     let r = |k: usize| &a[k * ab..k * ab + nb * bytes];
     [r(0), r(1), r(2), r(3)]
 }

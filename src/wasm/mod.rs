@@ -244,16 +244,17 @@ mod tests {
     }
 
     /// In the relaxed build this executes `i32x4.relaxed_dot_i8x16_i7x16_add_s`: the module only
-    /// compiles where the host runs relaxed SIMD (Node needs --experimental-wasm-relaxed-simd), so
-    /// a pass proves the tests really ran on the relaxed tier.
+    /// compiles where the host runs relaxed SIMD, and the exact standard result (Chromium; Node
+    /// 20's flagged draft fails it) proves the tests ran on a host the kernels are exact on.
     #[cfg(target_feature = "relaxed-simd")]
     #[wasm_bindgen_test]
     fn relaxed_dot_executes() {
         use core::arch::wasm32::*;
         use std::hint::black_box;
-        let a = black_box(i8x16(1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11, -12, 13, -14, 15, -16));
-        let b = black_box(i8x16(2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5));
-        let acc = black_box(i32x4(100, 200, 300, 400));
+        // pkg/src/tier.js's probe vector: Node 20's pre-standard draft gets it wrong.
+        let a = black_box(i8x16(-1, -128, 127, 5, 100, -100, 3, -3, 0, 1, 2, 3, -50, 60, -70, 80));
+        let b = black_box(i8x16(1, 2, 3, 4, 127, 127, 0, 1, 5, 6, 7, 8, 9, 10, 11, 12));
+        let acc = black_box(i32x4(1000, 0, -7, 1 << 20));
         let r = i32x4_relaxed_dot_i8x16_i7x16_add(a, b, acc);
         let lanes = [
             i32x4_extract_lane::<0>(r),
@@ -261,6 +262,6 @@ mod tests {
             i32x4_extract_lane::<2>(r),
             i32x4_extract_lane::<3>(r),
         ];
-        assert_eq!(lanes, [100 - 4, 200 - 6, 300 - 8, 400 - 10]);
+        assert_eq!(lanes, [1000 + 144, -3, -7 + 44, (1 << 20) + 340]);
     }
 }

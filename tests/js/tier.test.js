@@ -1,7 +1,9 @@
 // The SIMD tiers under Node 20: which wasm build the worker picks (pkg/src/tier.js), the
-// `simd` option, and the typed error for 'relaxed' where V8 does not run relaxed SIMD. Node 20
-// validates relaxed SIMD only with --experimental-wasm-relaxed-simd: this process runs without
-// it (as node --test starts it), a child process with it. No model needed.
+// `simd` option, and the typed error for 'relaxed' where V8 does not run standard relaxed SIMD.
+// Node 20 accepts relaxed SIMD only with --experimental-wasm-relaxed-simd, and then runs a
+// pre-standard draft whose dot product gives other results: the tier probe must refuse it. This
+// process runs without the flag (as node --test starts it), a child process with it. No model
+// needed.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -48,36 +50,43 @@ test('an unknown simd option is INVALID_REQUEST before any worker starts', async
   await assert.rejects(createEngine({ simd: 'relaxed-simd', cache: false }), (e) => e.code === ErrorCode.INVALID_REQUEST && /simd must be one of/.test(e.message));
 });
 
-test(`Node without ${FLAG}: auto runs simd128, 'relaxed' is a typed error, 'simd128' runs simd128`, { skip: skip || (flagged && `this process runs with ${FLAG}`) }, async () => {
-  assert.equal(relaxedSimdSupported(), false, 'Node 20 validates relaxed SIMD without the flag?');
+test(`Node without ${FLAG}: auto runs the probed tier, 'relaxed' is a typed error where unsupported, 'simd128' runs simd128`, { skip: skip || (flagged && `this process runs with ${FLAG}`) }, async () => {
+  const supported = relaxedSimdSupported();
   const auto = await createEngine({ cache: false });
   try {
-    assert.equal(auto.info.simd_tier, 'simd128');
+    assert.equal(auto.info.simd_tier, supported ? 'relaxed-simd' : 'simd128');
     assert.equal(auto.info.simd, true);
   } finally {
     auto.terminate();
   }
-  await assert.rejects(createEngine({ simd: 'relaxed', cache: false }), (e) => {
-    assert.equal(e.code, ErrorCode.ENGINE_INIT_FAILED);
-    assert.equal(e.detail, 'RELAXED_SIMD_UNSUPPORTED');
-    assert.match(e.message, /relaxed SIMD/);
-    return true;
-  });
+  if (!supported) {
+    await assert.rejects(createEngine({ simd: 'relaxed', cache: false }), (e) => {
+      assert.equal(e.code, ErrorCode.ENGINE_INIT_FAILED);
+      assert.equal(e.detail, 'RELAXED_SIMD_UNSUPPORTED');
+      assert.match(e.message, /relaxed SIMD/);
+      return true;
+    });
+  }
   const forced = await createEngine({ simd: 'simd128', cache: false });
   assert.equal(forced.info.simd_tier, 'simd128');
   forced.terminate();
 });
 
-test(`Node with ${FLAG}: auto and 'relaxed' run the relaxed build, 'simd128' still the fallback; wasmUrl wins`, { skip }, () => {
+test(`Node with ${FLAG}: the draft relaxed SIMD fails the probe, so auto runs simd128 and 'relaxed' is refused; wasmUrl wins`, { skip }, () => {
   // A child node with the flag (V8 flags are per process; the engine's worker inherits them).
   const script = `
     import { createEngine } from ${JSON.stringify(pathToFileURL(path.join(ROOT, 'pkg/src/node.js')).href)};
-    const out = {};
+    import { relaxedSimdSupported } from ${JSON.stringify(pathToFileURL(path.join(ROOT, 'pkg/src/tier.js')).href)};
+    const out = { probe: relaxedSimdSupported(), validates: WebAssembly.validate(new Uint8Array([0,97,115,109,1,0,0,0,1,8,1,96,3,123,123,123,1,123,3,2,1,0,10,13,1,11,0,32,0,32,1,32,2,253,147,2,11])) };
     for (const [k, o] of Object.entries({ auto: {}, relaxed: { simd: 'relaxed' }, simd128: { simd: 'simd128' },
         url: { simd: 'relaxed', wasmUrl: ${JSON.stringify(pathToFileURL(WASM).href)} } })) {
-      const e = await createEngine({ cache: false, ...o });
-      out[k] = e.info.simd_tier;
-      e.terminate();
+      try {
+        const e = await createEngine({ cache: false, ...o });
+        out[k] = e.info.simd_tier;
+        e.terminate();
+      } catch (e) {
+        out[k] = e.detail || e.code;
+      }
     }
     console.log(JSON.stringify(out));`;
   // A script file, not --eval: the engine's worker inherits execArgv, and --input-type breaks it.
@@ -89,5 +98,12 @@ test(`Node with ${FLAG}: auto and 'relaxed' run the relaxed build, 'simd128' sti
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
-  assert.deepEqual(JSON.parse(out.trim().split('\n').pop()), { auto: 'relaxed-simd', relaxed: 'relaxed-simd', simd128: 'simd128', url: 'simd128' });
+  const got = JSON.parse(out.trim().split('\n').pop());
+  if (got.probe) {
+    // A Node whose flagged relaxed SIMD is the standard one: the relaxed build runs.
+    assert.deepEqual(got, { probe: true, validates: true, auto: 'relaxed-simd', relaxed: 'relaxed-simd', simd128: 'simd128', url: 'simd128' });
+  } else {
+    // Node 20: the opcode validates, but the probe's dot product is wrong, so it is not used.
+    assert.deepEqual(got, { probe: false, validates: true, auto: 'simd128', relaxed: 'RELAXED_SIMD_UNSUPPORTED', simd128: 'simd128', url: 'simd128' });
+  }
 });

@@ -1,0 +1,377 @@
+//! The relaxed-SIMD tier: matmul kernels built on `i32x4.relaxed_dot_i8x16_i7x16_add_s`
+//! (compiled only with `target_feature = "relaxed-simd"`; the npm package ships this build beside
+//! the SIMD128 one and picks it when the browser validates relaxed SIMD).
+//!
+//! The instruction is "relaxed" only where its second operand leaves 7 bits: on x86 it lowers
+//! to `pmaddubsw` (that operand read as unsigned) or VNNI `vpdpbusd`, on Arm to `sdot` (signed).
+//! With the second operand in 0..=127 every lowering gives the exact Σ a·b (no pair sum can
+//! saturate: 2 · 128 · 127 < 2^15), so every kernel here keeps the SIMD128 tier's contract:
+//! each block's integer sum is the exact i32 of the scalar kernel and the float part is the
+//! scalar expression, so results are **bit-identical** to the scalar reference. How each format
+//! gets a 7-bit operand:
+//! - Q4_0 / Q5_0 / Q4_K / Q6_K: the stored quant before its offset is removed (0..15, 0..31,
+//!   0..63) is the 7-bit operand, the activation the signed one; the offset is put back exactly
+//!   as `−off · Σa`, itself a relaxed dot of the activation with `splat(off)`, used as the
+//!   accumulator's start value (shared by the four rows of a decode call).
+//! - Q8_0 (signed weights): the activation is split into `max(a, 0)` and `max(−a, 0)`, both
+//!   0..=127, and Σ w·a = Σ w·a⁺ − Σ w·a⁻. −128 has no 7-bit magnitude: a block whose activation
+//!   holds −128 (only degenerate, subnormal inputs quantize to it) takes the widening path.
+//!
+//! Decode (`rows4_*`) shares the activation's preparation between four weight rows; prefill
+//! (`toks4_*` / `toks8_*`) shares each weight block's unpacking between the tokens.
+
+use core::arch::wasm32::*;
+
+use super::float::read_f16;
+use super::q4::Q4_0_BYTES;
+use super::q4_k::{scales_mins, Q4_K_BYTES};
+use super::q5::Q5_0_BYTES;
+use super::q6_k::Q6_K_BYTES;
+use super::q8::Q8_0_BYTES;
+use super::q8_k::{Q8KBlock, Q8_K_BYTES, QK_K, QS_AT};
+use super::simd128::{
+    act_rows4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4, ld, qh_at, qh_bits16, rd16, reduce4, store4,
+};
+
+const QK: usize = 32;
+
+/// `acc + Σ a·b` per i32 lane (four products each); `b` must be in 0..=127.
+#[inline(always)]
+fn rdot(a: v128, b: v128, acc: v128) -> v128 {
+    i32x4_relaxed_dot_i8x16_i7x16_add(a, b, acc)
+}
+
+/// The four weight rows of a rows4 call (`rb` bytes apart), each cut to `len` bytes.
+#[inline(always)]
+fn rows(w: &[u8], rb: usize, len: usize) -> [&[u8]; 4] {
+    [&w[..len], &w[rb..rb + len], &w[2 * rb..2 * rb + len], &w[3 * rb..3 * rb + len]]
+}
+
+// ---- 32-element formats paired with Q8_0 activations ----
+
+/// Q8_0 weights × one Q8_0 activation row, four rows at a time.
+pub(super) fn rows4_q8_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+    let (nb, wb) = (n / QK, Q8_0_BYTES);
+    let r = rows(w, rb, nb * wb);
+    let a = &a[..nb * Q8_0_BYTES];
+    let zero = i32x4_splat(0);
+    let min = i8x16_splat(-128);
+    let mut acc = f32x4_splat(0.0);
+    for i in 0..nb {
+        let y = &a[i * Q8_0_BYTES..(i + 1) * Q8_0_BYTES];
+        let (al, ah) = (ld(y, 2), ld(y, 18));
+        let x: [&[u8]; 4] = core::array::from_fn(|k| &r[k][i * wb..(i + 1) * wb]);
+        let s = if v128_any_true(v128_or(i8x16_eq(al, min), i8x16_eq(ah, min))) {
+            let d = |x: &[u8]| i32x4_add(dot_i8(ld(x, 2), al), dot_i8(ld(x, 18), ah));
+            reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3]))
+        } else {
+            let (pl, ph) = (i8x16_max(al, zero), i8x16_max(ah, zero));
+            let (nl, nh) = (i8x16_max(i8x16_neg(al), zero), i8x16_max(i8x16_neg(ah), zero));
+            let d = |x: &[u8]| {
+                let (wl, wh) = (ld(x, 2), ld(x, 18));
+                i32x4_sub(rdot(wh, ph, rdot(wl, pl, zero)), rdot(wh, nh, rdot(wl, nl, zero)))
+            };
+            reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3]))
+        };
+        let dx = f16x4(rd16(x[0], 0), rd16(x[1], 0), rd16(x[2], 0), rd16(x[3], 0));
+        let dy = f32x4_splat(read_f16(y, 0));
+        acc = f32x4_add(acc, comb_q8_0(f32x4_convert_i32x4(s), dx, dy));
+    }
+    store4(acc)
+}
+
+/// Q5_0: the 5-bit quants 0..31 (offset 16) as two u8x16 (elements 0..16, 16..32).
+#[inline(always)]
+fn unsigned_q5_0(x: &[u8]) -> (v128, v128) {
+    let m4 = u8x16_splat(0x0f);
+    let qh = qh_at(x, 2);
+    let b = ld(x, 6);
+    (v128_or(v128_and(b, m4), qh_bits16(qh, 0)), v128_or(u8x16_shr(b, 4), qh_bits16(qh, 16)))
+}
+
+/// Q4_0: the nibbles 0..15 (offset 8).
+#[inline(always)]
+fn unsigned_q4_0(x: &[u8]) -> (v128, v128) {
+    let b = ld(x, 2);
+    (v128_and(b, u8x16_splat(0x0f)), u8x16_shr(b, 4))
+}
+
+/// `−off · Σ a` over a Q8_0 activation block's 32 quants, as i32x4 partial sums.
+#[inline(always)]
+fn neg_offset(al: v128, ah: v128, off: v128) -> v128 {
+    i32x4_neg(rdot(ah, off, rdot(al, off, i32x4_splat(0))))
+}
+
+/// Four weight rows of an offset-unsigned format (Q4_0, Q5_0) × one Q8_0 activation row.
+#[inline(always)]
+fn rows4_unsigned_family(
+    w: &[u8],
+    rb: usize,
+    a: &[u8],
+    nb: usize,
+    wb: usize,
+    off: i8,
+    unpack: impl Fn(&[u8]) -> (v128, v128),
+    comb: impl Fn(v128, v128, v128) -> v128,
+) -> [f32; 4] {
+    let r = rows(w, rb, nb * wb);
+    let a = &a[..nb * Q8_0_BYTES];
+    let off = i8x16_splat(off);
+    let mut acc = f32x4_splat(0.0);
+    for i in 0..nb {
+        let y = &a[i * Q8_0_BYTES..(i + 1) * Q8_0_BYTES];
+        let (al, ah) = (ld(y, 2), ld(y, 18));
+        let start = neg_offset(al, ah, off);
+        let x: [&[u8]; 4] = core::array::from_fn(|k| &r[k][i * wb..(i + 1) * wb]);
+        let d = |x: &[u8]| {
+            let (ul, uh) = unpack(x);
+            rdot(ah, uh, rdot(al, ul, start))
+        };
+        let s = reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3]));
+        let dx = f16x4(rd16(x[0], 0), rd16(x[1], 0), rd16(x[2], 0), rd16(x[3], 0));
+        let dy = f32x4_splat(read_f16(y, 0));
+        acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
+    }
+    store4(acc)
+}
+
+/// One weight row of an offset-unsigned format × `T` (4 or 8) Q8_0 activation rows.
+#[inline(always)]
+fn toks_unsigned_family<const T: usize>(
+    w: &[u8],
+    a: &[u8],
+    ab: usize,
+    nb: usize,
+    wb: usize,
+    off: i8,
+    unpack: impl Fn(&[u8]) -> (v128, v128),
+    comb: impl Fn(v128, v128, v128) -> v128,
+) -> [f32; T] {
+    let w = &w[..nb * wb];
+    let q = Q8_0_BYTES;
+    let ar: [&[u8]; T] = core::array::from_fn(|k| &a[k * ab..k * ab + nb * q]);
+    let off = i8x16_splat(off);
+    let mut acc = [f32x4_splat(0.0); 2];
+    for i in 0..nb {
+        let x = &w[i * wb..(i + 1) * wb];
+        let (ul, uh) = unpack(x);
+        let dx = f32x4_splat(read_f16(x, 0));
+        let ys: [&[u8]; T] = core::array::from_fn(|k| &ar[k][i * q..(i + 1) * q]);
+        let d = |y: &[u8]| {
+            let (al, ah) = (ld(y, 2), ld(y, 18));
+            rdot(ah, uh, rdot(al, ul, neg_offset(al, ah, off)))
+        };
+        for g in 0..T / 4 {
+            let y4 = &ys[4 * g..4 * g + 4];
+            let s = reduce4(d(y4[0]), d(y4[1]), d(y4[2]), d(y4[3]));
+            let dy = f16x4(rd16(y4[0], 0), rd16(y4[1], 0), rd16(y4[2], 0), rd16(y4[3], 0));
+            acc[g] = f32x4_add(acc[g], comb(f32x4_convert_i32x4(s), dx, dy));
+        }
+    }
+    core::array::from_fn(|k| store4(acc[k / 4])[k % 4])
+}
+
+pub(super) fn rows4_q5_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+    rows4_unsigned_family(w, rb, a, n / QK, Q5_0_BYTES, 16, unsigned_q5_0, comb_q5_0)
+}
+pub(super) fn rows4_q4_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+    rows4_unsigned_family(w, rb, a, n / QK, Q4_0_BYTES, 8, unsigned_q4_0, comb_q4_0)
+}
+pub(super) fn toks4_q5_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
+    toks_unsigned_family::<4>(w, a, ab, n / QK, Q5_0_BYTES, 16, unsigned_q5_0, comb_q5_0)
+}
+pub(super) fn toks8_q5_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 8] {
+    toks_unsigned_family::<8>(w, a, ab, n / QK, Q5_0_BYTES, 16, unsigned_q5_0, comb_q5_0)
+}
+pub(super) fn toks4_q4_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
+    toks_unsigned_family::<4>(w, a, ab, n / QK, Q4_0_BYTES, 8, unsigned_q4_0, comb_q4_0)
+}
+pub(super) fn toks8_q4_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 8] {
+    toks_unsigned_family::<8>(w, a, ab, n / QK, Q4_0_BYTES, 8, unsigned_q4_0, comb_q4_0)
+}
+
+// ---- k-quants × Q8_K activations ----
+
+/// Q4_K: Σ_j sc_j · Σ nib·a over one super-block, as i32x4 partial sums (`yb` the activation
+/// block, `x` the weight block).
+#[inline(always)]
+fn q4_k_isum(x: &[u8], yb: &[u8], sc: &[u8; 8]) -> v128 {
+    let m4 = u8x16_splat(0x0f);
+    let zero = i32x4_splat(0);
+    let mut acc = zero;
+    for c in 0..4 {
+        let (b0, b1) = (ld(x, 16 + 32 * c), ld(x, 32 + 32 * c));
+        let q = QS_AT + 64 * c;
+        let lo = rdot(ld(yb, q + 16), v128_and(b1, m4), rdot(ld(yb, q), v128_and(b0, m4), zero));
+        let hi = rdot(ld(yb, q + 48), u8x16_shr(b1, 4), rdot(ld(yb, q + 32), u8x16_shr(b0, 4), zero));
+        acc = i32x4_add(acc, i32x4_mul(lo, i32x4_splat(sc[2 * c] as i32)));
+        acc = i32x4_add(acc, i32x4_mul(hi, i32x4_splat(sc[2 * c + 1] as i32)));
+    }
+    acc
+}
+
+/// Σ_j m_j · (bsum_2j + bsum_2j+1), from the pair sums `bs2` (the scalar `k_summs`).
+#[inline(always)]
+fn summs(bs2: &[i32; 8], m: &[u8; 8]) -> i32 {
+    let mut s = 0i32;
+    for j in 0..8 {
+        s += m[j] as i32 * bs2[j];
+    }
+    s
+}
+
+#[inline(always)]
+fn pair_bsums(y: &Q8KBlock<'_>) -> [i32; 8] {
+    core::array::from_fn(|j| y.bsum(2 * j) + y.bsum(2 * j + 1))
+}
+
+pub(super) fn rows4_q4_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+    let nb = n / QK_K;
+    let r = rows(w, rb, nb * Q4_K_BYTES);
+    let a = &a[..nb * Q8_K_BYTES];
+    let mut sumf = f32x4_splat(0.0);
+    for i in 0..nb {
+        let yb = &a[i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES];
+        let y = Q8KBlock::new(yb);
+        let bs2 = pair_bsums(&y);
+        let x: [&[u8]; 4] = core::array::from_fn(|k| &r[k][i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES]);
+        let sm: [([u8; 8], [u8; 8]); 4] = core::array::from_fn(|k| scales_mins(&x[k][4..16]));
+        let s = reduce4(
+            q4_k_isum(x[0], yb, &sm[0].0),
+            q4_k_isum(x[1], yb, &sm[1].0),
+            q4_k_isum(x[2], yb, &sm[2].0),
+            q4_k_isum(x[3], yb, &sm[3].0),
+        );
+        let isum = f32x4_convert_i32x4(s);
+        let mins = f32x4_convert_i32x4(i32x4(
+            summs(&bs2, &sm[0].1),
+            summs(&bs2, &sm[1].1),
+            summs(&bs2, &sm[2].1),
+            summs(&bs2, &sm[3].1),
+        ));
+        let yd = f32x4_splat(y.d);
+        let d = f32x4_mul(f16x4(rd16(x[0], 0), rd16(x[1], 0), rd16(x[2], 0), rd16(x[3], 0)), yd);
+        let dmin = f32x4_mul(f16x4(rd16(x[0], 2), rd16(x[1], 2), rd16(x[2], 2), rd16(x[3], 2)), yd);
+        // scalar: sumf += d * isum as f32 - dmin * summs as f32
+        sumf = f32x4_add(sumf, f32x4_sub(f32x4_mul(d, isum), f32x4_mul(dmin, mins)));
+    }
+    store4(sumf)
+}
+
+pub(super) fn toks4_q4_k(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
+    let nb = n / QK_K;
+    let w = &w[..nb * Q4_K_BYTES];
+    let ar = act_rows4(a, ab, nb, Q8_K_BYTES);
+    let m4 = u8x16_splat(0x0f);
+    let zero = i32x4_splat(0);
+    let mut sumf = f32x4_splat(0.0);
+    for i in 0..nb {
+        let x = &w[i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
+        let ys: [&[u8]; 4] = core::array::from_fn(|k| &ar[k][i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES]);
+        let (sc, m) = scales_mins(&x[4..16]);
+        let mut acc = [zero; 4];
+        for c in 0..4 {
+            let (b0, b1) = (ld(x, 16 + 32 * c), ld(x, 32 + 32 * c));
+            let (l0, l1, h0, h1) = (v128_and(b0, m4), v128_and(b1, m4), u8x16_shr(b0, 4), u8x16_shr(b1, 4));
+            let (sl, sh) = (i32x4_splat(sc[2 * c] as i32), i32x4_splat(sc[2 * c + 1] as i32));
+            let q = QS_AT + 64 * c;
+            for k in 0..4 {
+                let y = ys[k];
+                let lo = rdot(ld(y, q + 16), l1, rdot(ld(y, q), l0, zero));
+                let hi = rdot(ld(y, q + 48), h1, rdot(ld(y, q + 32), h0, zero));
+                acc[k] = i32x4_add(acc[k], i32x4_add(i32x4_mul(lo, sl), i32x4_mul(hi, sh)));
+            }
+        }
+        let isum = f32x4_convert_i32x4(reduce4(acc[0], acc[1], acc[2], acc[3]));
+        let yb: [Q8KBlock<'_>; 4] = core::array::from_fn(|k| Q8KBlock::new(ys[k]));
+        let mins = f32x4_convert_i32x4(i32x4(
+            summs(&pair_bsums(&yb[0]), &m),
+            summs(&pair_bsums(&yb[1]), &m),
+            summs(&pair_bsums(&yb[2]), &m),
+            summs(&pair_bsums(&yb[3]), &m),
+        ));
+        let yd = f32x4(yb[0].d, yb[1].d, yb[2].d, yb[3].d);
+        let d = f32x4_mul(f32x4_splat(read_f16(x, 0)), yd);
+        let dmin = f32x4_mul(f32x4_splat(read_f16(x, 2)), yd);
+        sumf = f32x4_add(sumf, f32x4_sub(f32x4_mul(d, isum), f32x4_mul(dmin, mins)));
+    }
+    store4(sumf)
+}
+
+/// Q6_K: the sixteen 16-element groups' unsigned quants (0..63, offset 32), in group order
+/// (group g covers elements 16g..16g+16 and has scale `sc[g]`).
+#[inline(always)]
+fn unsigned_q6_k(x: &[u8]) -> [v128; 16] {
+    let m4 = u8x16_splat(0x0f);
+    let m30 = u8x16_splat(0x30);
+    let mut u = [i32x4_splat(0); 16];
+    for h in 0..2 {
+        for (j, l0) in [0usize, 16].into_iter().enumerate() {
+            let qa = ld(x, 64 * h + l0);
+            let qb = ld(x, 64 * h + 32 + l0);
+            let hb = ld(x, 128 + 32 * h + l0);
+            // element e = 128h + 32s + l0 + l (l < 16) lies in group e / 16 = 8h + 2s + j
+            u[8 * h + j] = v128_or(v128_and(qa, m4), v128_and(i8x16_shl(hb, 4), m30));
+            u[8 * h + 2 + j] = v128_or(v128_and(qb, m4), v128_and(i8x16_shl(hb, 2), m30));
+            u[8 * h + 4 + j] = v128_or(u8x16_shr(qa, 4), v128_and(hb, m30));
+            u[8 * h + 6 + j] = v128_or(u8x16_shr(qb, 4), v128_and(u8x16_shr(hb, 2), m30));
+        }
+    }
+    u
+}
+
+/// `−32 · Σ a` over each 16-element group of a Q8_K activation block (i32x4 partials).
+#[inline(always)]
+fn q6_k_starts(yb: &[u8]) -> [v128; 16] {
+    let off = i8x16_splat(32);
+    core::array::from_fn(|g| i32x4_neg(rdot(ld(yb, QS_AT + 16 * g), off, i32x4_splat(0))))
+}
+
+/// Σ_g sc_g · Σ (u − 32)·a for one weight block (`u` its unsigned quants) and one activation
+/// block (`starts` from `q6_k_starts`), as i32x4 partial sums.
+#[inline(always)]
+fn q6_k_isum(u: &[v128; 16], sc: &[u8], yb: &[u8], starts: &[v128; 16]) -> v128 {
+    let mut acc = i32x4_splat(0);
+    for g in 0..16 {
+        let p = rdot(ld(yb, QS_AT + 16 * g), u[g], starts[g]);
+        acc = i32x4_add(acc, i32x4_mul(p, i32x4_splat(sc[g] as i8 as i32)));
+    }
+    acc
+}
+
+pub(super) fn rows4_q6_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+    let nb = n / QK_K;
+    let r = rows(w, rb, nb * Q6_K_BYTES);
+    let a = &a[..nb * Q8_K_BYTES];
+    let mut sumf = f32x4_splat(0.0);
+    for i in 0..nb {
+        let yb = &a[i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES];
+        let yd = f32x4_splat(Q8KBlock::new(yb).d);
+        let starts = q6_k_starts(yb);
+        let x: [&[u8]; 4] = core::array::from_fn(|k| &r[k][i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES]);
+        let d = |x: &[u8]| q6_k_isum(&unsigned_q6_k(x), &x[192..208], yb, &starts);
+        let isum = f32x4_convert_i32x4(reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3])));
+        let dx = f16x4(rd16(x[0], 208), rd16(x[1], 208), rd16(x[2], 208), rd16(x[3], 208));
+        // scalar: sumf += (read_f16(x, 208) * y.d) * isum as f32
+        sumf = f32x4_add(sumf, f32x4_mul(f32x4_mul(dx, yd), isum));
+    }
+    store4(sumf)
+}
+
+pub(super) fn toks4_q6_k(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
+    let nb = n / QK_K;
+    let w = &w[..nb * Q6_K_BYTES];
+    let ar = act_rows4(a, ab, nb, Q8_K_BYTES);
+    let mut sumf = f32x4_splat(0.0);
+    for i in 0..nb {
+        let x = &w[i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES];
+        let u = unsigned_q6_k(x);
+        let sc = &x[192..208];
+        let ys: [&[u8]; 4] = core::array::from_fn(|k| &ar[k][i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES]);
+        let d = |yb: &[u8]| q6_k_isum(&u, sc, yb, &q6_k_starts(yb));
+        let isum = f32x4_convert_i32x4(reduce4(d(ys[0]), d(ys[1]), d(ys[2]), d(ys[3])));
+        let yd = f32x4(Q8KBlock::new(ys[0]).d, Q8KBlock::new(ys[1]).d, Q8KBlock::new(ys[2]).d, Q8KBlock::new(ys[3]).d);
+        sumf = f32x4_add(sumf, f32x4_mul(f32x4_mul(f32x4_splat(read_f16(x, 208)), yd), isum));
+    }
+    store4(sumf)
+}
