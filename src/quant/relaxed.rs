@@ -30,7 +30,7 @@ use super::q6_k::Q6_K_BYTES;
 use super::q8::Q8_0_BYTES;
 use super::q8_k::{Q8KBlock, Q8_K_BYTES, QK_K, QS_AT};
 use super::simd128::{
-    act_rows4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4, ld, qh_at, qh_bits16, rd16, reduce4, store4,
+    comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, ld, qh_at, qh_bits16, reduce4, store4,
 };
 
 const QK: usize = 32;
@@ -73,7 +73,7 @@ pub(super) fn rows4_q8_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
             };
             reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3]))
         };
-        let dx = f16x4(rd16(x[0], 0), rd16(x[1], 0), rd16(x[2], 0), rd16(x[3], 0));
+        let dx = f16x4_at(x[0], x[1], x[2], x[3], 0);
         let dy = f32x4_splat(read_f16(y, 0));
         acc = f32x4_add(acc, comb_q8_0(f32x4_convert_i32x4(s), dx, dy));
     }
@@ -128,7 +128,7 @@ fn rows4_unsigned_family(
             rdot(ah, uh, rdot(al, ul, start))
         };
         let s = reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3]));
-        let dx = f16x4(rd16(x[0], 0), rd16(x[1], 0), rd16(x[2], 0), rd16(x[3], 0));
+        let dx = f16x4_at(x[0], x[1], x[2], x[3], 0);
         let dy = f32x4_splat(read_f16(y, 0));
         acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
     }
@@ -164,7 +164,7 @@ fn toks_unsigned_family<const T: usize>(
         for g in 0..T / 4 {
             let y4 = &ys[4 * g..4 * g + 4];
             let s = reduce4(d(y4[0]), d(y4[1]), d(y4[2]), d(y4[3]));
-            let dy = f16x4(rd16(y4[0], 0), rd16(y4[1], 0), rd16(y4[2], 0), rd16(y4[3], 0));
+            let dy = f16x4_at(y4[0], y4[1], y4[2], y4[3], 0);
             acc[g] = f32x4_add(acc[g], comb(f32x4_convert_i32x4(s), dx, dy));
         }
     }
@@ -250,49 +250,9 @@ pub(super) fn rows4_q4_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
             summs(&bs2, &sm[3].1),
         ));
         let yd = f32x4_splat(y.d);
-        let d = f32x4_mul(f16x4(rd16(x[0], 0), rd16(x[1], 0), rd16(x[2], 0), rd16(x[3], 0)), yd);
-        let dmin = f32x4_mul(f16x4(rd16(x[0], 2), rd16(x[1], 2), rd16(x[2], 2), rd16(x[3], 2)), yd);
+        let d = f32x4_mul(f16x4_at(x[0], x[1], x[2], x[3], 0), yd);
+        let dmin = f32x4_mul(f16x4_at(x[0], x[1], x[2], x[3], 2), yd);
         // scalar: sumf += d * isum as f32 - dmin * summs as f32
-        sumf = f32x4_add(sumf, f32x4_sub(f32x4_mul(d, isum), f32x4_mul(dmin, mins)));
-    }
-    store4(sumf)
-}
-
-pub(super) fn toks4_q4_k(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
-    let nb = n / QK_K;
-    let w = &w[..nb * Q4_K_BYTES];
-    let ar = act_rows4(a, ab, nb, Q8_K_BYTES);
-    let m4 = u8x16_splat(0x0f);
-    let zero = i32x4_splat(0);
-    let mut sumf = f32x4_splat(0.0);
-    for i in 0..nb {
-        let x = &w[i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES];
-        let ys: [&[u8]; 4] = core::array::from_fn(|k| &ar[k][i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES]);
-        let (sc, m) = scales_mins(&x[4..16]);
-        let mut acc = [zero; 4];
-        for c in 0..4 {
-            let (b0, b1) = (ld(x, 16 + 32 * c), ld(x, 32 + 32 * c));
-            let (l0, l1, h0, h1) = (v128_and(b0, m4), v128_and(b1, m4), u8x16_shr(b0, 4), u8x16_shr(b1, 4));
-            let (sl, sh) = (i32x4_splat(sc[2 * c] as i32), i32x4_splat(sc[2 * c + 1] as i32));
-            let q = QS_AT + 64 * c;
-            for k in 0..4 {
-                let y = ys[k];
-                let lo = rdot(ld(y, q + 16), l1, rdot(ld(y, q), l0, zero));
-                let hi = rdot(ld(y, q + 48), h1, rdot(ld(y, q + 32), h0, zero));
-                acc[k] = i32x4_add(acc[k], i32x4_add(i32x4_mul(lo, sl), i32x4_mul(hi, sh)));
-            }
-        }
-        let isum = f32x4_convert_i32x4(reduce4(acc[0], acc[1], acc[2], acc[3]));
-        let yb: [Q8KBlock<'_>; 4] = core::array::from_fn(|k| Q8KBlock::new(ys[k]));
-        let mins = f32x4_convert_i32x4(i32x4(
-            summs(&pair_bsums(&yb[0]), &m),
-            summs(&pair_bsums(&yb[1]), &m),
-            summs(&pair_bsums(&yb[2]), &m),
-            summs(&pair_bsums(&yb[3]), &m),
-        ));
-        let yd = f32x4(yb[0].d, yb[1].d, yb[2].d, yb[3].d);
-        let d = f32x4_mul(f32x4_splat(read_f16(x, 0)), yd);
-        let dmin = f32x4_mul(f32x4_splat(read_f16(x, 2)), yd);
         sumf = f32x4_add(sumf, f32x4_sub(f32x4_mul(d, isum), f32x4_mul(dmin, mins)));
     }
     store4(sumf)
@@ -351,27 +311,9 @@ pub(super) fn rows4_q6_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
         let x: [&[u8]; 4] = core::array::from_fn(|k| &r[k][i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES]);
         let d = |x: &[u8]| q6_k_isum(&unsigned_q6_k(x), &x[192..208], yb, &starts);
         let isum = f32x4_convert_i32x4(reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3])));
-        let dx = f16x4(rd16(x[0], 208), rd16(x[1], 208), rd16(x[2], 208), rd16(x[3], 208));
+        let dx = f16x4_at(x[0], x[1], x[2], x[3], 208);
         // scalar: sumf += (read_f16(x, 208) * y.d) * isum as f32
         sumf = f32x4_add(sumf, f32x4_mul(f32x4_mul(dx, yd), isum));
-    }
-    store4(sumf)
-}
-
-pub(super) fn toks4_q6_k(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
-    let nb = n / QK_K;
-    let w = &w[..nb * Q6_K_BYTES];
-    let ar = act_rows4(a, ab, nb, Q8_K_BYTES);
-    let mut sumf = f32x4_splat(0.0);
-    for i in 0..nb {
-        let x = &w[i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES];
-        let u = unsigned_q6_k(x);
-        let sc = &x[192..208];
-        let ys: [&[u8]; 4] = core::array::from_fn(|k| &ar[k][i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES]);
-        let d = |yb: &[u8]| q6_k_isum(&u, sc, yb, &q6_k_starts(yb));
-        let isum = f32x4_convert_i32x4(reduce4(d(ys[0]), d(ys[1]), d(ys[2]), d(ys[3])));
-        let yd = f32x4(Q8KBlock::new(ys[0]).d, Q8KBlock::new(ys[1]).d, Q8KBlock::new(ys[2]).d, Q8KBlock::new(ys[3]).d);
-        sumf = f32x4_add(sumf, f32x4_mul(f32x4_mul(f32x4_splat(read_f16(x, 208)), yd), isum));
     }
     store4(sumf)
 }

@@ -51,10 +51,10 @@ pub(super) fn hsum(v: v128) -> i32 {
     i32x4_extract_lane::<0>(v)
 }
 
-/// 16 i8 lanes of (bit k of the little-endian u32 `qh`) << 4, for k = base..base+16.
+/// 16 i8 lanes of (bit k of the little-endian u32 `qh`) << 4, for k = base..base+16 (`v`: `qh`
+/// in every u32 lane, from `qh_at`).
 #[inline(always)]
-pub(super) fn qh_bits16(qh: u32, base: u32) -> v128 {
-    let v = u32x4_splat(qh);
+pub(super) fn qh_bits16(v: v128, base: u32) -> v128 {
     let sel = if base == 0 {
         i8x16_swizzle(v, i8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1))
     } else {
@@ -65,9 +65,12 @@ pub(super) fn qh_bits16(qh: u32, base: u32) -> v128 {
     v128_and(set, u8x16_splat(0x10))
 }
 
+/// The little-endian u32 at `b[at..at + 4]` in every u32 lane (one `v128.load32_splat`).
 #[inline(always)]
-pub(super) fn qh_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+pub(super) fn qh_at(b: &[u8], at: usize) -> v128 {
+    let s = &b[at..at + 4];
+    // SAFETY: `s` is 4 readable bytes; the load has no alignment requirement.
+    unsafe { v128_load32_splat(s.as_ptr() as *const u32) }
 }
 
 /// Lane i = the sum of the four lanes of the i-th argument (exact).
@@ -78,22 +81,33 @@ pub(super) fn reduce4(a: v128, b: v128, c: v128, d: v128) -> v128 {
     i32x4_add(i32x4_shuffle::<0, 1, 4, 5>(ab, cd), i32x4_shuffle::<2, 3, 6, 7>(ab, cd))
 }
 
+/// f16 bits (zero-extended in u32 lanes) -> f32x4, the same bits as `float::f16_to_f32` lane by
+/// lane: the same exact rescale by 2^112 for finite values, the same payload shift for Inf/NaN.
 #[inline(always)]
-pub(super) fn rd16(b: &[u8], at: usize) -> u32 {
-    u16::from_le_bytes([b[at], b[at + 1]]) as u32
-}
-
-/// Four f16 -> f32 conversions, the same bits as `float::f16_to_f32` lane by lane: the same
-/// exact rescale by 2^112 for finite values, the same payload shift for Inf/NaN.
-#[inline(always)]
-pub(super) fn f16x4(h0: u32, h1: u32, h2: u32, h3: u32) -> v128 {
-    let h = u32x4(h0, h1, h2, h3);
+pub(super) fn f16_bits_to_f32x4(h: v128) -> v128 {
     let em = v128_and(h, u32x4_splat(0x7fff));
     let sign = i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
     let mag = f32x4_mul(i32x4_shl(em, 13), f32x4_splat(f32::from_bits(0x7780_0000)));
     let special = v128_or(u32x4_splat(0x7f80_0000), i32x4_shl(v128_and(em, u32x4_splat(0x03ff)), 13));
     let is_special = i32x4_ge(em, i32x4_splat(0x7c00));
     v128_or(v128_bitselect(special, mag, is_special), sign)
+}
+
+/// The f16 at byte `at` of each of four blocks, converted by `f16_bits_to_f32x4`: the four halves are
+/// gathered straight into the u32 lanes with `v128.load16_lane` (one instruction each) instead
+/// of being assembled from bytes.
+#[inline(always)]
+pub(super) fn f16x4_at(x0: &[u8], x1: &[u8], x2: &[u8], x3: &[u8], at: usize) -> v128 {
+    let (s0, s1, s2, s3) = (&x0[at..at + 2], &x1[at..at + 2], &x2[at..at + 2], &x3[at..at + 2]);
+    // SAFETY: each `s_k` is two readable bytes; the lane loads have no alignment requirement.
+    let h = unsafe {
+        let v = i32x4_splat(0);
+        let v = v128_load16_lane::<0>(v, s0.as_ptr() as *const u16);
+        let v = v128_load16_lane::<2>(v, s1.as_ptr() as *const u16);
+        let v = v128_load16_lane::<4>(v, s2.as_ptr() as *const u16);
+        v128_load16_lane::<6>(v, s3.as_ptr() as *const u16)
+    };
+    f16_bits_to_f32x4(h)
 }
 
 /// Adds the four lanes of `p` to `sumf` one after the other (block order, as the scalar loop).
@@ -128,8 +142,8 @@ fn dot_q8_0_family(
         let (x0, x1, x2, x3) = (&x[..wb], &x[wb..2 * wb], &x[2 * wb..3 * wb], &x[3 * wb..]);
         let (y0, y1, y2, y3) = (&y[..34], &y[34..68], &y[68..102], &y[102..]);
         let s = reduce4(isum(x0, y0), isum(x1, y1), isum(x2, y2), isum(x3, y3));
-        let dx = f16x4(rd16(x0, 0), rd16(x1, 0), rd16(x2, 0), rd16(x3, 0));
-        let dy = f16x4(rd16(y0, 0), rd16(y1, 0), rd16(y2, 0), rd16(y3, 0));
+        let dx = f16x4_at(x0, x1, x2, x3, 0);
+        let dy = f16x4_at(y0, y1, y2, y3, 0);
         sumf = add_lanes_in_order(sumf, comb(f32x4_convert_i32x4(s), dx, dy));
         i += 4;
     }
@@ -465,7 +479,7 @@ fn rows4_q8_0_family(
             dot_w(&p, l, h)
         };
         let s = reduce4(d(x0), d(x1), d(x2), d(x3));
-        let dx = f16x4(rd16(x0, 0), rd16(x1, 0), rd16(x2, 0), rd16(x3, 0));
+        let dx = f16x4_at(x0, x1, x2, x3, 0);
         let dy = f32x4_splat(read_f16(y, 0));
         acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
     }
@@ -496,7 +510,7 @@ fn toks4_q8_0_family(
         let d = |y: &[u8]| dot_w(&p, ld(y, 2), ld(y, 18));
         let s = reduce4(d(y0), d(y1), d(y2), d(y3));
         let dx = f32x4_splat(read_f16(x, 0));
-        let dy = f16x4(rd16(y0, 0), rd16(y1, 0), rd16(y2, 0), rd16(y3, 0));
+        let dy = f16x4_at(y0, y1, y2, y3, 0);
         acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
     }
     store4(acc)
@@ -527,10 +541,10 @@ fn toks8_q8_0_family(
         let ys: [&[u8]; 8] = core::array::from_fn(|k| &ar[k][i * q..(i + 1) * q]);
         let d = |y: &[u8]| dot_w(&p, ld(y, 2), ld(y, 18));
         let s0 = reduce4(d(ys[0]), d(ys[1]), d(ys[2]), d(ys[3]));
-        let dy0 = f16x4(rd16(ys[0], 0), rd16(ys[1], 0), rd16(ys[2], 0), rd16(ys[3], 0));
+        let dy0 = f16x4_at(ys[0], ys[1], ys[2], ys[3], 0);
         acc0 = f32x4_add(acc0, comb(f32x4_convert_i32x4(s0), dx, dy0));
         let s1 = reduce4(d(ys[4]), d(ys[5]), d(ys[6]), d(ys[7]));
-        let dy1 = f16x4(rd16(ys[4], 0), rd16(ys[5], 0), rd16(ys[6], 0), rd16(ys[7], 0));
+        let dy1 = f16x4_at(ys[4], ys[5], ys[6], ys[7], 0);
         acc1 = f32x4_add(acc1, comb(f32x4_convert_i32x4(s1), dx, dy1));
     }
     let (a0, a1) = (store4(acc0), store4(acc1));
