@@ -181,8 +181,12 @@ try {
     const order = round % 2 ? [...engines].reverse() : engines;
     for (const e of order) {
       const r = await runOnce(e, origin, prompt);
+      // Decode memory traffic as edgellm counts it (usage.decode_bytes_per_token: weights + mean
+      // K/V per decode step; decode_gb_s over the worker's decode time); wllama reports neither.
+      r.decode_mb_tok = r.usage && r.usage.decode_bytes_per_token !== undefined ? r.usage.decode_bytes_per_token / 1e6 : NaN;
+      r.decode_gb_s = r.usage && r.usage.decode_gb_s !== undefined ? r.usage.decode_gb_s : NaN;
       results[e].push(r);
-      console.log(`round ${round + 1} ${e.padEnd(15)} ${r.simd_tier ? `tier=${r.simd_tier} ` : ''}${KEYS.map((k) => `${k}=${(+r[k]).toFixed(k.endsWith('tps') || k === 'load_s' ? 2 : 0)}`).join(' ')} prompt_tokens=${r.prompt_tokens} tokens=${r.tokens}${r.windows ? ` windows=[${r.windows.map((x) => x.toFixed(2)).join(', ')}]` : ''}${r.timings ? ` (wllama timings: prefill ${r.timings.prompt_per_second?.toFixed(2)} tok/s, decode ${r.timings.predicted_per_second?.toFixed(2)} tok/s)` : ''}`);
+      console.log(`round ${round + 1} ${e.padEnd(15)} ${r.simd_tier ? `tier=${r.simd_tier} ` : ''}${KEYS.map((k) => `${k}=${(+r[k]).toFixed(k.endsWith('tps') || k === 'load_s' ? 2 : 0)}`).join(' ')} prompt_tokens=${r.prompt_tokens} tokens=${r.tokens}${Number.isFinite(r.decode_gb_s) ? ` decode ${r.decode_mb_tok.toFixed(1)} MB/tok ${r.decode_gb_s.toFixed(2)} GB/s` : ''}${r.windows ? ` windows=[${r.windows.map((x) => x.toFixed(2)).join(', ')}]` : ''}${r.timings ? ` (wllama timings: prefill ${r.timings.prompt_per_second?.toFixed(2)} tok/s, decode ${r.timings.predicted_per_second?.toFixed(2)} tok/s)` : ''}`);
     }
   }
 } finally {
@@ -206,3 +210,7 @@ for (const e of ran) {
 if (med.wllama) for (const e of ran) ratio(e, 'wllama');
 if (med['edgellm-relaxed'] && med['edgellm-simd128']) ratio('edgellm-relaxed', 'edgellm-simd128');
 if (med.wllama && ran.length) console.log('(ratios > 1 are better for prefill_tps and decode_tps; < 1 is better for load_s, ttft_ms, wasm_mb, rss_mb)');
+const cell = (x, d) => (Number.isFinite(x) ? x.toFixed(d) : '-').padStart(12);
+console.log('\n' + 'decode traffic'.padEnd(pad) + ['MB/token', 'GB/s'].map((k) => k.padStart(12)).join(''));
+for (const e of engines) console.log(e.padEnd(pad) + cell(median(results[e].map((r) => r.decode_mb_tok)), 1) + cell(median(results[e].map((r) => r.decode_gb_s)), 2));
+console.log('(edgellm usage: weight + mean K/V bytes read per decode step, × decode tok/s; wllama reports neither)');

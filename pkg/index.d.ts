@@ -520,6 +520,16 @@ export interface CompletionUsage {
   tpot_ms: number;
   prefill_tokens_per_s: number;
   decode_tokens_per_s: number;
+  /** Weight bytes one decode step (a token after the first) reads: every layer's matrices and
+   * f32 norms/biases, the output projection (the embedding again when tied), one embedding row
+   * (local runs and `edgellm serve`). */
+  decode_weight_bytes_per_token?: number;
+  /** K/V bytes the last decode step's attention read: every row the cache held. */
+  decode_kv_bytes_last_token?: number;
+  /** Mean bytes read per decode step: weights + mean K/V over the decode steps. */
+  decode_bytes_per_token?: number;
+  /** Achieved decode bandwidth, GB/s (1e9 bytes): decode_bytes_per_token × decode_tokens_per_s / 1e9. */
+  decode_gb_s?: number;
   /** The local KV cache at the end of the generation (local runs). */
   kv?: KvStats;
   /** The memory ledger at the end of the generation (local runs). */

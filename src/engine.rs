@@ -135,6 +135,7 @@ impl Session {
     }
 
     fn with_cache(model: Arc<Model>, opts: SessionOptions, kv: KvCache) -> Session {
+        let metrics = fresh_metrics(&model);
         Session {
             model,
             kv,
@@ -147,7 +148,7 @@ impl Session {
             scored: Vec::new(),
             max_batch: opts.max_batch.max(1),
             clock: opts.clock,
-            metrics: GenerationMetrics::default(),
+            metrics,
             gen_start: 0.0,
             in_prompt: false,
         }
@@ -203,7 +204,7 @@ impl Session {
         self.tokens.clear();
         self.pending = None;
         self.logits.clear();
-        self.metrics = GenerationMetrics::default();
+        self.metrics = fresh_metrics(&self.model);
         self.in_prompt = false;
     }
 
@@ -237,7 +238,7 @@ impl Session {
     fn run_prompt(&mut self, ids: &[u32], rows: Rows) -> Result<(), EngineError> {
         let t0 = (self.clock)();
         if !self.in_prompt {
-            self.metrics = GenerationMetrics::default();
+            self.metrics = fresh_metrics(&self.model);
             self.gen_start = t0;
             self.in_prompt = true;
         }
@@ -303,10 +304,13 @@ impl Session {
     /// Samples the next token (first running the previously sampled one through the model).
     pub fn step(&mut self) -> Result<u32, EngineError> {
         let t0 = (self.clock)();
+        let mut kv_read = None;
         if let Some(t) = self.pending {
             self.model.forward(&[t], &mut self.kv, &mut self.scratch, LogitRows::Last, &mut self.out)?;
             std::mem::swap(&mut self.logits, &mut self.out);
             self.pending = None;
+            // The attention read every row held, this token's included.
+            kv_read = Some(self.kv.bytes_used());
         }
         if self.logits.is_empty() {
             return Err(EngineError::NothingToDecode);
@@ -320,6 +324,9 @@ impl Session {
             self.metrics.ttft_ms = t1 - self.gen_start;
         } else {
             self.metrics.decode_ms += t1 - t0;
+            if let Some(b) = kv_read {
+                self.metrics.record_decode_kv(b);
+            }
         }
         self.metrics.generated_tokens += 1;
         Ok(id)
@@ -329,6 +336,11 @@ impl Session {
     pub fn can_step(&self) -> bool {
         !self.logits.is_empty() && (self.pending.is_none() || self.kv.check_room(1).is_ok())
     }
+}
+
+/// Empty metrics for a new generation on `model` (its per-token weight bytes filled in).
+fn fresh_metrics(model: &Model) -> GenerationMetrics {
+    GenerationMetrics { decode_weight_bytes_per_token: model.decode_weight_bytes(), ..Default::default() }
 }
 
 /// Which logits a prompt run keeps.

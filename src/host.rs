@@ -240,6 +240,14 @@ pub struct GenerateResult {
     pub tpot_ms: f64,
     pub prefill_tokens_per_s: f64,
     pub decode_tokens_per_s: f64,
+    /// Weight bytes one decode step reads (the model's; see `Model::decode_weight_bytes`).
+    pub decode_weight_bytes_per_token: u64,
+    /// K/V bytes the last decode step's attention read (0 without a decode step).
+    pub decode_kv_bytes_last_token: u64,
+    /// Mean bytes read per decode step: weights + mean K/V over the decode steps.
+    pub decode_bytes_per_token: f64,
+    /// Achieved decode bandwidth: `decode_bytes_per_token × decode_tokens_per_s / 1e9`.
+    pub decode_gb_s: f64,
     pub total_ms: f64,
     /// Generated ids (including a final end-of-generation token if that is what stopped it).
     pub ids: Vec<u32>,
@@ -562,6 +570,10 @@ impl Host {
             tpot_ms: m.tpot_ms(),
             prefill_tokens_per_s: m.prefill_tok_s(),
             decode_tokens_per_s: m.decode_tok_s(),
+            decode_weight_bytes_per_token: m.decode_weight_bytes_per_token as u64,
+            decode_kv_bytes_last_token: m.decode_kv_bytes_last_token as u64,
+            decode_bytes_per_token: m.decode_bytes_per_token(),
+            decode_gb_s: m.decode_gb_s(),
             total_ms: (now_ms - g.started_ms).max(0.0),
             ids: g.ids,
             kv: l.session.kv_stats(),

@@ -28,6 +28,19 @@ pub fn no_clock() -> f64 {
 /// * `decode_ms`: everything after the first token: one forward pass and one sampling per
 ///   further token.
 /// * `tpot_ms` = `decode_ms / (generated − 1)`: time per output token after the first.
+///
+/// And the memory traffic of decoding, to compare with the machine's memory bandwidth (decode
+/// of a small model is a matrix-vector product per weight matrix: memory-bound). A *decode
+/// step* is one of the `generated − 1` tokens after the first: one single-token forward pass
+/// and one sampling.
+/// * `decode_weight_bytes_per_token`: weight bytes one decode step reads
+///   ([`Model::decode_weight_bytes`](crate::model::Model::decode_weight_bytes)); set for every
+///   generation, even one without a decode step.
+/// * `decode_kv_bytes_last_token`: K/V bytes the last decode step's attention read: every row
+///   of every layer the cache held once it stored that step's token (its `bytes` occupancy).
+/// * `decode_kv_bytes_total`: the same summed over all decode steps.
+/// * [`decode_gb_s`](Self::decode_gb_s): achieved bandwidth, bytes read per decode step ×
+///   decode steps per second.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GenerationMetrics {
     pub prompt_tokens: usize,
@@ -35,6 +48,9 @@ pub struct GenerationMetrics {
     pub prefill_ms: f64,
     pub ttft_ms: f64,
     pub decode_ms: f64,
+    pub decode_weight_bytes_per_token: usize,
+    pub decode_kv_bytes_last_token: usize,
+    pub decode_kv_bytes_total: u64,
 }
 
 impl GenerationMetrics {
@@ -56,17 +72,48 @@ impl GenerationMetrics {
         rate(self.generated_tokens.saturating_sub(1), self.decode_ms)
     }
 
+    /// Records a decode step whose attention read `kv_bytes` of K/V.
+    pub fn record_decode_kv(&mut self, kv_bytes: usize) {
+        self.decode_kv_bytes_last_token = kv_bytes;
+        self.decode_kv_bytes_total += kv_bytes as u64;
+    }
+
+    /// Mean K/V bytes read per decode step: `decode_kv_bytes_total / (generated − 1)`; 0 when
+    /// fewer than two tokens.
+    pub fn decode_kv_bytes_mean(&self) -> f64 {
+        match self.generated_tokens {
+            0 | 1 => 0.0,
+            n => self.decode_kv_bytes_total as f64 / (n - 1) as f64,
+        }
+    }
+
+    /// Mean bytes read per decode step: weights + mean K/V.
+    pub fn decode_bytes_per_token(&self) -> f64 {
+        self.decode_weight_bytes_per_token as f64 + self.decode_kv_bytes_mean()
+    }
+
+    /// Achieved decode bandwidth in GB/s (10⁹ bytes):
+    /// `(decode_weight_bytes_per_token + decode_kv_bytes_mean) × decode_tok_s / 1e9`, i.e. all
+    /// weight and K/V bytes the decode steps read over `decode_ms` (sampling time included, as
+    /// in `decode_tok_s`). Activations, scratch and logits are not counted. 0 when fewer than
+    /// two tokens.
+    pub fn decode_gb_s(&self) -> f64 {
+        self.decode_bytes_per_token() * self.decode_tok_s() / 1e9
+    }
+
     /// One human-readable line.
     pub fn summary(&self) -> String {
         format!(
-            "prompt {} tok, prefill {:.1} ms ({:.1} tok/s), ttft {:.1} ms, generated {} tok, tpot {:.1} ms ({:.1} tok/s)",
+            "prompt {} tok, prefill {:.1} ms ({:.1} tok/s), ttft {:.1} ms, generated {} tok, tpot {:.1} ms ({:.1} tok/s), decode {:.1} MB/tok ({:.2} GB/s)",
             self.prompt_tokens,
             self.prefill_ms,
             self.prefill_tok_s(),
             self.ttft_ms,
             self.generated_tokens,
             self.tpot_ms(),
-            self.decode_tok_s()
+            self.decode_tok_s(),
+            self.decode_bytes_per_token() / 1e6,
+            self.decode_gb_s()
         )
     }
 }
@@ -85,14 +132,32 @@ mod tests {
 
     #[test]
     fn derived_rates() {
-        let m = GenerationMetrics { prompt_tokens: 10, generated_tokens: 5, prefill_ms: 200.0, ttft_ms: 210.0, decode_ms: 80.0 };
+        let mut m = GenerationMetrics {
+            prompt_tokens: 10,
+            generated_tokens: 5,
+            prefill_ms: 200.0,
+            ttft_ms: 210.0,
+            decode_ms: 80.0,
+            decode_weight_bytes_per_token: 1_000_000,
+            ..Default::default()
+        };
+        for kv in [1000, 2000, 3000, 6000] {
+            m.record_decode_kv(kv);
+        }
         assert_eq!(m.tpot_ms(), 20.0);
         assert_eq!(m.prefill_tok_s(), 50.0);
         assert_eq!(m.decode_tok_s(), 50.0);
-        let z = GenerationMetrics { generated_tokens: 1, ..Default::default() };
+        assert_eq!(m.decode_kv_bytes_last_token, 6000);
+        assert_eq!(m.decode_kv_bytes_mean(), 3000.0);
+        assert_eq!(m.decode_bytes_per_token(), 1_003_000.0);
+        // 1.003 MB × 50 tok/s
+        assert!((m.decode_gb_s() - 0.05015).abs() < 1e-12);
+        let z = GenerationMetrics { generated_tokens: 1, decode_weight_bytes_per_token: 7, ..Default::default() };
         assert_eq!(z.tpot_ms(), 0.0);
         assert_eq!(z.decode_tok_s(), 0.0);
         assert_eq!(z.prefill_tok_s(), 0.0);
+        assert_eq!(z.decode_kv_bytes_mean(), 0.0);
+        assert_eq!(z.decode_gb_s(), 0.0);
     }
 
     #[cfg(not(target_arch = "wasm32"))]

@@ -245,3 +245,68 @@ fn metrics_follow_the_clock() {
     assert_eq!(m.decode_tok_s(), 1000.0);
     assert_eq!(m.prefill_tok_s(), p.len() as f64 * 1000.0);
 }
+
+/// Weight bytes one decode step reads, summed independently over the file's tensor index:
+/// every tensor as stored (1-D ones as the f32 they are held in), except the token embedding,
+/// of which one row is read (the lookup) plus all of it as the output projection when there is
+/// no `output.weight` (tied), and `rope_freqs.weight` (folded into the RoPE at load).
+fn index_decode_bytes(model: &Model) -> usize {
+    let h = model.header();
+    let mut want = 0u64;
+    for t in &h.tensors {
+        want += match t.name.as_str() {
+            "token_embd.weight" => t.n_bytes() / t.n_rows() + if h.tensor("output.weight").is_none() { t.n_bytes() } else { 0 },
+            "rope_freqs.weight" => 0,
+            _ if t.dims.len() == 1 => 4 * t.n_elements(),
+            _ => t.n_bytes(),
+        };
+    }
+    want as usize
+}
+
+#[test]
+fn decode_weight_bytes_are_the_tensor_index_sum() {
+    // llama: untied output and rope_freqs; qwen2: biases; qwen3: Q/K norms; gemma3: tied
+    // output, post-norms.
+    for name in MODELS {
+        let (model, _) = load(name);
+        let h = model.header();
+        assert_eq!(model.decode_weight_bytes(), index_decode_bytes(&model), "{name}");
+        let embd = h.tensor("token_embd.weight").unwrap();
+        let tied = h.tensor("output.weight").is_none();
+        assert_eq!(tied, name != "tiny_llama.gguf", "{name}: the fixtures cover both cases");
+        // Against what is held: the embedding matrix is read once more when tied, else not.
+        let row = (embd.n_bytes() / embd.n_rows()) as usize;
+        let held = model.weight_bytes();
+        let want = if tied { held + row } else { held - embd.n_bytes() as usize + row };
+        assert_eq!(model.decode_weight_bytes(), want, "{name}");
+    }
+}
+
+#[test]
+fn decode_kv_bytes_are_the_cache_occupancy_of_each_step() {
+    let (model, tok) = load("tiny_gemma3.gguf");
+    let p = prompt(&tok);
+    let mut s = Session::new(model.clone(), SessionOptions { clock: ticking_clock, ..opts(&model, SamplerConfig::greedy()) });
+    let o = GenerateOptions { max_tokens: 6, stop: vec![], stop_on_eog: false };
+    // The first token is sampled from the prompt's logits (no decode step).
+    let mut per_step = Vec::new();
+    let g = s
+        .generate_observed(&p, &tok, &o, &mut |_| true, &mut |s, _| per_step.push(s.kv_stats().bytes))
+        .unwrap();
+    let m = &g.metrics;
+    assert_eq!(per_step.len(), 6);
+    let decode = &per_step[1..];
+    assert!(decode.windows(2).all(|w| w[1] > w[0]), "{decode:?}");
+    assert_eq!(m.decode_weight_bytes_per_token, model.decode_weight_bytes());
+    assert_eq!(m.decode_kv_bytes_last_token, *decode.last().unwrap());
+    assert_eq!(m.decode_kv_bytes_total, decode.iter().sum::<usize>() as u64);
+    let mean = decode.iter().sum::<usize>() as f64 / 5.0;
+    assert_eq!(m.decode_kv_bytes_mean(), mean);
+    assert!(m.decode_gb_s() > 0.0);
+    assert_eq!(m.decode_gb_s(), (model.decode_weight_bytes() as f64 + mean) * m.decode_tok_s() / 1e9);
+    // A new generation starts from zero but keeps the model's weight bytes.
+    s.reset();
+    assert_eq!(s.metrics().decode_weight_bytes_per_token, model.decode_weight_bytes());
+    assert_eq!((s.metrics().decode_kv_bytes_last_token, s.metrics().decode_kv_bytes_total), (0, 0));
+}

@@ -104,9 +104,10 @@ fn greedy_completion_equals_the_cli() {
     assert_eq!(u["prompt_tokens"], cli["prompt_ids"].as_array().unwrap().len());
     assert_eq!(u["completion_tokens"], cli["ids"].as_array().unwrap().len());
     assert_eq!(u["total_tokens"], u["prompt_tokens"].as_u64().unwrap() + u["completion_tokens"].as_u64().unwrap());
-    for k in ["ttft_ms", "tpot_ms", "prefill_tokens_per_s", "decode_tokens_per_s"] {
+    for k in ["ttft_ms", "tpot_ms", "prefill_tokens_per_s", "decode_tokens_per_s", "decode_bytes_per_token", "decode_gb_s"] {
         assert!(u[k].as_f64().unwrap() > 0.0, "usage.{k} = {}", u[k]);
     }
+    assert_eq!(u["decode_weight_bytes_per_token"], cli["decode_weight_bytes_per_token"]);
     eprintln!(
         "server greedy: {:?}; decode {:.2} tok/s (CLI {:.2} tok/s)",
         v["choices"][0]["text"],

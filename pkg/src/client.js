@@ -107,6 +107,11 @@ function usageOf(r) {
     prefill_tokens_per_s: r.prefill_tokens_per_s,
     decode_tokens_per_s: r.decode_tokens_per_s,
   };
+  // Decode memory traffic: weights one decode step reads, K/V the last one read, mean bytes per
+  // step (weights + K/V) and the achieved bandwidth (decode_bytes_per_token × decode tok/s / 1e9).
+  for (const k of ['decode_weight_bytes_per_token', 'decode_kv_bytes_last_token', 'decode_bytes_per_token', 'decode_gb_s']) {
+    if (r[k] !== undefined) usage[k] = r[k];
+  }
   // The KV cache at the end of the generation: tokens_held, evicted, bytes, budget_bytes, ...
   if (r.kv) usage.kv = r.kv;
   // The memory ledger's snapshot at the end of the request (local runs).

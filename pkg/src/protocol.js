@@ -97,6 +97,8 @@
  * @typedef {{
  *   text:string, finish_reason:'stop'|'length', prompt_tokens:number, completion_tokens:number,
  *   ttft_ms:number, tpot_ms:number, prefill_tokens_per_s:number, decode_tokens_per_s:number,
+ *   decode_weight_bytes_per_token:number, decode_kv_bytes_last_token:number,
+ *   decode_bytes_per_token:number, decode_gb_s:number,
  *   total_ms:number, ids:number[], kv?: KvStats
  * }} GenerateResult
  * @typedef {{url:string, size:number, sha256:string, stored_at:string, etag:string|null}} CacheEntry

@@ -169,6 +169,7 @@ pub struct Model {
     layers: Vec<Layer>,
     cfg: GraphConfig,
     weight_bytes: usize,
+    decode_weight_bytes: usize,
 }
 
 impl std::fmt::Debug for Model {
@@ -202,7 +203,12 @@ impl Model {
         for l in &layers {
             weight_bytes += l.bytes();
         }
-        Ok(Model { header, hparams: hp, tok_embd, output, output_norm, layers, cfg, weight_bytes })
+        // One decode step reads everything held but the embedding matrix, of which it reads
+        // one row, and all of it again as the output projection when tied.
+        let embd_row = tok_embd.bytes() / n_vocab;
+        let decode_weight_bytes =
+            if output.is_some() { weight_bytes - tok_embd.bytes() + embd_row } else { weight_bytes + embd_row };
+        Ok(Model { header, hparams: hp, tok_embd, output, output_norm, layers, cfg, weight_bytes, decode_weight_bytes })
     }
 
     /// Loads a GGUF file from disk (native only).
@@ -227,6 +233,16 @@ impl Model {
     /// Bytes of weights held.
     pub fn weight_bytes(&self) -> usize {
         self.weight_bytes
+    }
+
+    /// Bytes of weights one decode step (a single token's forward pass, with logits) reads, as
+    /// stored: every layer's matrices, biases and norm vectors (f32), the final norm, the output
+    /// projection (the token embedding once more when tied) and one token-embedding row (the
+    /// lookup). Not counted: the RoPE frequency factors (`rope_freqs.weight`, a few hundred
+    /// bytes kept in each layer's RoPE), activations, and the KV cache (see
+    /// [`GenerationMetrics`](crate::metrics::GenerationMetrics)).
+    pub fn decode_weight_bytes(&self) -> usize {
+        self.decode_weight_bytes
     }
 
     /// What the KV cache needs to know of this model: K/V widths, and per layer its attention

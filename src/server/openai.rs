@@ -209,6 +209,10 @@ pub fn usage(r: &GenerateResult, queue_ms: f64) -> Value {
         "tpot_ms": r.tpot_ms,
         "prefill_tokens_per_s": r.prefill_tokens_per_s,
         "decode_tokens_per_s": r.decode_tokens_per_s,
+        "decode_weight_bytes_per_token": r.decode_weight_bytes_per_token,
+        "decode_kv_bytes_last_token": r.decode_kv_bytes_last_token,
+        "decode_bytes_per_token": r.decode_bytes_per_token,
+        "decode_gb_s": r.decode_gb_s,
         "queue_ms": queue_ms,
     })
 }

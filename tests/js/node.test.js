@@ -84,7 +84,18 @@ test('greedy completion equals the native CLI; usage has the timings', { skip: n
   assert.equal(u.completion_tokens, want.ids.length);
   assert.equal(u.total_tokens, u.prompt_tokens + u.completion_tokens);
   for (const k of ['ttft_ms', 'tpot_ms', 'prefill_tokens_per_s', 'decode_tokens_per_s']) assert.ok(u[k] > 0, `${k} = ${u[k]}`);
-  console.log(`node greedy: ${JSON.stringify(r.choices[0].text)} decode ${u.decode_tokens_per_s.toFixed(2)} tok/s, ttft ${u.ttft_ms.toFixed(0)} ms`);
+  // Decode memory traffic. Gemma 3's output projection is its token embedding (tied), so a decode
+  // step reads every weight held once, the embedding again as the projection, and one embedding
+  // row for the lookup: weights_bytes + one Q8_0 row of 640 values (20 blocks × 34 bytes).
+  for (const k of ['decode_weight_bytes_per_token', 'decode_kv_bytes_last_token', 'decode_bytes_per_token', 'decode_gb_s']) assert.ok(u[k] > 0, `${k} = ${u[k]}`);
+  assert.equal(u.decode_weight_bytes_per_token, want.decode_weight_bytes_per_token);
+  assert.equal(u.decode_weight_bytes_per_token, engine.model.weights_bytes + 680);
+  // The last step's attention read every K/V row held at the end.
+  assert.equal(u.decode_kv_bytes_last_token, u.kv.bytes);
+  assert.ok(u.decode_bytes_per_token > u.decode_weight_bytes_per_token && u.decode_bytes_per_token <= u.decode_weight_bytes_per_token + u.kv.bytes);
+  const gbs = (u.decode_bytes_per_token * u.decode_tokens_per_s) / 1e9;
+  assert.ok(Math.abs(u.decode_gb_s - gbs) <= 1e-9 * gbs, `decode_gb_s ${u.decode_gb_s} vs ${gbs}`);
+  console.log(`node greedy: ${JSON.stringify(r.choices[0].text)} decode ${u.decode_tokens_per_s.toFixed(2)} tok/s, ${(u.decode_bytes_per_token / 1e6).toFixed(1)} MB/tok, ${u.decode_gb_s.toFixed(2)} GB/s, ttft ${u.ttft_ms.toFixed(0)} ms`);
 });
 
 test('stop strings cut the text (finish "stop"); a seed makes sampling repeatable', { skip: noCli }, async () => {

@@ -8,6 +8,11 @@
 //! `--temperature 0` is greedy decoding with no penalties. Without `--json` the text streams
 //! to stdout and a metrics line goes to stderr.
 //!
+//! Decode memory traffic (both outputs): `decode_weight_bytes_per_token` (weights one decode
+//! step reads), `decode_kv_bytes_last_token` (K/V the last step's attention read),
+//! `decode_bytes_per_token` (weights + mean K/V per step) and `decode_gb_s` =
+//! `decode_bytes_per_token × decode_tok_s / 1e9` (see `GenerationMetrics`).
+//!
 //! KV cache: without `--kv-*` options the cache is a plain context of prompt + max tokens
 //! (capped at the training context). Any `--kv-*` option makes it a bounded cache: budget
 //! `--kv-tokens` (default: that same context) or `--kv-bytes`, storage `--kv-dtype` (f16, or
@@ -183,6 +188,10 @@ pub fn run(argv: &[String]) -> Result<(), String> {
                 "tpot_ms": m.tpot_ms(),
                 "prefill_tok_s": m.prefill_tok_s(),
                 "decode_tok_s": m.decode_tok_s(),
+                "decode_weight_bytes_per_token": m.decode_weight_bytes_per_token,
+                "decode_kv_bytes_last_token": m.decode_kv_bytes_last_token,
+                "decode_bytes_per_token": m.decode_bytes_per_token(),
+                "decode_gb_s": m.decode_gb_s(),
                 "kv": kv_stats,
                 "rss_kib_before": rss_before,
                 "rss_kib_after": rss_kib(),
