@@ -71,11 +71,13 @@ impl Weight {
 #[derive(Default, Debug)]
 pub struct MatmulScratch {
     act: Vec<u8>,
+    /// The activation rows' scales as f32 for the toks kernels (`quant::activation_scales4`).
+    act_d: Vec<f32>,
 }
 
 impl MatmulScratch {
     pub fn bytes(&self) -> usize {
-        self.act.capacity()
+        self.act.capacity() + 4 * self.act_d.capacity()
     }
 }
 
@@ -107,6 +109,13 @@ pub fn matmul(w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> 
         }
         return Ok(());
     }
+    if toks4.is_some() || toks8.is_some() {
+        quant::activation_scales4(w.act_ty, &s.act, ab, n_tok, n_in, &mut s.act_d);
+    }
+    // The scales of the group of four tokens starting at `t` (a multiple of 4), or nothing.
+    let per_group = 4 * (n_in / 32);
+    let act_d = &s.act_d;
+    let dy = |t: usize| if act_d.is_empty() { &act_d[..] } else { &act_d[t / 4 * per_group..] };
     let mut t0 = 0;
     while t0 < n_tok {
         let t1 = (t0 + TOKEN_TILE).min(n_tok);
@@ -116,7 +125,7 @@ pub fn matmul(w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> 
             if let Some(toks8) = toks8 {
                 // Prefill: each weight block unpacked once for eight tokens.
                 while t + 8 <= t1 {
-                    let v = toks8(wr, &s.act[t * ab..(t + 8) * ab], ab, n_in);
+                    let v = toks8(wr, &s.act[t * ab..(t + 8) * ab], ab, dy(t), n_in);
                     for (k, &o) in v.iter().enumerate() {
                         out[(t + k) * n_out + r] = o;
                     }
@@ -126,7 +135,7 @@ pub fn matmul(w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> 
             if let Some(toks4) = toks4 {
                 // Prefill: each weight block unpacked once for four tokens.
                 while t + 4 <= t1 {
-                    let v = toks4(wr, &s.act[t * ab..(t + 4) * ab], ab, n_in);
+                    let v = toks4(wr, &s.act[t * ab..(t + 4) * ab], ab, dy(t), n_in);
                     for (k, &o) in v.iter().enumerate() {
                         out[(t + k) * n_out + r] = o;
                     }

@@ -200,8 +200,30 @@ pub fn vec_dot_kernel(w_ty: GgmlType) -> Result<VecDotKernel, QuantError> {
 pub type VecDotRows4 = fn(w: &[u8], row_bytes: usize, act: &[u8], n: usize) -> [f32; 4];
 
 /// Four dots at once: one weight row against four consecutive activation rows (`act`,
-/// `act_row_bytes` apart); lane k is bit-identical to `vec_dot` with activation row k.
-pub type VecDotToks4 = fn(w_row: &[u8], act: &[u8], act_row_bytes: usize, n: usize) -> [f32; 4];
+/// `act_row_bytes` apart; `act_d` their scales from [`activation_scales4`], starting at this
+/// group of four); lane k is bit-identical to `vec_dot` with activation row k.
+pub type VecDotToks4 = fn(w_row: &[u8], act: &[u8], act_row_bytes: usize, act_d: &[f32], n: usize) -> [f32; 4];
+
+/// The f32 scales of Q8_0 activation rows, laid out for the toks kernels: for each group of
+/// four rows (4g..4g+4) and block i, the four rows' `d` at `[(g * nb + i) * 4 + k]` (complete
+/// groups only). Converted once per matmul instead of once per weight row: a prefill matmul
+/// dots every weight row with the same activations. Empty for other activation types, whose
+/// kernels read their (f32) scales from the rows.
+pub fn activation_scales4(act_ty: GgmlType, act: &[u8], act_row_bytes: usize, n_tok: usize, n: usize, dst: &mut Vec<f32>) {
+    dst.clear();
+    if act_ty != GgmlType::Q8_0 {
+        return;
+    }
+    let nb = n / 32; // Q8_0 blocks
+    for g in 0..n_tok / 4 {
+        for i in 0..nb {
+            for k in 0..4 {
+                let at = (4 * g + k) * act_row_bytes + i * q8::Q8_0_BYTES;
+                dst.push(float::read_f16(act, at));
+            }
+        }
+    }
+}
 
 /// The four-weight-rows kernel for `w_ty` where this build has one (SIMD128 builds: Q4_0,
 /// Q5_0, Q8_0); lengths as for `VecDotKernel`, validated once by the caller.
@@ -267,7 +289,7 @@ pub fn vec_dot_toks4_kernel(w_ty: GgmlType) -> Option<VecDotToks4> {
 }
 
 /// Eight dots at once: as `VecDotToks4` with eight activation rows.
-pub type VecDotToks8 = fn(w_row: &[u8], act: &[u8], act_row_bytes: usize, n: usize) -> [f32; 8];
+pub type VecDotToks8 = fn(w_row: &[u8], act: &[u8], act_row_bytes: usize, act_d: &[f32], n: usize) -> [f32; 8];
 
 /// The eight-tokens kernel for `w_ty` where this build has one (SIMD128: Q4_0, Q5_0, Q8_0).
 pub fn vec_dot_toks8_kernel(w_ty: GgmlType) -> Option<VecDotToks8> {

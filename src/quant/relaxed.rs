@@ -30,7 +30,7 @@ use super::q6_k::Q6_K_BYTES;
 use super::q8::Q8_0_BYTES;
 use super::q8_k::{Q8KBlock, Q8_K_BYTES, QK_K, QS_AT};
 use super::simd128::{
-    comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, ld, qh_at, qh_bits16, reduce4, store4,
+    comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, ld, ld_f32x4, qh_at, qh_bits16, reduce4, store4,
 };
 
 const QK: usize = 32;
@@ -141,6 +141,7 @@ fn toks_unsigned_family<const T: usize>(
     w: &[u8],
     a: &[u8],
     ab: usize,
+    dy: &[f32],
     nb: usize,
     wb: usize,
     off: i8,
@@ -164,8 +165,7 @@ fn toks_unsigned_family<const T: usize>(
         for g in 0..T / 4 {
             let y4 = &ys[4 * g..4 * g + 4];
             let s = reduce4(d(y4[0]), d(y4[1]), d(y4[2]), d(y4[3]));
-            let dy = f16x4_at(y4[0], y4[1], y4[2], y4[3], 0);
-            acc[g] = f32x4_add(acc[g], comb(f32x4_convert_i32x4(s), dx, dy));
+            acc[g] = f32x4_add(acc[g], comb(f32x4_convert_i32x4(s), dx, ld_f32x4(dy, 4 * (g * nb + i))));
         }
     }
     core::array::from_fn(|k| store4(acc[k / 4])[k % 4])
@@ -177,17 +177,17 @@ pub(super) fn rows4_q5_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
 pub(super) fn rows4_q4_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     rows4_unsigned_family(w, rb, a, n / QK, Q4_0_BYTES, 8, unsigned_q4_0, comb_q4_0)
 }
-pub(super) fn toks4_q5_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
-    toks_unsigned_family::<4>(w, a, ab, n / QK, Q5_0_BYTES, 16, unsigned_q5_0, comb_q5_0)
+pub(super) fn toks4_q5_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 4] {
+    toks_unsigned_family::<4>(w, a, ab, dy, n / QK, Q5_0_BYTES, 16, unsigned_q5_0, comb_q5_0)
 }
-pub(super) fn toks8_q5_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 8] {
-    toks_unsigned_family::<8>(w, a, ab, n / QK, Q5_0_BYTES, 16, unsigned_q5_0, comb_q5_0)
+pub(super) fn toks8_q5_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 8] {
+    toks_unsigned_family::<8>(w, a, ab, dy, n / QK, Q5_0_BYTES, 16, unsigned_q5_0, comb_q5_0)
 }
-pub(super) fn toks4_q4_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
-    toks_unsigned_family::<4>(w, a, ab, n / QK, Q4_0_BYTES, 8, unsigned_q4_0, comb_q4_0)
+pub(super) fn toks4_q4_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 4] {
+    toks_unsigned_family::<4>(w, a, ab, dy, n / QK, Q4_0_BYTES, 8, unsigned_q4_0, comb_q4_0)
 }
-pub(super) fn toks8_q4_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 8] {
-    toks_unsigned_family::<8>(w, a, ab, n / QK, Q4_0_BYTES, 8, unsigned_q4_0, comb_q4_0)
+pub(super) fn toks8_q4_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 8] {
+    toks_unsigned_family::<8>(w, a, ab, dy, n / QK, Q4_0_BYTES, 8, unsigned_q4_0, comb_q4_0)
 }
 
 // ---- k-quants × Q8_K activations ----

@@ -110,6 +110,14 @@ pub(super) fn f16x4_at(x0: &[u8], x1: &[u8], x2: &[u8], x3: &[u8], at: usize) ->
     f16_bits_to_f32x4(h)
 }
 
+/// The four f32 at `d[at..at + 4]` as an f32x4.
+#[inline(always)]
+pub(super) fn ld_f32x4(d: &[f32], at: usize) -> v128 {
+    let s = &d[at..at + 4];
+    // SAFETY: `s` is four readable f32; v128.load has no alignment requirement.
+    unsafe { v128_load(s.as_ptr() as *const v128) }
+}
+
 /// Adds the four lanes of `p` to `sumf` one after the other (block order, as the scalar loop).
 #[inline(always)]
 fn add_lanes_in_order(sumf: f32, p: v128) -> f32 {
@@ -486,12 +494,14 @@ fn rows4_q8_0_family(
     store4(acc)
 }
 
-/// One weight row × four Q8_0 activation rows (`a`, consecutive, `ab` bytes apart).
+/// One weight row × four Q8_0 activation rows (`a`, consecutive, `ab` bytes apart; `dy` their
+/// scales as f32, `quant::activation_scales4`).
 #[inline(always)]
 fn toks4_q8_0_family(
     w: &[u8],
     a: &[u8],
     ab: usize,
+    dy: &[f32],
     nb: usize,
     wb: usize,
     unpack: impl Fn(&[u8]) -> (v128, v128),
@@ -510,8 +520,7 @@ fn toks4_q8_0_family(
         let d = |y: &[u8]| dot_w(&p, ld(y, 2), ld(y, 18));
         let s = reduce4(d(y0), d(y1), d(y2), d(y3));
         let dx = f32x4_splat(read_f16(x, 0));
-        let dy = f16x4_at(y0, y1, y2, y3, 0);
-        acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
+        acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, ld_f32x4(dy, 4 * i)));
     }
     store4(acc)
 }
@@ -523,6 +532,7 @@ fn toks8_q8_0_family(
     w: &[u8],
     a: &[u8],
     ab: usize,
+    dy: &[f32],
     nb: usize,
     wb: usize,
     unpack: impl Fn(&[u8]) -> (v128, v128),
@@ -541,11 +551,9 @@ fn toks8_q8_0_family(
         let ys: [&[u8]; 8] = core::array::from_fn(|k| &ar[k][i * q..(i + 1) * q]);
         let d = |y: &[u8]| dot_w(&p, ld(y, 2), ld(y, 18));
         let s0 = reduce4(d(ys[0]), d(ys[1]), d(ys[2]), d(ys[3]));
-        let dy0 = f16x4_at(ys[0], ys[1], ys[2], ys[3], 0);
-        acc0 = f32x4_add(acc0, comb(f32x4_convert_i32x4(s0), dx, dy0));
+        acc0 = f32x4_add(acc0, comb(f32x4_convert_i32x4(s0), dx, ld_f32x4(dy, 4 * i)));
         let s1 = reduce4(d(ys[4]), d(ys[5]), d(ys[6]), d(ys[7]));
-        let dy1 = f16x4_at(ys[4], ys[5], ys[6], ys[7], 0);
-        acc1 = f32x4_add(acc1, comb(f32x4_convert_i32x4(s1), dx, dy1));
+        acc1 = f32x4_add(acc1, comb(f32x4_convert_i32x4(s1), dx, ld_f32x4(dy, 4 * (nb + i))));
     }
     let (a0, a1) = (store4(acc0), store4(acc1));
     [a0[0], a0[1], a0[2], a0[3], a1[0], a1[1], a1[2], a1[3]]
@@ -597,14 +605,14 @@ pub(super) fn rows4_q4_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
 pub(super) fn rows4_q5_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     rows4_q8_0_family(w, rb, a, n / QK, Q5_0_BYTES, unpack_q5_0, comb_q5_0)
 }
-pub(super) fn toks4_q8_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
-    toks4_q8_0_family(w, a, ab, n / QK, Q8_0_BYTES, unpack_q8_0, comb_q8_0)
+pub(super) fn toks4_q8_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 4] {
+    toks4_q8_0_family(w, a, ab, dy, n / QK, Q8_0_BYTES, unpack_q8_0, comb_q8_0)
 }
-pub(super) fn toks4_q4_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
-    toks4_q8_0_family(w, a, ab, n / QK, Q4_0_BYTES, unpack_q4_0, comb_q4_0)
+pub(super) fn toks4_q4_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 4] {
+    toks4_q8_0_family(w, a, ab, dy, n / QK, Q4_0_BYTES, unpack_q4_0, comb_q4_0)
 }
-pub(super) fn toks4_q5_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
-    toks4_q8_0_family(w, a, ab, n / QK, Q5_0_BYTES, unpack_q5_0, comb_q5_0)
+pub(super) fn toks4_q5_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 4] {
+    toks4_q8_0_family(w, a, ab, dy, n / QK, Q5_0_BYTES, unpack_q5_0, comb_q5_0)
 }
 
 /// The four activation rows of a toks4 call, cut to `nb` blocks of `bytes` each.
@@ -632,7 +640,7 @@ fn dot16(w: (v128, v128), y: &[u8], at: usize) -> v128 {
 /// One Q4_K weight row × four Q8_K activation rows. The nibbles (0..15) times their 6-bit
 /// sub-block scale (≤ 945) are formed once per block in i16 and shared by the four tokens;
 /// each token's isum is the same exact i32 as the one-row kernel's, its float term the same.
-pub(super) fn toks4_q4_k(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
+pub(super) fn toks4_q4_k(w: &[u8], a: &[u8], ab: usize, _dy: &[f32], n: usize) -> [f32; 4] {
     let nb = n / QK_K;
     let w = &w[..nb * Q4_K_BYTES];
     let ar = act_rows4(a, ab, nb, Q8_K_BYTES);
@@ -684,7 +692,7 @@ pub(super) fn toks4_q4_k(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
 
 /// One Q6_K weight row × four Q8_K activation rows: the quants (-32..31) times their i8
 /// sub-block scale (|·| ≤ 4096) formed once per block in i16, shared by the four tokens.
-pub(super) fn toks4_q6_k(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
+pub(super) fn toks4_q6_k(w: &[u8], a: &[u8], ab: usize, _dy: &[f32], n: usize) -> [f32; 4] {
     let nb = n / QK_K;
     let w = &w[..nb * Q6_K_BYTES];
     let ar = act_rows4(a, ab, nb, Q8_K_BYTES);
@@ -731,12 +739,12 @@ pub(super) fn toks4_q6_k(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
     }
     store4(sumf)
 }
-pub(super) fn toks8_q8_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 8] {
-    toks8_q8_0_family(w, a, ab, n / QK, Q8_0_BYTES, unpack_q8_0, comb_q8_0)
+pub(super) fn toks8_q8_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 8] {
+    toks8_q8_0_family(w, a, ab, dy, n / QK, Q8_0_BYTES, unpack_q8_0, comb_q8_0)
 }
-pub(super) fn toks8_q4_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 8] {
-    toks8_q8_0_family(w, a, ab, n / QK, Q4_0_BYTES, unpack_q4_0, comb_q4_0)
+pub(super) fn toks8_q4_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 8] {
+    toks8_q8_0_family(w, a, ab, dy, n / QK, Q4_0_BYTES, unpack_q4_0, comb_q4_0)
 }
-pub(super) fn toks8_q5_0(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 8] {
-    toks8_q8_0_family(w, a, ab, n / QK, Q5_0_BYTES, unpack_q5_0, comb_q5_0)
+pub(super) fn toks8_q5_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 8] {
+    toks8_q8_0_family(w, a, ab, dy, n / QK, Q5_0_BYTES, unpack_q5_0, comb_q5_0)
 }

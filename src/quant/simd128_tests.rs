@@ -157,11 +157,15 @@ fn x4_kernels_match_scalar_bits() {
         let a_ty = vec_dot_type(ty);
         let check = |w: &[u8], a: &[u8], n: usize, what: &str| {
             let (rb, ab) = (blocks(ty, n), blocks(a_ty, n));
-            let t = toks4(&w[..rb], a, ab, n);
+            let mut d4 = Vec::new();
+            super::activation_scales4(a_ty, a, ab, 4, n, &mut d4);
+            let t = toks4(&w[..rb], a, ab, &d4, n);
             if let Some(toks8) = vec_dot_toks8_kernel(ty) {
                 // eight activation rows: the four given ones twice
                 let a8: Vec<u8> = a.iter().chain(a.iter()).copied().collect();
-                let t8 = toks8(&w[..rb], &a8, ab, n);
+                let mut d8 = Vec::new();
+                super::activation_scales4(a_ty, &a8, ab, 8, n, &mut d8);
+                let t8 = toks8(&w[..rb], &a8, ab, &d8, n);
                 for k in 0..8 {
                     let want = scalar(&w[..rb], &a[(k % 4) * ab..(k % 4 + 1) * ab], n);
                     assert_eq!(t8[k].to_bits(), want.to_bits(), "{ty} toks8 {what} n={n} k={k}");
@@ -288,6 +292,10 @@ fn kernel_throughput() {
             // rows4: the matvec four rows at a time; toks4: row r against 4 activation rows.
             let ab = a.len();
             let a4: Vec<u8> = (0..4).flat_map(|_| a.iter().copied()).collect();
+            let a8: Vec<u8> = a4.iter().chain(a4.iter()).copied().collect();
+            let (mut d4, mut d8) = (Vec::new(), Vec::new());
+            super::activation_scales4(a_ty, &a4, ab, 4, n, &mut d4);
+            super::activation_scales4(a_ty, &a8, ab, 8, n, &mut d8);
             let reps = (8192 / rows).max(1);
             for _ in 0..5 {
                 let t0 = now();
@@ -301,14 +309,13 @@ fn kernel_throughput() {
                 best_r = best_r.min((now() - t0) / 1e3 / reps as f64);
                 let t0 = now();
                 for r in 0..rows / 4 {
-                    sink += toks4(&w[r * rb..(r + 1) * rb], &a4, ab, n)[0];
+                    sink += toks4(&w[r * rb..(r + 1) * rb], &a4, ab, &d4, n)[0];
                 }
                 best_t = best_t.min((now() - t0) / 1e3);
                 if let Some(toks8) = vec_dot_toks8_kernel(ty) {
-                    let a8: Vec<u8> = a4.iter().chain(a4.iter()).copied().collect();
                     let t0 = now();
                     for r in 0..rows / 8 {
-                        sink += toks8(&w[r * rb..(r + 1) * rb], &a8, ab, n)[0];
+                        sink += toks8(&w[r * rb..(r + 1) * rb], &a8, ab, &d8, n)[0];
                     }
                     best_8 = best_8.min((now() - t0) / 1e3);
                 }
