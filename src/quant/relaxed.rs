@@ -30,7 +30,7 @@ use super::q6_k::Q6_K_BYTES;
 use super::q8::Q8_0_BYTES;
 use super::q8_k::{Q8KBlock, Q8_K_BYTES, QK_K, QS_AT};
 use super::simd128::{
-    comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, ld, ld_f32x4, qh_at, qh_bits16, reduce4, store4,
+    comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, k_summs_x4, ld, ld_f32x4, qh_at, qh_bits16, reduce4, store4,
 };
 
 const QK: usize = 32;
@@ -210,21 +210,6 @@ fn q4_k_isum(x: &[u8], yb: &[u8], sc: &[u8; 8]) -> v128 {
     acc
 }
 
-/// Σ_j m_j · (bsum_2j + bsum_2j+1), from the pair sums `bs2` (the scalar `k_summs`).
-#[inline(always)]
-fn summs(bs2: &[i32; 8], m: &[u8; 8]) -> i32 {
-    let mut s = 0i32;
-    for j in 0..8 {
-        s += m[j] as i32 * bs2[j];
-    }
-    s
-}
-
-#[inline(always)]
-fn pair_bsums(y: &Q8KBlock<'_>) -> [i32; 8] {
-    core::array::from_fn(|j| y.bsum(2 * j) + y.bsum(2 * j + 1))
-}
-
 pub(super) fn rows4_q4_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let nb = n / QK_K;
     let r = rows(w, rb, nb * Q4_K_BYTES);
@@ -233,7 +218,6 @@ pub(super) fn rows4_q4_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     for i in 0..nb {
         let yb = &a[i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES];
         let y = Q8KBlock::new(yb);
-        let bs2 = pair_bsums(&y);
         let x: [&[u8]; 4] = core::array::from_fn(|k| &r[k][i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES]);
         let sm: [([u8; 8], [u8; 8]); 4] = core::array::from_fn(|k| scales_mins(&x[k][4..16]));
         let s = reduce4(
@@ -243,11 +227,14 @@ pub(super) fn rows4_q4_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
             q4_k_isum(x[3], yb, &sm[3].0),
         );
         let isum = f32x4_convert_i32x4(s);
-        let mins = f32x4_convert_i32x4(i32x4(
-            summs(&bs2, &sm[0].1),
-            summs(&bs2, &sm[1].1),
-            summs(&bs2, &sm[2].1),
-            summs(&bs2, &sm[3].1),
+        let mv = |m: &[u8; 8]| {
+            (u32x4(m[0] as u32, m[1] as u32, m[2] as u32, m[3] as u32), u32x4(m[4] as u32, m[5] as u32, m[6] as u32, m[7] as u32))
+        };
+        let mins = f32x4_convert_i32x4(reduce4(
+            k_summs_x4(yb, mv(&sm[0].1)),
+            k_summs_x4(yb, mv(&sm[1].1)),
+            k_summs_x4(yb, mv(&sm[2].1)),
+            k_summs_x4(yb, mv(&sm[3].1)),
         ));
         let yd = f32x4_splat(y.d);
         let d = f32x4_mul(f16x4_at(x[0], x[1], x[2], x[3], 0), yd);

@@ -14,7 +14,7 @@
 
 use core::arch::wasm32::*;
 
-use super::float::read_f16;
+use super::float::{read_f16, read_f32};
 use super::q2_k::Q2_K_BYTES;
 use super::q3_k::Q3_K_BYTES;
 use super::q4::{Q4_0_BYTES, Q4_1_BYTES};
@@ -23,7 +23,7 @@ use super::q5::{Q5_0_BYTES, Q5_1_BYTES};
 use super::q5_k::Q5_K_BYTES;
 use super::q6_k::Q6_K_BYTES;
 use super::q8::{Q8_0_BYTES, Q8_1_BYTES};
-use super::q8_k::{Q8KBlock, Q8_K_BYTES, QK_K, QS_AT};
+use super::q8_k::{Q8KBlock, BSUMS_AT, Q8_K_BYTES, QK_K, QS_AT};
 
 const QK: usize = 32;
 
@@ -248,6 +248,16 @@ pub(super) fn vec_dot_q5_1_q8_1(w: &[u8], a: &[u8], n: usize) -> f32 {
         sumf += (dx * dy) * sumi as f32 + mx * sy;
     }
     sumf
+}
+
+/// `k_summs` as i32x4 partial sums (lanes add up to it): the sixteen i16 bsums of the Q8_K
+/// block `yb` summed in pairs (`i32x4.extadd_pairwise_i16x8_s`) times the eight mins `mv`
+/// (two u32x4). Exact: |pair sum| <= 32 * 128, min <= 63.
+#[inline(always)]
+pub(super) fn k_summs_x4(yb: &[u8], mv: (v128, v128)) -> v128 {
+    let p0 = i32x4_extadd_pairwise_i16x8(ld(yb, BSUMS_AT));
+    let p1 = i32x4_extadd_pairwise_i16x8(ld(yb, BSUMS_AT + 16));
+    i32x4_add(i32x4_mul(p0, mv.0), i32x4_mul(p1, mv.1))
 }
 
 /// Σ_j min_j * (bsums[2j] + bsums[2j+1]) for Q4_K/Q5_K (scalar: 8 multiply-adds).
@@ -674,14 +684,14 @@ pub(super) fn toks4_q4_k(w: &[u8], a: &[u8], ab: usize, _dy: &[f32], n: usize) -
             }
         }
         let isum = f32x4_convert_i32x4(reduce4(acc[0], acc[1], acc[2], acc[3]));
-        let yb = [Q8KBlock::new(ys[0]), Q8KBlock::new(ys[1]), Q8KBlock::new(ys[2]), Q8KBlock::new(ys[3])];
-        let summs = f32x4_convert_i32x4(i32x4(
-            k_summs(&yb[0], &m),
-            k_summs(&yb[1], &m),
-            k_summs(&yb[2], &m),
-            k_summs(&yb[3], &m),
+        let mv = (u32x4(m[0] as u32, m[1] as u32, m[2] as u32, m[3] as u32), u32x4(m[4] as u32, m[5] as u32, m[6] as u32, m[7] as u32));
+        let summs = f32x4_convert_i32x4(reduce4(
+            k_summs_x4(ys[0], mv),
+            k_summs_x4(ys[1], mv),
+            k_summs_x4(ys[2], mv),
+            k_summs_x4(ys[3], mv),
         ));
-        let yd = f32x4(yb[0].d, yb[1].d, yb[2].d, yb[3].d);
+        let yd = f32x4(read_f32(ys[0], 0), read_f32(ys[1], 0), read_f32(ys[2], 0), read_f32(ys[3], 0));
         let d = f32x4_mul(f32x4_splat(read_f16(x, 0)), yd);
         let dmin = f32x4_mul(f32x4_splat(read_f16(x, 2)), yd);
         // scalar: sumf += d * isum as f32 - dmin * summs as f32
