@@ -73,11 +73,13 @@ pub struct MatmulScratch {
     act: Vec<u8>,
     /// The activation rows' scales as f32 for the toks kernels (`quant::activation_scales4`).
     act_d: Vec<f32>,
+    /// The activation row as the decode kernel reads it (`quant::Rows4Kernel::prepare`).
+    prep: Vec<u8>,
 }
 
 impl MatmulScratch {
     pub fn bytes(&self) -> usize {
-        self.act.capacity() + 4 * self.act_d.capacity()
+        self.act.capacity() + 4 * self.act_d.capacity() + self.prep.capacity()
     }
 }
 
@@ -99,10 +101,12 @@ pub fn matmul(w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> 
     let toks4 = quant::vec_dot_toks4_kernel(w.ty);
     let toks8 = quant::vec_dot_toks8_kernel(w.ty);
     if let (Some(rows4), 1) = (quant::vec_dot_rows4_kernel(w.ty), n_tok) {
-        // Decode: four weight rows per call share the activation's unpacking.
+        // Decode: four weight rows per call share the activation's unpacking, which is
+        // prepared once here where the kernel wants it.
         let n4 = n_out / 4 * 4;
+        let act = rows4.prepare(&s.act[..ab], n_in, &mut s.prep);
         for r in (0..n4).step_by(4) {
-            out[r..r + 4].copy_from_slice(&rows4(&w.data[r * rb..(r + 4) * rb], rb, &s.act[..ab], n_in));
+            out[r..r + 4].copy_from_slice(&(rows4.dot)(&w.data[r * rb..(r + 4) * rb], rb, act, n_in));
         }
         for r in n4..n_out {
             out[r] = kernel(&w.data[r * rb..(r + 1) * rb], &s.act[..ab], n_in);

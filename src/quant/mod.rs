@@ -196,7 +196,7 @@ pub fn vec_dot_kernel(w_ty: GgmlType) -> Result<VecDotKernel, QuantError> {
 }
 
 /// Four dots at once: four consecutive weight rows (`w`, `row_bytes` apart) against one
-/// activation row; lane k is bit-identical to `vec_dot` of row k.
+/// activation row (prepared, see [`Rows4Kernel`]).
 pub type VecDotRows4 = fn(w: &[u8], row_bytes: usize, act: &[u8], n: usize) -> [f32; 4];
 
 /// Four dots at once: one weight row against four consecutive activation rows (`act`,
@@ -225,30 +225,57 @@ pub fn activation_scales4(act_ty: GgmlType, act: &[u8], act_row_bytes: usize, n_
     }
 }
 
+/// A decode kernel for one weight type: `dot` computes four consecutive weight rows
+/// (`row_bytes` apart) against one activation row: the quantized row itself, or, where `prep`
+/// is set, what `prep` made of it once per matmul (work every group of rows would otherwise
+/// repeat: the relaxed tier's 7-bit split, offset sums, f32 scales). Lane k is bit-identical to
+/// `vec_dot` of row k.
+#[derive(Clone, Copy)]
+pub struct Rows4Kernel {
+    pub prep: Option<fn(act: &[u8], n: usize, out: &mut Vec<u8>)>,
+    pub dot: VecDotRows4,
+}
+
+impl Rows4Kernel {
+    /// The activation row as `dot` reads it (`buf` holds a prepared row).
+    pub fn prepare<'a>(&self, act: &'a [u8], n: usize, buf: &'a mut Vec<u8>) -> &'a [u8] {
+        match self.prep {
+            Some(prep) => {
+                prep(act, n, buf);
+                &buf[..]
+            }
+            None => act,
+        }
+    }
+}
+
 /// The four-weight-rows kernel for `w_ty` where this build has one (SIMD128 builds: Q4_0,
-/// Q5_0, Q8_0); lengths as for `VecDotKernel`, validated once by the caller.
-pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<VecDotRows4> {
+/// Q5_0, Q8_0; the relaxed-SIMD build also Q4_K and Q6_K); lengths as for `VecDotKernel`,
+/// validated once by the caller.
+pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<Rows4Kernel> {
     #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
     {
         use GgmlType::*;
+        let k = |prep, dot| Some(Rows4Kernel { prep, dot });
         match w_ty {
-            Q4_0 => return Some(relaxed::rows4_q4_0 as VecDotRows4),
-            Q5_0 => return Some(relaxed::rows4_q5_0),
-            Q8_0 => return Some(relaxed::rows4_q8_0),
-            Q4_K => return Some(relaxed::rows4_q4_k),
-            Q6_K => return Some(relaxed::rows4_q6_k),
+            Q4_0 => return k(Some(relaxed::prep_q4_0), relaxed::rows4_q4_0),
+            Q5_0 => return k(Some(relaxed::prep_q5_0), relaxed::rows4_q5_0),
+            Q8_0 => return k(Some(relaxed::prep_q8_0), relaxed::rows4_q8_0),
+            Q4_K => return k(None, relaxed::rows4_q4_k),
+            Q6_K => return k(None, relaxed::rows4_q6_k),
             _ => {}
         }
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
         use GgmlType::*;
-        match w_ty {
-            Q4_0 => Some(simd128::rows4_q4_0 as VecDotRows4),
-            Q5_0 => Some(simd128::rows4_q5_0),
-            Q8_0 => Some(simd128::rows4_q8_0),
-            _ => None,
-        }
+        let dot: VecDotRows4 = match w_ty {
+            Q4_0 => simd128::rows4_q4_0,
+            Q5_0 => simd128::rows4_q5_0,
+            Q8_0 => simd128::rows4_q8_0,
+            _ => return None,
+        };
+        Some(Rows4Kernel { prep: None, dot })
     }
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     {

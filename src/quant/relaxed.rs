@@ -17,12 +17,13 @@
 //!   0..=127, and Σ w·a = Σ w·a⁺ − Σ w·a⁻. −128 has no 7-bit magnitude: a block whose activation
 //!   holds −128 (only degenerate, subnormal inputs quantize to it) takes the widening path.
 //!
-//! Decode (`rows4_*`) shares the activation's preparation between four weight rows; prefill
+//! Decode (`rows4_*`) prepares the activation row once per matmul (`prep_*`: the 7-bit split,
+//! the offset sums, the f32 scale) and shares it between all weight rows; prefill
 //! (`toks4_*` / `toks8_*`) shares each weight block's unpacking between the tokens.
 
 use core::arch::wasm32::*;
 
-use super::float::read_f16;
+use super::float::{read_f16, read_f32};
 use super::q4::Q4_0_BYTES;
 use super::q4_k::{scales_mins, Q4_K_BYTES};
 use super::q5::Q5_0_BYTES;
@@ -49,24 +50,54 @@ fn rows(w: &[u8], rb: usize, len: usize) -> [&[u8]; 4] {
 
 // ---- 32-element formats paired with Q8_0 activations ----
 
-/// Q8_0 weights × one Q8_0 activation row, four rows at a time.
-pub(super) fn rows4_q8_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
-    let (nb, wb) = (n / QK, Q8_0_BYTES);
-    let r = rows(w, rb, nb * wb);
-    let a = &a[..nb * Q8_0_BYTES];
+/// Bytes per block of a Q8_0 activation row prepared for `rows4_q8_0` (`prep_q8_0`):
+/// `[0, 32)` a⁺ = max(a, 0), `[32, 64)` a⁻ = max(−a, 0), `[64, 68)` d as f32, `[68, 72)` 1 if
+/// the block holds −128 (then `[0, 32)` are the quants themselves), `[72, 80)` zero.
+pub(super) const PREP_Q8_0: usize = 80;
+
+/// Prepares one Q8_0 activation row for `rows4_q8_0`, once per matmul: the split into 7-bit
+/// halves and the f32 scale, which every group of four rows would otherwise redo.
+pub(super) fn prep_q8_0(a: &[u8], n: usize, out: &mut Vec<u8>) {
+    let nb = n / QK;
+    out.clear();
+    out.resize(nb * PREP_Q8_0, 0);
     let zero = i32x4_splat(0);
     let min = i8x16_splat(-128);
+    for (y, o) in a[..nb * Q8_0_BYTES].chunks_exact(Q8_0_BYTES).zip(out.chunks_exact_mut(PREP_Q8_0)) {
+        let (al, ah) = (ld(y, 2), ld(y, 18));
+        let has_min = v128_any_true(v128_or(i8x16_eq(al, min), i8x16_eq(ah, min)));
+        let v = if has_min {
+            [al, ah, zero, zero]
+        } else {
+            let (nl, nh) = (i8x16_max(i8x16_neg(al), zero), i8x16_max(i8x16_neg(ah), zero));
+            [i8x16_max(al, zero), i8x16_max(ah, zero), nl, nh]
+        };
+        for (k, x) in v.into_iter().enumerate() {
+            // SAFETY: `o` is PREP_Q8_0 (80) bytes; each store writes 16 of them at 16k (k < 4).
+            unsafe { v128_store(o[16 * k..16 * k + 16].as_mut_ptr() as *mut v128, x) };
+        }
+        o[64..68].copy_from_slice(&read_f16(y, 0).to_le_bytes());
+        o[68..72].copy_from_slice(&(has_min as u32).to_le_bytes());
+    }
+}
+
+/// Q8_0 weights × one prepared Q8_0 activation row (`prep_q8_0`), four rows at a time.
+pub(super) fn rows4_q8_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    let (nb, wb) = (n / QK, Q8_0_BYTES);
+    let r = rows(w, rb, nb * wb);
+    let p = &p[..nb * PREP_Q8_0];
+    let zero = i32x4_splat(0);
     let mut acc = f32x4_splat(0.0);
     for i in 0..nb {
-        let y = &a[i * Q8_0_BYTES..(i + 1) * Q8_0_BYTES];
-        let (al, ah) = (ld(y, 2), ld(y, 18));
+        let y = &p[i * PREP_Q8_0..(i + 1) * PREP_Q8_0];
         let x: [&[u8]; 4] = core::array::from_fn(|k| &r[k][i * wb..(i + 1) * wb]);
-        let s = if v128_any_true(v128_or(i8x16_eq(al, min), i8x16_eq(ah, min))) {
+        let s = if y[68] != 0 {
+            // −128 has no 7-bit magnitude: the widening path on the quants themselves.
+            let (al, ah) = (ld(y, 0), ld(y, 16));
             let d = |x: &[u8]| i32x4_add(dot_i8(ld(x, 2), al), dot_i8(ld(x, 18), ah));
             reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3]))
         } else {
-            let (pl, ph) = (i8x16_max(al, zero), i8x16_max(ah, zero));
-            let (nl, nh) = (i8x16_max(i8x16_neg(al), zero), i8x16_max(i8x16_neg(ah), zero));
+            let (pl, ph, nl, nh) = (ld(y, 0), ld(y, 16), ld(y, 32), ld(y, 48));
             let d = |x: &[u8]| {
                 let (wl, wh) = (ld(x, 2), ld(x, 18));
                 i32x4_sub(rdot(wh, ph, rdot(wl, pl, zero)), rdot(wh, nh, rdot(wl, nl, zero)))
@@ -74,7 +105,7 @@ pub(super) fn rows4_q8_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
             reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3]))
         };
         let dx = f16x4_at(x[0], x[1], x[2], x[3], 0);
-        let dy = f32x4_splat(read_f16(y, 0));
+        let dy = f32x4_splat(read_f32(y, 64));
         acc = f32x4_add(acc, comb_q8_0(f32x4_convert_i32x4(s), dx, dy));
     }
     store4(acc)
@@ -102,26 +133,52 @@ fn neg_offset(al: v128, ah: v128, off: v128) -> v128 {
     i32x4_neg(rdot(ah, off, rdot(al, off, i32x4_splat(0))))
 }
 
-/// Four weight rows of an offset-unsigned format (Q4_0, Q5_0) × one Q8_0 activation row.
+/// Bytes per block of a Q8_0 activation row prepared for the offset-unsigned rows4 kernels
+/// (`prep_unsigned`): `[0, 32)` the quants, `[32, 48)` `neg_offset` (i32x4), `[48, 52)` d as
+/// f32, `[52, 64)` zero.
+pub(super) const PREP_UNSIGNED: usize = 64;
+
+/// Prepares one Q8_0 activation row for a rows4 kernel of a format with offset `off`.
+#[inline(always)]
+fn prep_unsigned(a: &[u8], n: usize, off: i8, out: &mut Vec<u8>) {
+    let nb = n / QK;
+    out.clear();
+    out.resize(nb * PREP_UNSIGNED, 0);
+    let off = i8x16_splat(off);
+    for (y, o) in a[..nb * Q8_0_BYTES].chunks_exact(Q8_0_BYTES).zip(out.chunks_exact_mut(PREP_UNSIGNED)) {
+        let (al, ah) = (ld(y, 2), ld(y, 18));
+        for (k, x) in [al, ah, neg_offset(al, ah, off)].into_iter().enumerate() {
+            // SAFETY: `o` is PREP_UNSIGNED (64) bytes; each store writes 16 of them at 16k (k < 3).
+            unsafe { v128_store(o[16 * k..16 * k + 16].as_mut_ptr() as *mut v128, x) };
+        }
+        o[48..52].copy_from_slice(&read_f16(y, 0).to_le_bytes());
+    }
+}
+
+pub(super) fn prep_q5_0(a: &[u8], n: usize, out: &mut Vec<u8>) {
+    prep_unsigned(a, n, 16, out)
+}
+pub(super) fn prep_q4_0(a: &[u8], n: usize, out: &mut Vec<u8>) {
+    prep_unsigned(a, n, 8, out)
+}
+
+/// Four weight rows of an offset-unsigned format (Q4_0, Q5_0) × one prepared activation row.
 #[inline(always)]
 fn rows4_unsigned_family(
     w: &[u8],
     rb: usize,
-    a: &[u8],
+    p: &[u8],
     nb: usize,
     wb: usize,
-    off: i8,
     unpack: impl Fn(&[u8]) -> (v128, v128),
     comb: impl Fn(v128, v128, v128) -> v128,
 ) -> [f32; 4] {
     let r = rows(w, rb, nb * wb);
-    let a = &a[..nb * Q8_0_BYTES];
-    let off = i8x16_splat(off);
+    let p = &p[..nb * PREP_UNSIGNED];
     let mut acc = f32x4_splat(0.0);
     for i in 0..nb {
-        let y = &a[i * Q8_0_BYTES..(i + 1) * Q8_0_BYTES];
-        let (al, ah) = (ld(y, 2), ld(y, 18));
-        let start = neg_offset(al, ah, off);
+        let y = &p[i * PREP_UNSIGNED..(i + 1) * PREP_UNSIGNED];
+        let (al, ah, start) = (ld(y, 0), ld(y, 16), ld(y, 32));
         let x: [&[u8]; 4] = core::array::from_fn(|k| &r[k][i * wb..(i + 1) * wb]);
         let d = |x: &[u8]| {
             let (ul, uh) = unpack(x);
@@ -129,7 +186,7 @@ fn rows4_unsigned_family(
         };
         let s = reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3]));
         let dx = f16x4_at(x[0], x[1], x[2], x[3], 0);
-        let dy = f32x4_splat(read_f16(y, 0));
+        let dy = f32x4_splat(read_f32(y, 48));
         acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
     }
     store4(acc)
@@ -171,11 +228,11 @@ fn toks_unsigned_family<const T: usize>(
     core::array::from_fn(|k| store4(acc[k / 4])[k % 4])
 }
 
-pub(super) fn rows4_q5_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
-    rows4_unsigned_family(w, rb, a, n / QK, Q5_0_BYTES, 16, unsigned_q5_0, comb_q5_0)
+pub(super) fn rows4_q5_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    rows4_unsigned_family(w, rb, p, n / QK, Q5_0_BYTES, unsigned_q5_0, comb_q5_0)
 }
-pub(super) fn rows4_q4_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
-    rows4_unsigned_family(w, rb, a, n / QK, Q4_0_BYTES, 8, unsigned_q4_0, comb_q4_0)
+pub(super) fn rows4_q4_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    rows4_unsigned_family(w, rb, p, n / QK, Q4_0_BYTES, unsigned_q4_0, comb_q4_0)
 }
 pub(super) fn toks4_q5_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 4] {
     toks_unsigned_family::<4>(w, a, ab, dy, n / QK, Q5_0_BYTES, 16, unsigned_q5_0, comb_q5_0)

@@ -173,7 +173,8 @@ fn x4_kernels_match_scalar_bits() {
             }
             for k in 0..4 {
                 if let Some(rows4) = rows4 {
-                    let r = rows4(w, rb, &a[..ab], n);
+                    let mut buf = Vec::new();
+                    let r = (rows4.dot)(w, rb, rows4.prepare(&a[..ab], n, &mut buf), n);
                     let want = scalar(&w[k * rb..(k + 1) * rb], &a[..ab], n);
                     assert_eq!(r[k].to_bits(), want.to_bits(), "{ty} rows4 {what} n={n} k={k}: {} vs {want}", r[k]);
                 }
@@ -297,12 +298,15 @@ fn kernel_throughput() {
             super::activation_scales4(a_ty, &a4, ab, 4, n, &mut d4);
             super::activation_scales4(a_ty, &a8, ab, 8, n, &mut d8);
             let reps = (8192 / rows).max(1);
+            let mut prep = Vec::new();
             for _ in 0..5 {
                 let t0 = now();
                 if let Some(rows4) = rows4 {
+                    // once per matmul, as ops::matmul does
+                    let act = rows4.prepare(&a, n, &mut prep);
                     for _ in 0..reps {
                         for r in (0..rows / 4 * 4).step_by(4) {
-                            sink += rows4(&w[r * rb..(r + 4) * rb], rb, &a, n)[0];
+                            sink += (rows4.dot)(&w[r * rb..(r + 4) * rb], rb, act, n)[0];
                         }
                     }
                 }
