@@ -71,7 +71,7 @@ fn real_model_load_and_generation_match_session_generate() {
     // The reference: Session::generate, as the CLI runs it.
     let model = Arc::new(Model::load_file(&path).unwrap());
     let tok = Tokenizer::from_gguf(model.header()).unwrap();
-    let mut reference = |ids: &[u32], max_tokens: usize, stop: &[&str]| {
+    let reference = |ids: &[u32], max_tokens: usize, stop: &[&str]| {
         let mut s = Session::new(model.clone(), SessionOptions::for_model(&model));
         let opts = GenerateOptions { max_tokens, stop: stop.iter().map(|s| s.to_string()).collect(), stop_on_eog: true };
         let mut streamed = String::new();

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::gguf::GgufHeader;
-use crate::kv::{KvCache, KvDtype, KvOptions, PAGE_ROWS};
+use crate::kv::{KvCache, KvOptions, PAGE_ROWS};
 use crate::memory::{
     kv_tokens_for_bytes, probe, Estimate, EstimateOptions, HeaderSkimmer, HeaderStats, KvElem, Ledger, Measured,
     MemoryOptions, MemorySnapshot, ModelGeometry, Refusal, SkimStatus,
@@ -83,13 +83,6 @@ fn default_context(n_ctx_train: usize) -> usize {
     }
 }
 
-fn elem(d: KvDtype) -> KvElem {
-    match d {
-        KvDtype::F16 => KvElem::F16,
-        KvDtype::Q8 => KvElem::Q8,
-    }
-}
-
 /// The estimate options for a model of geometry `g` under `kv` (the session's KV options) and
 /// the request's overrides.
 pub fn estimate_options(g: &ModelGeometry, kv: Option<&KvOptions>, req: &EstimateRequest) -> EstimateOptions {
@@ -98,7 +91,7 @@ pub fn estimate_options(g: &ModelGeometry, kv: Option<&KvOptions>, req: &Estimat
     let (kv_tokens, kv_dtype) = match kv {
         None => (req.ctx.unwrap_or(default_tokens), KvElem::F16),
         Some(o) => {
-            let dtype = o.dtype.map(elem).unwrap_or_default();
+            let dtype = o.dtype.unwrap_or_default();
             let tokens = match (o.tokens, o.bytes) {
                 (Some(t), _) => t,
                 (None, Some(b)) => kv_tokens_for_bytes(&g.windows, g.kv_row_bytes(dtype), b as u64),

@@ -5,10 +5,11 @@ use serde::{Deserialize, Serialize};
 use super::KvError;
 
 /// Element type of the stored keys and values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum KvDtype {
     /// IEEE half precision (what llama.cpp's default cache keeps): 2 bytes per element.
+    #[default]
     F16,
     /// int8 in blocks of [`Q8_BLOCK`] elements, each block with its own f16 scale (the layout of
     /// ggml's Q8_0): `32 + 2` bytes per 32 elements, i.e. 1.0625 bytes per element.

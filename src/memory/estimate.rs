@@ -35,41 +35,9 @@ pub const MODULE_BYTES: u64 = 20 * 65536;
 pub const FRAGMENTATION_MIN: u64 = 512 << 10;
 pub const FRAGMENTATION_FRACTION: f64 = 0.001;
 
-/// Elements of the KV cache: f16, or int8 in blocks of 32 with an f16 scale per block (the
-/// `kv` module's `KvDtype`: the same names are accepted).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum KvElem {
-    #[default]
-    F16,
-    #[serde(alias = "int8", alias = "q8_0")]
-    Q8,
-}
-
-impl KvElem {
-    pub fn parse(s: &str) -> Option<KvElem> {
-        match s.to_ascii_lowercase().as_str() {
-            "f16" => Some(KvElem::F16),
-            "q8" | "int8" | "q8_0" => Some(KvElem::Q8),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            KvElem::F16 => "f16",
-            KvElem::Q8 => "q8",
-        }
-    }
-
-    /// Bytes of one stored row of `width` values.
-    pub fn row_bytes(self, width: usize) -> usize {
-        match self {
-            KvElem::F16 => 2 * width,
-            KvElem::Q8 => width + 2 * width.div_ceil(32),
-        }
-    }
-}
+/// Elements of the KV cache: the `kv` module's own type (f16, or int8 in blocks of 32 with an
+/// f16 scale each), so the ledger's row sizes are the cache's by construction.
+pub use crate::kv::KvDtype as KvElem;
 
 /// What sizes the KV cache and the activations: the session's settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
