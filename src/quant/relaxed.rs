@@ -1,6 +1,7 @@
 //! The relaxed-SIMD tier: matmul kernels built on `i32x4.relaxed_dot_i8x16_i7x16_add_s`
 //! (compiled only with `target_feature = "relaxed-simd"`; the npm package ships this build beside
-//! the SIMD128 one and picks it when the browser validates relaxed SIMD).
+//! the SIMD128 one and picks it where a probe runs relaxed SIMD with the standard's exact result,
+//! see pkg/src/tier.js).
 //!
 //! The instruction is "relaxed" only where its second operand leaves 7 bits: on x86 it lowers
 //! to `pmaddubsw` (that operand read as unsigned) or VNNI `vpdpbusd`, on Arm to `sdot` (signed).
@@ -9,10 +10,11 @@
 //! each block's integer sum is the exact i32 of the scalar kernel and the float part is the
 //! scalar expression, so results are **bit-identical** to the scalar reference. How each format
 //! gets a 7-bit operand:
-//! - Q4_0 / Q5_0 / Q4_K / Q6_K: the stored quant before its offset is removed (0..15, 0..31,
-//!   0..63) is the 7-bit operand, the activation the signed one; the offset is put back exactly
-//!   as `−off · Σa`, itself a relaxed dot of the activation with `splat(off)`, used as the
-//!   accumulator's start value (shared by the four rows of a decode call).
+//! - Q4_0 / Q5_0 / Q4_K / Q6_K: the stored unsigned quant (0..15, 0..31, 0..15, 0..63) is the
+//!   7-bit operand, the activation the signed one. Where the format subtracts an offset (Q4_0 8,
+//!   Q5_0 16, Q6_K 32) it is put back exactly as `−off · Σa`, itself a relaxed dot of the
+//!   activation with `splat(off)`, used as the accumulator's start value; Q4_K's mins use the
+//!   activation's block sums, as the scalar kernel does.
 //! - Q8_0 (signed weights): the activation is split into `max(a, 0)` and `max(−a, 0)`, both
 //!   0..=127, and Σ w·a = Σ w·a⁺ − Σ w·a⁻. −128 has no 7-bit magnitude: a block whose activation
 //!   holds −128 (only degenerate, subnormal inputs quantize to it) takes the widening path.
