@@ -29,7 +29,7 @@ export const SIMD_OPTIONS = Object.freeze(['auto', 'relaxed', 'simd128']);
  * [1144, -3, 44, 340]), and our kernels rely on the standard's exact result for 7-bit second
  * operands. So the probe computes one dot product and the tier is used only if it is exact.
  */
-const RELAXED_PROBE = new Uint8Array([
+export const RELAXED_PROBE = new Uint8Array([
   0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version 1
   0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // type 0: () -> ()
   0x03, 0x02, 0x01, 0x00, // function 0 has type 0

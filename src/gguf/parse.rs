@@ -10,7 +10,7 @@ use std::collections::HashSet;
 
 use super::error::GgufError;
 use super::scan::{
-    fixed_size, le_u32, le_u64, HeaderScanner, ScanStatus, FIXED_HEADER_BYTES, MAX_ARRAY_DEPTH,
+    le_u32, le_u64, HeaderScanner, ScanStatus, FIXED_HEADER_BYTES, MAX_ARRAY_DEPTH,
 };
 use super::types::{Array, GgmlType, GgufHeader, TensorInfo, Value, ValueType};
 use super::validate::{validate_tensors, ALIGNMENT_KEY, DEFAULT_ALIGNMENT};
@@ -211,7 +211,7 @@ impl<'a> Cursor<'a> {
         let id = self.u32()?;
         let elem = ValueType::from_id(id).ok_or(GgufError::UnknownValueType { id, offset: at })?;
         let count = self.u64()?;
-        if let Some(size) = fixed_size(elem) {
+        if let Some(size) = elem.fixed_size() {
             let n_bytes = count.checked_mul(size).ok_or_else(|| GgufError::CountTooLarge {
                 what: "array length",
                 count,
@@ -253,6 +253,6 @@ fn fixed_array(elem: ValueType, body: &[u8], body_offset: u64) -> Result<Array, 
             return Err(GgufError::InvalidBool { value: body[i], offset: body_offset + i as u64 });
         }
     }
-    // Only fixed-size element types reach here (`fixed_size(elem)` was Some).
+    // Only fixed-size element types reach here (`elem.fixed_size()` was Some).
     Ok(Array::from_le_bytes(elem, body).unwrap_or_else(|| Array::empty(elem)))
 }

@@ -32,21 +32,6 @@ const MIN_KV_BYTES: u64 = 8 + 1 + 4 + 1;
 /// Smallest possible tensor info: 1-byte name, one dimension, type, offset.
 const MIN_TENSOR_INFO_BYTES: u64 = 8 + 1 + 4 + 8 + 4 + 8;
 /// Smallest encodings of one array element whose size is not fixed.
-const MIN_STRING_BYTES: u64 = 8;
-const MIN_ARRAY_BYTES: u64 = 4 + 8;
-
-/// Bytes of one value of a fixed-size type; `None` for strings and arrays.
-pub(crate) fn fixed_size(t: ValueType) -> Option<u64> {
-    use ValueType::*;
-    match t {
-        U8 | I8 | Bool => Some(1),
-        U16 | I16 => Some(2),
-        U32 | I32 | F32 => Some(4),
-        U64 | I64 | F64 => Some(8),
-        String | Array => None,
-    }
-}
-
 /// The largest `count` of items of at least `min_size` bytes that fit between `pos` and the
 /// header size limit; errors name `what` was being counted.
 pub(crate) fn check_count(
@@ -232,7 +217,7 @@ impl HeaderScanner {
                     self.step = Step::Value(t);
                 }
                 Step::Value(t) => {
-                    if let Some(size) = fixed_size(t) {
+                    if let Some(size) = t.fixed_size() {
                         take!(prefix, p, size);
                         self.pos = p + size;
                     } else if t == ValueType::String {
@@ -297,7 +282,7 @@ impl HeaderScanner {
         let elem = ValueType::from_id(id).ok_or(GgufError::UnknownValueType { id, offset: p })?;
         let count = le_u64(&b[4..12]);
         let body = p + 12;
-        if let Some(size) = fixed_size(elem) {
+        if let Some(size) = elem.fixed_size() {
             check_count("array length", count, size, body)?;
             let Some(_) = window(prefix, p, 12 + count * size)? else {
                 return Ok(need(12 + count * size));
@@ -306,8 +291,7 @@ impl HeaderScanner {
             self.value_done();
             return Ok(None);
         }
-        let min = if elem == ValueType::String { MIN_STRING_BYTES } else { MIN_ARRAY_BYTES };
-        check_count("array length", count, min, body)?;
+        check_count("array length", count, elem.min_size(), body)?;
         self.pos = body;
         if count == 0 {
             self.value_done();

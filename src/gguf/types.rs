@@ -245,6 +245,28 @@ pub enum ValueType {
 }
 
 impl ValueType {
+    /// Bytes of one value of a fixed-size type; `None` for strings and arrays.
+    pub fn fixed_size(self) -> Option<u64> {
+        use ValueType::*;
+        match self {
+            U8 | I8 | Bool => Some(1),
+            U16 | I16 => Some(2),
+            U32 | I32 | F32 => Some(4),
+            U64 | I64 | F64 => Some(8),
+            String | Array => None,
+        }
+    }
+
+    /// The fewest bytes one value of this type takes in a file: its fixed size, else a string's
+    /// u64 length or an array's u32 element type + u64 count (bounds an untrusted count).
+    pub fn min_size(self) -> u64 {
+        match self {
+            ValueType::String => 8,
+            ValueType::Array => 4 + 8,
+            t => t.fixed_size().unwrap_or(0),
+        }
+    }
+
     pub fn from_id(id: u32) -> Option<ValueType> {
         use ValueType::*;
         Some(match id {

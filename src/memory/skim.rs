@@ -104,18 +104,7 @@ fn array_heap(a: &Array) -> u64 {
             wasm32::vec_bytes(v.len() as u64 * wasm32::STRING) + v.iter().map(|s| wasm32::alloc(s.len() as u64)).sum::<u64>()
         }
         Array::Array(v) => wasm32::vec_bytes(v.len() as u64 * wasm32::ARRAY) + v.iter().map(array_heap).sum::<u64>(),
-        other => wasm32::vec_bytes(other.len() as u64 * fixed_size(other.value_type()).unwrap_or(1)),
-    }
-}
-
-fn fixed_size(t: ValueType) -> Option<u64> {
-    use ValueType::*;
-    match t {
-        U8 | I8 | Bool => Some(1),
-        U16 | I16 => Some(2),
-        U32 | I32 | F32 => Some(4),
-        U64 | I64 | F64 => Some(8),
-        String | Array => None,
+        other => wasm32::vec_bytes(other.len() as u64 * other.value_type().fixed_size().unwrap_or(1)),
     }
 }
 
@@ -413,7 +402,7 @@ impl HeaderSkimmer {
     }
 
     fn value(&mut self, b: &[u8], off: u64, key: String, ty: ValueType) -> Result<Option<usize>, GgufError> {
-        if let Some(size) = fixed_size(ty) {
+        if let Some(size) = ty.fixed_size() {
             if (b.len() as u64) < size {
                 self.state = State::Value { key, ty };
                 return Ok(None);
@@ -473,9 +462,8 @@ impl HeaderSkimmer {
                 let id = le_u32(b);
                 let elem = ValueType::from_id(id).ok_or(GgufError::UnknownValueType { id, offset: off })?;
                 let count = le_u64(&b[4..]);
-                let min = fixed_size(elem).unwrap_or(if elem == ValueType::String { 8 } else { 12 });
-                check_count("array length", count, min, off + 12)?;
-                let elem_size = fixed_size(elem).unwrap_or(if elem == ValueType::String { wasm32::STRING } else { wasm32::ARRAY });
+                check_count("array length", count, elem.min_size(), off + 12)?;
+                let elem_size = elem.fixed_size().unwrap_or(if elem == ValueType::String { wasm32::STRING } else { wasm32::ARRAY });
                 self.stats.parsed_heap_bytes += wasm32::vec_bytes(count * elem_size);
                 match (key.as_str(), elem) {
                     (KEY_TOKENS, ValueType::String) => self.stats.n_tokens = count,
@@ -507,7 +495,7 @@ impl HeaderSkimmer {
         let top = frames.last_mut().expect("an array has a frame");
         let elem = top.elem;
         let used;
-        if let Some(size) = fixed_size(elem) {
+        if let Some(size) = elem.fixed_size() {
             let n = (top.remaining).min(b.len() as u64 / size);
             if n == 0 {
                 self.state = State::Array { key, frames, keep, top_elem };
@@ -578,9 +566,8 @@ impl HeaderSkimmer {
             let id = le_u32(b);
             let inner = ValueType::from_id(id).ok_or(GgufError::UnknownValueType { id, offset: off })?;
             let count = le_u64(&b[4..]);
-            let min = fixed_size(inner).unwrap_or(if inner == ValueType::String { 8 } else { 12 });
-            check_count("array length", count, min, off + 12)?;
-            let elem_size = fixed_size(inner).unwrap_or(if inner == ValueType::String { wasm32::STRING } else { wasm32::ARRAY });
+            check_count("array length", count, inner.min_size(), off + 12)?;
+            let elem_size = inner.fixed_size().unwrap_or(if inner == ValueType::String { wasm32::STRING } else { wasm32::ARRAY });
             self.stats.parsed_heap_bytes += wasm32::vec_bytes(count * elem_size);
             top.remaining -= 1;
             frames.push(Frame { elem: inner, remaining: count });

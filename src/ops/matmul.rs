@@ -116,10 +116,7 @@ pub fn matmul(w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> 
     if toks4.is_some() || toks8.is_some() {
         quant::activation_scales4(w.act_ty, &s.act, ab, n_tok, n_in, &mut s.act_d);
     }
-    // The scales of the group of four tokens starting at `t` (a multiple of 4), or nothing.
-    let per_group = 4 * (n_in / 32);
-    let act_d = &s.act_d;
-    let dy = |t: usize| if act_d.is_empty() { &act_d[..] } else { &act_d[t / 4 * per_group..] };
+    let dy = |t: usize| quant::activation_scales4_at(&s.act_d, t, n_in);
     let mut t0 = 0;
     while t0 < n_tok {
         let t1 = (t0 + TOKEN_TILE).min(n_tok);

@@ -225,6 +225,17 @@ pub fn activation_scales4(act_ty: GgmlType, act: &[u8], act_row_bytes: usize, n_
     }
 }
 
+/// The part of `activation_scales4`'s output for the group of four rows starting at row `t`
+/// (a multiple of 4) of `n`-element rows: what a toks kernel for those rows reads. Empty when
+/// `scales` is.
+pub fn activation_scales4_at(scales: &[f32], t: usize, n: usize) -> &[f32] {
+    if scales.is_empty() {
+        scales
+    } else {
+        &scales[t / 4 * 4 * (n / 32)..]
+    }
+}
+
 /// A decode kernel for one weight type: `dot` computes four consecutive weight rows
 /// (`row_bytes` apart) against one activation row: the quantized row itself, or, where `prep`
 /// is set, what `prep` made of it once per matmul (work every group of rows would otherwise

@@ -33,7 +33,8 @@ use super::q6_k::Q6_K_BYTES;
 use super::q8::Q8_0_BYTES;
 use super::q8_k::{Q8KBlock, Q8_K_BYTES, QK_K, QS_AT};
 use super::simd128::{
-    comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, k_summs_x4, ld, ld_f32x4, qh_at, qh_bits16, reduce4, store4,
+    blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, k_summs_x4, ld, ld_f32x4, mins_x4, q6_k_unsigned, qh_at,
+    qh_bits16, reduce4, rows4_of, store4,
 };
 
 const QK: usize = 32;
@@ -42,12 +43,6 @@ const QK: usize = 32;
 #[inline(always)]
 fn rdot(a: v128, b: v128, acc: v128) -> v128 {
     i32x4_relaxed_dot_i8x16_i7x16_add(a, b, acc)
-}
-
-/// The four weight rows of a rows4 call (`rb` bytes apart), each cut to `len` bytes.
-#[inline(always)]
-fn rows(w: &[u8], rb: usize, len: usize) -> [&[u8]; 4] {
-    [&w[..len], &w[rb..rb + len], &w[2 * rb..2 * rb + len], &w[3 * rb..3 * rb + len]]
 }
 
 // ---- 32-element formats paired with Q8_0 activations ----
@@ -86,13 +81,13 @@ pub(super) fn prep_q8_0(a: &[u8], n: usize, out: &mut Vec<u8>) {
 /// Q8_0 weights × one prepared Q8_0 activation row (`prep_q8_0`), four rows at a time.
 pub(super) fn rows4_q8_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
     let (nb, wb) = (n / QK, Q8_0_BYTES);
-    let r = rows(w, rb, nb * wb);
+    let r = rows4_of(w, rb, nb * wb);
     let p = &p[..nb * PREP_Q8_0];
     let zero = i32x4_splat(0);
     let mut acc = f32x4_splat(0.0);
     for i in 0..nb {
         let y = &p[i * PREP_Q8_0..(i + 1) * PREP_Q8_0];
-        let x: [&[u8]; 4] = core::array::from_fn(|k| &r[k][i * wb..(i + 1) * wb]);
+        let x = blocks4(&r, i, wb);
         let s = if y[68] != 0 {
             // −128 has no 7-bit magnitude: the widening path on the quants themselves.
             let (al, ah) = (ld(y, 0), ld(y, 16));
@@ -175,13 +170,13 @@ fn rows4_unsigned_family(
     unpack: impl Fn(&[u8]) -> (v128, v128),
     comb: impl Fn(v128, v128, v128) -> v128,
 ) -> [f32; 4] {
-    let r = rows(w, rb, nb * wb);
+    let r = rows4_of(w, rb, nb * wb);
     let p = &p[..nb * PREP_UNSIGNED];
     let mut acc = f32x4_splat(0.0);
     for i in 0..nb {
         let y = &p[i * PREP_UNSIGNED..(i + 1) * PREP_UNSIGNED];
         let (al, ah, start) = (ld(y, 0), ld(y, 16), ld(y, 32));
-        let x: [&[u8]; 4] = core::array::from_fn(|k| &r[k][i * wb..(i + 1) * wb]);
+        let x = blocks4(&r, i, wb);
         let d = |x: &[u8]| {
             let (ul, uh) = unpack(x);
             rdot(ah, uh, rdot(al, ul, start))
@@ -271,13 +266,13 @@ fn q4_k_isum(x: &[u8], yb: &[u8], sc: &[u8; 8]) -> v128 {
 
 pub(super) fn rows4_q4_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let nb = n / QK_K;
-    let r = rows(w, rb, nb * Q4_K_BYTES);
+    let r = rows4_of(w, rb, nb * Q4_K_BYTES);
     let a = &a[..nb * Q8_K_BYTES];
     let mut sumf = f32x4_splat(0.0);
     for i in 0..nb {
         let yb = &a[i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES];
         let y = Q8KBlock::new(yb);
-        let x: [&[u8]; 4] = core::array::from_fn(|k| &r[k][i * Q4_K_BYTES..(i + 1) * Q4_K_BYTES]);
+        let x = blocks4(&r, i, Q4_K_BYTES);
         let sm: [([u8; 8], [u8; 8]); 4] = core::array::from_fn(|k| scales_mins(&x[k][4..16]));
         let s = reduce4(
             q4_k_isum(x[0], yb, &sm[0].0),
@@ -286,14 +281,11 @@ pub(super) fn rows4_q4_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
             q4_k_isum(x[3], yb, &sm[3].0),
         );
         let isum = f32x4_convert_i32x4(s);
-        let mv = |m: &[u8; 8]| {
-            (u32x4(m[0] as u32, m[1] as u32, m[2] as u32, m[3] as u32), u32x4(m[4] as u32, m[5] as u32, m[6] as u32, m[7] as u32))
-        };
         let mins = f32x4_convert_i32x4(reduce4(
-            k_summs_x4(yb, mv(&sm[0].1)),
-            k_summs_x4(yb, mv(&sm[1].1)),
-            k_summs_x4(yb, mv(&sm[2].1)),
-            k_summs_x4(yb, mv(&sm[3].1)),
+            k_summs_x4(yb, mins_x4(&sm[0].1)),
+            k_summs_x4(yb, mins_x4(&sm[1].1)),
+            k_summs_x4(yb, mins_x4(&sm[2].1)),
+            k_summs_x4(yb, mins_x4(&sm[3].1)),
         ));
         let yd = f32x4_splat(y.d);
         let d = f32x4_mul(f16x4_at(x[0], x[1], x[2], x[3], 0), yd);
@@ -308,19 +300,13 @@ pub(super) fn rows4_q4_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
 /// (group g covers elements 16g..16g+16 and has scale `sc[g]`).
 #[inline(always)]
 fn unsigned_q6_k(x: &[u8]) -> [v128; 16] {
-    let m4 = u8x16_splat(0x0f);
-    let m30 = u8x16_splat(0x30);
     let mut u = [i32x4_splat(0); 16];
     for h in 0..2 {
         for (j, l0) in [0usize, 16].into_iter().enumerate() {
-            let qa = ld(x, 64 * h + l0);
-            let qb = ld(x, 64 * h + 32 + l0);
-            let hb = ld(x, 128 + 32 * h + l0);
             // element e = 128h + 32s + l0 + l (l < 16) lies in group e / 16 = 8h + 2s + j
-            u[8 * h + j] = v128_or(v128_and(qa, m4), v128_and(i8x16_shl(hb, 4), m30));
-            u[8 * h + 2 + j] = v128_or(v128_and(qb, m4), v128_and(i8x16_shl(hb, 2), m30));
-            u[8 * h + 4 + j] = v128_or(u8x16_shr(qa, 4), v128_and(hb, m30));
-            u[8 * h + 6 + j] = v128_or(u8x16_shr(qb, 4), v128_and(u8x16_shr(hb, 2), m30));
+            for (s, v) in q6_k_unsigned(x, h, l0).into_iter().enumerate() {
+                u[8 * h + 2 * s + j] = v;
+            }
         }
     }
     u
@@ -347,14 +333,14 @@ fn q6_k_isum(u: &[v128; 16], sc: &[u8], yb: &[u8], starts: &[v128; 16]) -> v128 
 
 pub(super) fn rows4_q6_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let nb = n / QK_K;
-    let r = rows(w, rb, nb * Q6_K_BYTES);
+    let r = rows4_of(w, rb, nb * Q6_K_BYTES);
     let a = &a[..nb * Q8_K_BYTES];
     let mut sumf = f32x4_splat(0.0);
     for i in 0..nb {
         let yb = &a[i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES];
         let yd = f32x4_splat(Q8KBlock::new(yb).d);
         let starts = q6_k_starts(yb);
-        let x: [&[u8]; 4] = core::array::from_fn(|k| &r[k][i * Q6_K_BYTES..(i + 1) * Q6_K_BYTES]);
+        let x = blocks4(&r, i, Q6_K_BYTES);
         let d = |x: &[u8]| q6_k_isum(&unsigned_q6_k(x), &x[192..208], yb, &starts);
         let isum = f32x4_convert_i32x4(reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3])));
         let dx = f16x4_at(x[0], x[1], x[2], x[3], 208);

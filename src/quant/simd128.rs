@@ -250,9 +250,10 @@ pub(super) fn vec_dot_q5_1_q8_1(w: &[u8], a: &[u8], n: usize) -> f32 {
     sumf
 }
 
-/// `k_summs` as i32x4 partial sums (lanes add up to it): the sixteen i16 bsums of the Q8_K
-/// block `yb` summed in pairs (`i32x4.extadd_pairwise_i16x8_s`) times the eight mins `mv`
-/// (two u32x4). Exact: |pair sum| <= 32 * 128, min <= 63.
+/// Σ_j min_j · (bsum_2j + bsum_2j+1) of Q4_K/Q5_K as i32x4 partial sums (lanes add up to it):
+/// the sixteen i16 bsums of the Q8_K block `yb` summed in pairs
+/// (`i32x4.extadd_pairwise_i16x8_s`) times the eight mins `mv` (`mins_x4`). Exact: |pair sum|
+/// <= 32 * 128, min <= 63.
 #[inline(always)]
 pub(super) fn k_summs_x4(yb: &[u8], mv: (v128, v128)) -> v128 {
     let p0 = i32x4_extadd_pairwise_i16x8(ld(yb, BSUMS_AT));
@@ -260,70 +261,46 @@ pub(super) fn k_summs_x4(yb: &[u8], mv: (v128, v128)) -> v128 {
     i32x4_add(i32x4_mul(p0, mv.0), i32x4_mul(p1, mv.1))
 }
 
-/// Σ_j min_j * (bsums[2j] + bsums[2j+1]) for Q4_K/Q5_K (scalar: 8 multiply-adds).
+/// The eight 6-bit mins of a Q4_K/Q5_K block as the two u32x4 `k_summs_x4` multiplies by.
 #[inline(always)]
-pub(super) fn k_summs(y: &Q8KBlock<'_>, m: &[u8; 8]) -> i32 {
-    let mut summs = 0i32;
-    for j in 0..8 {
-        summs += m[j] as i32 * (y.bsum(2 * j) + y.bsum(2 * j + 1));
-    }
-    summs
+pub(super) fn mins_x4(m: &[u8; 8]) -> (v128, v128) {
+    (u32x4(m[0] as u32, m[1] as u32, m[2] as u32, m[3] as u32), u32x4(m[4] as u32, m[5] as u32, m[6] as u32, m[7] as u32))
 }
 
-pub(super) fn vec_dot_q4_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
+/// Q4_K and Q5_K × Q8_K: the same super-block (scales and mins, 4-bit quants at `qs_at`);
+/// `high(x, c)` gives the fifth bits (already at bit 4) of sub-blocks 2c and 2c+1 as the vectors
+/// or-ed into (lo nibbles of bytes 0..16, 16..32, hi nibbles of bytes 0..16, 16..32); Q4_K has
+/// none (zeros).
+#[inline(always)]
+fn vec_dot_q45_k(
+    w: &[u8],
+    a: &[u8],
+    n: usize,
+    block_bytes: usize,
+    qs_at: usize,
+    high: impl Fn(&[u8], usize) -> [v128; 4],
+) -> f32 {
     let nb = n / QK_K;
-    let (w, a) = (&w[..nb * Q4_K_BYTES], &a[..nb * Q8_K_BYTES]);
+    let (w, a) = (&w[..nb * block_bytes], &a[..nb * Q8_K_BYTES]);
     let m4 = u8x16_splat(0x0f);
     let mut sumf = 0f32;
-    for (x, yb) in w.chunks_exact(Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+    for (x, yb) in w.chunks_exact(block_bytes).zip(a.chunks_exact(Q8_K_BYTES)) {
         let y = Q8KBlock::new(yb);
         let (sc, m) = scales_mins(&x[4..16]);
         let mut acc = i32x4_splat(0);
         for c in 0..4 {
-            let (b0, b1) = (ld(x, 16 + 32 * c), ld(x, 32 + 32 * c));
+            let (b0, b1) = (ld(x, qs_at + 32 * c), ld(x, qs_at + 16 + 32 * c));
+            let [hl0, hl1, hu0, hu1] = high(x, c);
+            let (l0, l1) = (v128_or(v128_and(b0, m4), hl0), v128_or(v128_and(b1, m4), hl1));
+            let (u0, u1) = (v128_or(u8x16_shr(b0, 4), hu0), v128_or(u8x16_shr(b1, 4), hu1));
             let q = QS_AT + 64 * c;
-            let lo = i32x4_add(dot_i8(v128_and(b0, m4), ld(yb, q)), dot_i8(v128_and(b1, m4), ld(yb, q + 16)));
-            let hi = i32x4_add(dot_i8(u8x16_shr(b0, 4), ld(yb, q + 32)), dot_i8(u8x16_shr(b1, 4), ld(yb, q + 48)));
-            acc = i32x4_add(acc, i32x4_mul(lo, i32x4_splat(sc[2 * c] as i32)));
-            acc = i32x4_add(acc, i32x4_mul(hi, i32x4_splat(sc[2 * c + 1] as i32)));
-        }
-        let isum = hsum(acc);
-        let summs = k_summs(&y, &m);
-        let d = read_f16(x, 0) * y.d;
-        let dmin = read_f16(x, 2) * y.d;
-        sumf += d * isum as f32 - dmin * summs as f32;
-    }
-    sumf
-}
-
-pub(super) fn vec_dot_q5_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
-    let nb = n / QK_K;
-    let (w, a) = (&w[..nb * Q5_K_BYTES], &a[..nb * Q8_K_BYTES]);
-    let m4 = u8x16_splat(0x0f);
-    let one = u8x16_splat(1);
-    let mut sumf = 0f32;
-    for (x, yb) in w.chunks_exact(Q5_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
-        let y = Q8KBlock::new(yb);
-        let (sc, m) = scales_mins(&x[4..16]);
-        let (h0, h1) = (ld(x, 16), ld(x, 32));
-        let mut acc = i32x4_splat(0);
-        for c in 0..4 {
-            let (j0, j1) = (2 * c as u32, 2 * c as u32 + 1);
-            // Fifth bit of sub-block j: bit j of qh[l], moved to bit 4.
-            let hb = |h: v128, j: u32| i8x16_shl(v128_and(u8x16_shr(h, j), one), 4);
-            let (b0, b1) = (ld(x, 48 + 32 * c), ld(x, 64 + 32 * c));
-            let q = QS_AT + 64 * c;
-            let l0 = v128_or(v128_and(b0, m4), hb(h0, j0));
-            let l1 = v128_or(v128_and(b1, m4), hb(h1, j0));
-            let u0 = v128_or(u8x16_shr(b0, 4), hb(h0, j1));
-            let u1 = v128_or(u8x16_shr(b1, 4), hb(h1, j1));
             let lo = i32x4_add(dot_i8(l0, ld(yb, q)), dot_i8(l1, ld(yb, q + 16)));
             let hi = i32x4_add(dot_i8(u0, ld(yb, q + 32)), dot_i8(u1, ld(yb, q + 48)));
             acc = i32x4_add(acc, i32x4_mul(lo, i32x4_splat(sc[2 * c] as i32)));
             acc = i32x4_add(acc, i32x4_mul(hi, i32x4_splat(sc[2 * c + 1] as i32)));
         }
         let isum = hsum(acc);
-        let summs = k_summs(&y, &m);
+        let summs = hsum(k_summs_x4(yb, mins_x4(&m)));
         let d = read_f16(x, 0) * y.d;
         let dmin = read_f16(x, 2) * y.d;
         sumf += d * isum as f32 - dmin * summs as f32;
@@ -331,11 +308,42 @@ pub(super) fn vec_dot_q5_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
     sumf
 }
 
+pub(super) fn vec_dot_q4_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
+    let zero = i32x4_splat(0);
+    vec_dot_q45_k(w, a, n, Q4_K_BYTES, 16, |_, _| [zero; 4])
+}
+
+pub(super) fn vec_dot_q5_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
+    let one = u8x16_splat(1);
+    vec_dot_q45_k(w, a, n, Q5_K_BYTES, 48, |x, c| {
+        // Fifth bit of sub-block j: bit j of qh[l], moved to bit 4.
+        let (h0, h1) = (ld(x, 16), ld(x, 32));
+        let hb = |h: v128, j: u32| i8x16_shl(v128_and(u8x16_shr(h, j), one), 4);
+        let (j0, j1) = (2 * c as u32, 2 * c as u32 + 1);
+        [hb(h0, j0), hb(h1, j0), hb(h0, j1), hb(h1, j1)]
+    })
+}
+
+/// Q6_K: the unsigned quants (0..63; the format subtracts 32) of the four 32-element sub-blocks
+/// s = 0..4 of half `h`, elements `l0..l0 + 16` of each (element 128h + 32s + l0 + l).
+#[inline(always)]
+pub(super) fn q6_k_unsigned(x: &[u8], h: usize, l0: usize) -> [v128; 4] {
+    let m4 = u8x16_splat(0x0f);
+    let m30 = u8x16_splat(0x30);
+    let qa = ld(x, 64 * h + l0);
+    let qb = ld(x, 64 * h + 32 + l0);
+    let hb = ld(x, 128 + 32 * h + l0);
+    [
+        v128_or(v128_and(qa, m4), v128_and(i8x16_shl(hb, 4), m30)),
+        v128_or(v128_and(qb, m4), v128_and(i8x16_shl(hb, 2), m30)),
+        v128_or(u8x16_shr(qa, 4), v128_and(hb, m30)),
+        v128_or(u8x16_shr(qb, 4), v128_and(u8x16_shr(hb, 2), m30)),
+    ]
+}
+
 pub(super) fn vec_dot_q6_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
     let nb = n / QK_K;
     let (w, a) = (&w[..nb * Q6_K_BYTES], &a[..nb * Q8_K_BYTES]);
-    let m4 = u8x16_splat(0x0f);
-    let m30 = u8x16_splat(0x30);
     let e32 = i8x16_splat(32);
     let mut sumf = 0f32;
     for (x, yb) in w.chunks_exact(Q6_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
@@ -344,16 +352,9 @@ pub(super) fn vec_dot_q6_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
         let mut acc = i32x4_splat(0);
         for h in 0..2 {
             for l0 in [0usize, 16] {
-                let qa = ld(x, 64 * h + l0);
-                let qb = ld(x, 64 * h + 32 + l0);
-                let hb = ld(x, 128 + 32 * h + l0);
-                let q0 = i8x16_sub(v128_or(v128_and(qa, m4), v128_and(i8x16_shl(hb, 4), m30)), e32);
-                let q1 = i8x16_sub(v128_or(v128_and(qb, m4), v128_and(i8x16_shl(hb, 2), m30)), e32);
-                let q2 = i8x16_sub(v128_or(u8x16_shr(qa, 4), v128_and(hb, m30)), e32);
-                let q3 = i8x16_sub(v128_or(u8x16_shr(qb, 4), v128_and(u8x16_shr(hb, 2), m30)), e32);
-                for (s, qv) in [q0, q1, q2, q3].into_iter().enumerate() {
+                for (s, u) in q6_k_unsigned(x, h, l0).into_iter().enumerate() {
                     let e = 128 * h + 32 * s + l0;
-                    let p = dot_i8(qv, ld(yb, QS_AT + e));
+                    let p = dot_i8(i8x16_sub(u, e32), ld(yb, QS_AT + e));
                     acc = i32x4_add(acc, i32x4_mul(p, i32x4_splat(sc[e / 16] as i8 as i32)));
                 }
             }
@@ -471,6 +472,18 @@ pub(super) fn store4(v: v128) -> [f32; 4] {
     [f32x4_extract_lane::<0>(v), f32x4_extract_lane::<1>(v), f32x4_extract_lane::<2>(v), f32x4_extract_lane::<3>(v)]
 }
 
+/// The four weight rows of a rows4 call (`rb` bytes apart), each cut to `len` bytes.
+#[inline(always)]
+pub(super) fn rows4_of(w: &[u8], rb: usize, len: usize) -> [&[u8]; 4] {
+    [&w[..len], &w[rb..rb + len], &w[2 * rb..2 * rb + len], &w[3 * rb..3 * rb + len]]
+}
+
+/// Block `i` (`wb` bytes) of each of four rows.
+#[inline(always)]
+pub(super) fn blocks4<'a>(r: &[&'a [u8]; 4], i: usize, wb: usize) -> [&'a [u8]; 4] {
+    core::array::from_fn(|k| &r[k][i * wb..(i + 1) * wb])
+}
+
 /// Four weight rows (`w`, consecutive, `rb` bytes apart) × one Q8_0 activation row.
 /// `unpack(block)` gives the block's 32 weight quants as two i8x16 (elements 0..16, 16..32).
 #[inline(always)]
@@ -483,15 +496,13 @@ fn rows4_q8_0_family(
     unpack: impl Fn(&[u8]) -> (v128, v128),
     comb: impl Fn(v128, v128, v128) -> v128,
 ) -> [f32; 4] {
-    let (r0, r1, r2, r3) = (&w[..rb], &w[rb..2 * rb], &w[2 * rb..3 * rb], &w[3 * rb..4 * rb]);
-    let (r0, r1, r2, r3) = (&r0[..nb * wb], &r1[..nb * wb], &r2[..nb * wb], &r3[..nb * wb]);
+    let r = rows4_of(w, rb, nb * wb);
     let a = &a[..nb * Q8_0_BYTES];
     let mut acc = f32x4_splat(0.0);
     for i in 0..nb {
         let y = &a[i * Q8_0_BYTES..(i + 1) * Q8_0_BYTES];
         let p = widen2(ld(y, 2), ld(y, 18));
-        let (x0, x1, x2, x3) =
-            (&r0[i * wb..(i + 1) * wb], &r1[i * wb..(i + 1) * wb], &r2[i * wb..(i + 1) * wb], &r3[i * wb..(i + 1) * wb]);
+        let [x0, x1, x2, x3] = blocks4(&r, i, wb);
         let d = |x: &[u8]| {
             let (l, h) = unpack(x);
             dot_w(&p, l, h)
@@ -684,7 +695,7 @@ pub(super) fn toks4_q4_k(w: &[u8], a: &[u8], ab: usize, _dy: &[f32], n: usize) -
             }
         }
         let isum = f32x4_convert_i32x4(reduce4(acc[0], acc[1], acc[2], acc[3]));
-        let mv = (u32x4(m[0] as u32, m[1] as u32, m[2] as u32, m[3] as u32), u32x4(m[4] as u32, m[5] as u32, m[6] as u32, m[7] as u32));
+        let mv = mins_x4(&m);
         let summs = f32x4_convert_i32x4(reduce4(
             k_summs_x4(ys[0], mv),
             k_summs_x4(ys[1], mv),
@@ -706,8 +717,6 @@ pub(super) fn toks4_q6_k(w: &[u8], a: &[u8], ab: usize, _dy: &[f32], n: usize) -
     let nb = n / QK_K;
     let w = &w[..nb * Q6_K_BYTES];
     let ar = act_rows4(a, ab, nb, Q8_K_BYTES);
-    let m4 = u8x16_splat(0x0f);
-    let m30 = u8x16_splat(0x30);
     let e32 = i8x16_splat(32);
     let mut sumf = f32x4_splat(0.0);
     for i in 0..nb {
@@ -722,13 +731,7 @@ pub(super) fn toks4_q6_k(w: &[u8], a: &[u8], ab: usize, _dy: &[f32], n: usize) -
         let mut acc = [i32x4_splat(0); 4];
         for h in 0..2 {
             for l0 in [0usize, 16] {
-                let qa = ld(x, 64 * h + l0);
-                let qb = ld(x, 64 * h + 32 + l0);
-                let hb = ld(x, 128 + 32 * h + l0);
-                let q0 = i8x16_sub(v128_or(v128_and(qa, m4), v128_and(i8x16_shl(hb, 4), m30)), e32);
-                let q1 = i8x16_sub(v128_or(v128_and(qb, m4), v128_and(i8x16_shl(hb, 2), m30)), e32);
-                let q2 = i8x16_sub(v128_or(u8x16_shr(qa, 4), v128_and(hb, m30)), e32);
-                let q3 = i8x16_sub(v128_or(u8x16_shr(qb, 4), v128_and(u8x16_shr(hb, 2), m30)), e32);
+                let [q0, q1, q2, q3] = q6_k_unsigned(x, h, l0).map(|u| i8x16_sub(u, e32));
                 let e = |s: usize| 128 * h + 32 * s + l0;
                 let s = |s: usize| i16x8_splat(sc[e(s) / 16] as i8 as i16);
                 let ws = [widen_scaled(q0, s(0)), widen_scaled(q1, s(1)), widen_scaled(q2, s(2)), widen_scaled(q3, s(3))];

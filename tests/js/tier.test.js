@@ -76,8 +76,8 @@ test(`Node with ${FLAG}: the draft relaxed SIMD fails the probe, so auto runs si
   // A child node with the flag (V8 flags are per process; the engine's worker inherits them).
   const script = `
     import { createEngine } from ${JSON.stringify(pathToFileURL(path.join(ROOT, 'pkg/src/node.js')).href)};
-    import { relaxedSimdSupported } from ${JSON.stringify(pathToFileURL(path.join(ROOT, 'pkg/src/tier.js')).href)};
-    const out = { probe: relaxedSimdSupported(), validates: WebAssembly.validate(new Uint8Array([0,97,115,109,1,0,0,0,1,8,1,96,3,123,123,123,1,123,3,2,1,0,10,13,1,11,0,32,0,32,1,32,2,253,147,2,11])) };
+    import { relaxedSimdSupported, RELAXED_PROBE } from ${JSON.stringify(pathToFileURL(path.join(ROOT, 'pkg/src/tier.js')).href)};
+    const out = { probe: relaxedSimdSupported(), validates: WebAssembly.validate(RELAXED_PROBE) };
     for (const [k, o] of Object.entries({ auto: {}, relaxed: { simd: 'relaxed' }, simd128: { simd: 'simd128' },
         url: { simd: 'relaxed', wasmUrl: ${JSON.stringify(pathToFileURL(WASM).href)} } })) {
       try {
