@@ -217,7 +217,7 @@ export interface MemoryEstimate {
     runtime: { module: number; header: number; tokenizer: number; model: number; fragmentation: number };
   };
   model: { name: string | null; architecture: string | null; n_vocab: number; n_layer: number; context_length: number; header_bytes: number };
-  /** Bytes of the file read to get here. */
+  /** Bytes of the file read to get here (`estimate()`, and a load refused from its header). */
   bytes_read?: number;
 }
 

@@ -494,6 +494,7 @@ export class Runtime {
     try {
       this.#call(() => this.engine.estimate_begin());
       let complete = false;
+      let read = 0;
       while (!complete) {
         const r = await it.next();
         if (signal.aborted) throw abortedError('load');
@@ -502,6 +503,7 @@ export class Runtime {
           break;
         }
         const c = r.value.slice(); // readers may reuse their buffer
+        read += c.byteLength;
         stash.push(c);
         this.jsBuffers += c.byteLength;
         this.jsBuffersPeak = Math.max(this.jsBuffersPeak, this.jsBuffers);
@@ -513,7 +515,7 @@ export class Runtime {
         }
       }
       // A stream that ends inside the header: the loader says what is wrong with it.
-      if (complete) this.#admit(getTotal(), budget);
+      if (complete) this.#admit(getTotal(), budget, read);
       while (stash.length) {
         const c = stash.shift();
         this.jsBuffers -= c.byteLength;
@@ -534,11 +536,12 @@ export class Runtime {
     }
   }
 
-  /** OVER_MEMORY_BUDGET (with the figures per term) unless the skimmed header's estimate fits. */
-  #admit(total, budget) {
+  /** OVER_MEMORY_BUDGET (with the figures per term) unless the skimmed header's estimate fits;
+   * `read`: the bytes of the file read to decide (the estimate's `bytes_read`, as `estimate()`). */
+  #admit(total, budget, read) {
     const req = budget !== undefined && budget !== null ? { budget_bytes: budget } : {};
     const report = this.#json(() => this.engine.estimate_finish(total ?? undefined, JSON.stringify(req)));
-    const est = shapeEstimate(report);
+    const est = { ...shapeEstimate(report), bytes_read: read };
     this.lastEstimate = est;
     if (!report.fits) throw overBudget(est);
   }
