@@ -22,6 +22,8 @@
 // Index loops mirror the block layouts (element e <- byte b) more legibly than iterator chains.
 #![allow(clippy::needless_range_loop)]
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 mod float;
 mod q2_k;
 mod q3_k;
@@ -185,14 +187,40 @@ pub fn dequantize_kernel(ty: GgmlType) -> Result<DequantKernel, QuantError> {
 }
 
 /// The dot kernel for weights of type `w_ty` against activations of `vec_dot_type(w_ty)`:
-/// the SIMD128 twin on wasm32 builds with `simd128` where there is one (bit-identical to the
-/// scalar kernel, see `simd128.rs`), else the scalar reference.
+/// the SIMD twin where the build (wasm32 with `simd128`) or the CPU (x86-64 with AVX2) has one
+/// (bit-identical to the scalar kernel, see `simd128.rs`, `avx2.rs`), else the scalar reference.
 pub fn vec_dot_kernel(w_ty: GgmlType) -> Result<VecDotKernel, QuantError> {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     if let Some(k) = simd_vec_dot_kernel(w_ty) {
         return Ok(k);
     }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(k) = avx2_kernels(w_ty) {
+        return Ok(k.dot);
+    }
     vec_dot_kernel_scalar(w_ty)
+}
+
+/// The AVX2 kernels for `w_ty` when this CPU has AVX2 (runtime-detected; std caches the probe).
+#[cfg(target_arch = "x86_64")]
+fn avx2_kernels(w_ty: GgmlType) -> Option<&'static avx2::Kernels> {
+    avx2::kernels_for(w_ty).filter(|_| avx2::enabled())
+}
+
+/// The name of the SIMD tier whose kernels `vec_dot_kernel` and friends hand out on this
+/// build and CPU: "relaxed-simd" / "simd128" (wasm builds), "avx2" (x86-64 CPUs with AVX2),
+/// or "scalar".
+pub fn kernel_tier() -> &'static str {
+    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    return "relaxed-simd";
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128", not(target_feature = "relaxed-simd")))]
+    return "simd128";
+    #[cfg(target_arch = "x86_64")]
+    if avx2::enabled() {
+        return "avx2";
+    }
+    #[allow(unreachable_code)]
+    "scalar"
 }
 
 /// Four dots at once: four consecutive weight rows (`w`, `row_bytes` apart) against one
@@ -261,9 +289,13 @@ impl Rows4Kernel {
 }
 
 /// The four-weight-rows kernel for `w_ty` where this build has one (SIMD128 builds: Q4_0,
-/// Q5_0, Q8_0; the relaxed-SIMD build also Q4_K and Q6_K); lengths as for `VecDotKernel`,
-/// validated once by the caller.
+/// Q5_0, Q8_0; the relaxed-SIMD build also Q4_K and Q6_K; AVX2 CPUs: every quantized type);
+/// lengths as for `VecDotKernel`, validated once by the caller.
 pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<Rows4Kernel> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(k) = avx2_kernels(w_ty) {
+        return Some(Rows4Kernel { prep: None, dot: k.rows4 });
+    }
     #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
     {
         use GgmlType::*;
@@ -296,8 +328,12 @@ pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<Rows4Kernel> {
 }
 
 /// The four-tokens kernel for `w_ty` where this build has one (SIMD128 builds: Q4_0, Q5_0,
-/// Q8_0, Q4_K, Q6_K).
+/// Q8_0, Q4_K, Q6_K; AVX2 CPUs: every quantized type).
 pub fn vec_dot_toks4_kernel(w_ty: GgmlType) -> Option<VecDotToks4> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(k) = avx2_kernels(w_ty) {
+        return Some(k.toks4);
+    }
     #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
     {
         use GgmlType::*;
@@ -329,8 +365,13 @@ pub fn vec_dot_toks4_kernel(w_ty: GgmlType) -> Option<VecDotToks4> {
 /// Eight dots at once: as `VecDotToks4` with eight activation rows.
 pub type VecDotToks8 = fn(w_row: &[u8], act: &[u8], act_row_bytes: usize, act_d: &[f32], n: usize) -> [f32; 8];
 
-/// The eight-tokens kernel for `w_ty` where this build has one (SIMD128: Q4_0, Q5_0, Q8_0).
+/// The eight-tokens kernel for `w_ty` where this build has one (SIMD128: Q4_0, Q5_0, Q8_0;
+/// AVX2 CPUs: every quantized type).
 pub fn vec_dot_toks8_kernel(w_ty: GgmlType) -> Option<VecDotToks8> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(k) = avx2_kernels(w_ty) {
+        return Some(k.toks8);
+    }
     #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
     {
         use GgmlType::*;
@@ -357,11 +398,13 @@ pub fn vec_dot_toks8_kernel(w_ty: GgmlType) -> Option<VecDotToks8> {
     }
 }
 
-/// Whether this build has a SIMD twin for `w_ty` (false on every native build).
+/// Whether this build (and CPU) has a SIMD twin for `w_ty`.
 pub fn has_simd_vec_dot(w_ty: GgmlType) -> bool {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     return simd_vec_dot_kernel(w_ty).is_some();
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    #[cfg(target_arch = "x86_64")]
+    return avx2_kernels(w_ty).is_some();
+    #[cfg(not(any(target_arch = "x86_64", all(target_arch = "wasm32", target_feature = "simd128"))))]
     {
         let _ = w_ty;
         false

@@ -16,7 +16,7 @@ use super::q8_k::{Q8KBlock, Q8_K_BYTES, QK_K};
 pub(super) const Q3_K_BYTES: usize = 110;
 
 #[inline]
-fn unpack_scales(s: &[u8]) -> [i32; 16] {
+pub(super) fn unpack_scales(s: &[u8]) -> [i32; 16] {
     let mut out = [0i32; 16];
     for (j, o) in out.iter_mut().enumerate() {
         let lo = if j < 8 { s[j] & 0x0f } else { s[j - 8] >> 4 };
