@@ -30,7 +30,7 @@
 
 use core::arch::x86_64::*;
 
-use super::float::read_f32;
+use super::float::{read_f16, read_f32};
 use super::q3_k::unpack_scales as q3_k_scales;
 use super::q4_k::scales_mins;
 use super::q8_k::{BSUMS_AT, QK_K, QS_AT};
@@ -102,64 +102,72 @@ trait Fmt {
 }
 
 // ---- small helpers -----------------------------------------------------------------------
+// All `unsafe` for one reason: they use AVX2 instructions, so they may only run inside the
+// `#[target_feature(enable = "avx2")]` shape functions, into which they are always inlined.
 
-#[inline]
-#[target_feature(enable = "avx2")]
-fn ld(b: &[u8], at: usize) -> __m256i {
+/// `[e(0), e(1), ..]` built inline (`core::array::from_fn` is not reliably inlined into the
+/// AVX2 functions, and a call per lane would cost more than the lane's work).
+macro_rules! lanes {
+    (4, |$k:ident| $e:expr) => {
+        [{ let $k = 0usize; $e }, { let $k = 1usize; $e }, { let $k = 2usize; $e }, { let $k = 3usize; $e }]
+    };
+    (8, |$k:ident| $e:expr) => {
+        [
+            { let $k = 0usize; $e }, { let $k = 1usize; $e }, { let $k = 2usize; $e }, { let $k = 3usize; $e },
+            { let $k = 4usize; $e }, { let $k = 5usize; $e }, { let $k = 6usize; $e }, { let $k = 7usize; $e },
+        ]
+    };
+}
+
+#[inline(always)]
+unsafe fn ld(b: &[u8], at: usize) -> __m256i {
     let s = &b[at..at + 32];
     // SAFETY: `s` is 32 readable bytes; loadu has no alignment requirement.
     unsafe { _mm256_loadu_si256(s.as_ptr() as *const __m256i) }
 }
 
-#[inline]
-#[target_feature(enable = "avx2")]
-fn ld128(b: &[u8], at: usize) -> __m128i {
+#[inline(always)]
+unsafe fn ld128(b: &[u8], at: usize) -> __m128i {
     let s = &b[at..at + 16];
     // SAFETY: `s` is 16 readable bytes; loadu has no alignment requirement.
     unsafe { _mm_loadu_si128(s.as_ptr() as *const __m128i) }
 }
 
-#[inline]
-#[target_feature(enable = "avx2")]
-fn splat8(v: i8) -> __m256i {
+#[inline(always)]
+unsafe fn splat8(v: i8) -> __m256i {
     _mm256_set1_epi8(v)
 }
 
 /// Per-byte `v >> n` (n < 8) for quants that fit in the bits kept by the caller's mask.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn shr16(v: __m256i, n: usize) -> __m256i {
+#[inline(always)]
+unsafe fn shr16(v: __m256i, n: usize) -> __m256i {
     _mm256_srl_epi16(v, _mm_cvtsi32_si128(n as i32))
 }
 
 /// i32x8 partial sums of Σ p_i (i16 pairs) · the two i16 `scales` of the 128-bit halves.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn scaled(p: __m256i, lo: i16, hi: i16) -> __m256i {
+#[inline(always)]
+unsafe fn scaled(p: __m256i, lo: i16, hi: i16) -> __m256i {
     _mm256_madd_epi16(p, _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo)))
 }
 
 /// i16 pair sums of Σ (q − off_i)·a: `q` unsigned quants, `off` the offsets, both ≤ 63.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn offset_pairs(q: __m256i, off: __m256i, a: __m256i) -> __m256i {
+#[inline(always)]
+unsafe fn offset_pairs(q: __m256i, off: __m256i, a: __m256i) -> __m256i {
     _mm256_sub_epi16(_mm256_maddubs_epi16(q, a), _mm256_maddubs_epi16(off, a))
 }
 
 /// The 32 nibbles of 16 bytes at `x[at..]`, in element order (low nibbles are elements 0..16,
 /// high nibbles 16..32, as Q4_0/Q4_1/Q5_0/Q5_1 and their Q8 activations lay them out).
-#[inline]
-#[target_feature(enable = "avx2")]
-fn nibbles32(x: &[u8], at: usize) -> __m256i {
+#[inline(always)]
+unsafe fn nibbles32(x: &[u8], at: usize) -> __m256i {
     let b = ld128(x, at);
     _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), splat8(0x0f))
 }
 
 /// Byte j = 0x10 where bit j of the little-endian u32 at `x[at..]` is set (Q5_0/Q5_1's
 /// fifth bits, already in place).
-#[inline]
-#[target_feature(enable = "avx2")]
-fn fifth_bits32(x: &[u8], at: usize) -> __m256i {
+#[inline(always)]
+unsafe fn fifth_bits32(x: &[u8], at: usize) -> __m256i {
     let qh = u32::from_le_bytes([x[at], x[at + 1], x[at + 2], x[at + 3]]);
     let sel = _mm256_shuffle_epi8(
         _mm256_set1_epi32(qh as i32),
@@ -172,9 +180,8 @@ fn fifth_bits32(x: &[u8], at: usize) -> __m256i {
 /// f16 bits (zero-extended in u32 lanes) -> f32x8, the same bits as `float::f16_to_f32` lane by
 /// lane: the same exact rescale by 2^112 for finite values (subnormals included: no FTZ/DAZ),
 /// the same payload shift for Inf/NaN. (F16C's `vcvtph2ps` would quiet signalling NaNs.)
-#[inline]
-#[target_feature(enable = "avx2")]
-fn f16_bits_to_f32x8(h: __m256i) -> __m256 {
+#[inline(always)]
+unsafe fn f16_bits_to_f32x8(h: __m256i) -> __m256 {
     let em = _mm256_and_si256(h, _mm256_set1_epi32(0x7fff));
     let sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
     let mag = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(em, 13)), _mm256_set1_ps(f32::from_bits(0x7780_0000)));
@@ -185,17 +192,15 @@ fn f16_bits_to_f32x8(h: __m256i) -> __m256 {
 }
 
 /// The f16 at byte `at` of each of eight blocks, as f32x8.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn f16x8(b: &[&[u8]; 8], at: usize) -> __m256 {
+#[inline(always)]
+unsafe fn f16x8(b: &[&[u8]; 8], at: usize) -> __m256 {
     let h = |k: usize| u16::from_le_bytes([b[k][at], b[k][at + 1]]) as i32;
     f16_bits_to_f32x8(_mm256_setr_epi32(h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7)))
 }
 
 /// Lane k = the sum of the eight i32 lanes of `v[k]` (exact: the sums are far below 2^31).
-#[inline]
-#[target_feature(enable = "avx2")]
-fn reduce8(v: &[__m256i; 8]) -> __m256i {
+#[inline(always)]
+unsafe fn reduce8(v: &[__m256i; 8]) -> __m256i {
     let h01 = _mm256_hadd_epi32(v[0], v[1]);
     let h23 = _mm256_hadd_epi32(v[2], v[3]);
     let h45 = _mm256_hadd_epi32(v[4], v[5]);
@@ -206,27 +211,36 @@ fn reduce8(v: &[__m256i; 8]) -> __m256i {
     _mm256_add_epi32(_mm256_permute2x128_si256::<0x20>(a, b), _mm256_permute2x128_si256::<0x31>(a, b))
 }
 
+/// Eight lanes' scalar from byte `at` of their blocks `b` (`read` decodes one), where the
+/// shape guarantees only `D` distinct blocks: 8 (gathered lane by lane), 2 (lanes 0..4 share
+/// `b[0]`, lanes 4..8 `b[4]`) or 1 (all share `b[0]`). Sharing saves the gather, not bits.
+#[inline(always)]
+unsafe fn lanes_scale<const D: usize>(b: &[&[u8]; 8], at: usize, f16: bool) -> __m256 {
+    let read = |k: usize| if f16 { read_f16(b[k], at) } else { read_f32(b[k], at) };
+    match D {
+        1 => _mm256_set1_ps(read(0)),
+        2 => _mm256_set_m128(_mm_set1_ps(read(4)), _mm_set1_ps(read(0))),
+        _ if f16 => f16x8(b, at),
+        _ => _mm256_setr_ps(read(0), read(1), read(2), read(3), read(4), read(5), read(6), read(7)),
+    }
+}
+
 /// The float terms of eight (weight block, activation block) lanes with integer partial sums
-/// `s` (and min sums `m`): lane k = the scalar kernel's block term for lane k.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn term8<F: Fmt>(x: &[&[u8]; 8], y: &[&[u8]; 8], s: &[__m256i; 8], m: &[__m256i; 8]) -> __m256 {
+/// `s` (and min sums `m`): lane k = the scalar kernel's block term for lane k. `DW` / `DA`: how
+/// many distinct weight / activation blocks the lanes hold (see `lanes_scale`).
+#[inline(always)]
+unsafe fn term8<F: Fmt, const DW: usize, const DA: usize>(x: &[&[u8]; 8], y: &[&[u8]; 8], s: &[__m256i; 8], m: &[__m256i; 8]) -> __m256 {
     let si = _mm256_cvtepi32_ps(reduce8(s));
-    let dx = f16x8(x, F::WD);
-    let dy = if F::ACT == Act::Q8_K {
-        let d = |k: usize| read_f32(y[k], 0);
-        _mm256_setr_ps(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7))
-    } else {
-        f16x8(y, 0)
-    };
+    let dx = lanes_scale::<DW>(x, F::WD, true);
+    let dy = lanes_scale::<DA>(y, 0, F::ACT != Act::Q8_K);
     let dxdy_s = _mm256_mul_ps(_mm256_mul_ps(dx, dy), si);
     match F::COMB {
         Comb::SDxDy => _mm256_mul_ps(_mm256_mul_ps(si, dx), dy),
         Comb::DxDyS => dxdy_s,
-        Comb::PlusMxSy => _mm256_add_ps(dxdy_s, _mm256_mul_ps(f16x8(x, F::WM), f16x8(y, 2))),
+        Comb::PlusMxSy => _mm256_add_ps(dxdy_s, _mm256_mul_ps(lanes_scale::<DW>(x, F::WM, true), lanes_scale::<DA>(y, 2, true))),
         Comb::MinusMins => {
             let mi = _mm256_cvtepi32_ps(reduce8(m));
-            _mm256_sub_ps(dxdy_s, _mm256_mul_ps(_mm256_mul_ps(f16x8(x, F::WM), dy), mi))
+            _mm256_sub_ps(dxdy_s, _mm256_mul_ps(_mm256_mul_ps(lanes_scale::<DW>(x, F::WM, true), dy), mi))
         }
     }
 }
@@ -244,7 +258,7 @@ fn ablk<F: Fmt>(row: &[u8], i: usize) -> &[u8] {
 // ---- the four shapes ---------------------------------------------------------------------
 
 #[target_feature(enable = "avx2")]
-fn dot<F: Fmt>(w: &[u8], a: &[u8], n: usize) -> f32 {
+unsafe fn dot<F: Fmt>(w: &[u8], a: &[u8], n: usize) -> f32 {
     let nb = n / F::QK;
     let (w, a) = (&w[..nb * F::WB], &a[..nb * F::ACT.bytes()]);
     let mut sumf = 0f32;
@@ -253,15 +267,15 @@ fn dot<F: Fmt>(w: &[u8], a: &[u8], n: usize) -> f32 {
         let live = (nb - g).min(8);
         // Lanes past the row's end repeat its last block; their terms are not added.
         let blk = |k: usize| g + k.min(live - 1);
-        let x: [&[u8]; 8] = core::array::from_fn(|k| wblk::<F>(w, blk(k)));
-        let y: [&[u8]; 8] = core::array::from_fn(|k| ablk::<F>(a, blk(k)));
+        let x: [&[u8]; 8] = lanes!(8, |k| wblk::<F>(w, blk(k)));
+        let y: [&[u8]; 8] = lanes!(8, |k| ablk::<F>(a, blk(k)));
         let (mut s, mut m) = ([z; 8], [z; 8]);
         for k in 0..8 {
             // SAFETY: AVX2 is enabled here; x[k], y[k] are whole blocks.
             (s[k], m[k]) = unsafe { F::isum(&F::w(x[k]), &F::a(y[k]), y[k]) };
         }
         // SAFETY: __m256 and [f32; 8] have the same size; lane k is element k.
-        let t: [f32; 8] = unsafe { core::mem::transmute(term8::<F>(&x, &y, &s, &m)) };
+        let t: [f32; 8] = unsafe { core::mem::transmute(term8::<F, 8, 8>(&x, &y, &s, &m)) };
         for &v in &t[..live] {
             sumf += v;
         }
@@ -273,17 +287,16 @@ fn dot<F: Fmt>(w: &[u8], a: &[u8], n: usize) -> f32 {
 /// block i + 1. Dot k is weight row `xr[k]` × activation row `yr[k]`; `TOKS` says which side
 /// the four share (one weight row: toks4, its blocks unpacked once; else one activation row:
 /// rows4, its blocks prepared once). The unused side's unpacking is dead code, removed.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn quad<F: Fmt, const TOKS: bool>(xr: [&[u8]; 4], yr: [&[u8]; 4], nb: usize) -> [f32; 4] {
+#[inline(always)]
+unsafe fn quad<F: Fmt, const TOKS: bool>(xr: [&[u8]; 4], yr: [&[u8]; 4], nb: usize) -> [f32; 4] {
     let z = _mm256_setzero_si256();
     let mut acc = _mm_setzero_ps();
     for i in (0..nb).step_by(2) {
         // An odd last block fills both halves; the second is not added.
         let j = (i + 1).min(nb - 1);
         let blk = |k: usize| if k < 4 { i } else { j };
-        let x: [&[u8]; 8] = core::array::from_fn(|k| wblk::<F>(xr[k % 4], blk(k)));
-        let y: [&[u8]; 8] = core::array::from_fn(|k| ablk::<F>(yr[k % 4], blk(k)));
+        let x: [&[u8]; 8] = lanes!(8, |k| wblk::<F>(xr[k % 4], blk(k)));
+        let y: [&[u8]; 8] = lanes!(8, |k| ablk::<F>(yr[k % 4], blk(k)));
         // SAFETY (all unsafe calls below): AVX2 is enabled here; the slices are whole blocks.
         let (wi, wj, ai, aj) = unsafe { (F::w(x[0]), F::w(x[4]), F::a(y[0]), F::a(y[4])) };
         let (mut s, mut m) = ([z; 8], [z; 8]);
@@ -297,7 +310,7 @@ fn quad<F: Fmt, const TOKS: bool>(xr: [&[u8]; 4], yr: [&[u8]; 4], nb: usize) -> 
                 }
             };
         }
-        let t = term8::<F>(&x, &y, &s, &m);
+        let t = if TOKS { term8::<F, 2, 8>(&x, &y, &s, &m) } else { term8::<F, 8, 2>(&x, &y, &s, &m) };
         acc = _mm_add_ps(acc, _mm256_castps256_ps128(t));
         if j > i {
             acc = _mm_add_ps(acc, _mm256_extractf128_ps::<1>(t));
@@ -308,36 +321,36 @@ fn quad<F: Fmt, const TOKS: bool>(xr: [&[u8]; 4], yr: [&[u8]; 4], nb: usize) -> 
 }
 
 #[target_feature(enable = "avx2")]
-fn rows4<F: Fmt>(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+unsafe fn rows4<F: Fmt>(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let nb = n / F::QK;
     let a = &a[..nb * F::ACT.bytes()];
-    quad::<F, false>(core::array::from_fn(|k| &w[k * rb..k * rb + nb * F::WB]), [a; 4], nb)
+    quad::<F, false>(lanes!(4, |k| &w[k * rb..k * rb + nb * F::WB]), [a; 4], nb)
 }
 
 #[target_feature(enable = "avx2")]
-fn toks4<F: Fmt>(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
+unsafe fn toks4<F: Fmt>(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
     let nb = n / F::QK;
     let w = &w[..nb * F::WB];
-    quad::<F, true>([w; 4], core::array::from_fn(|k| &a[k * ab..k * ab + nb * F::ACT.bytes()]), nb)
+    quad::<F, true>([w; 4], lanes!(4, |k| &a[k * ab..k * ab + nb * F::ACT.bytes()]), nb)
 }
 
 #[target_feature(enable = "avx2")]
-fn toks8<F: Fmt>(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 8] {
+unsafe fn toks8<F: Fmt>(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 8] {
     let nb = n / F::QK;
     let w = &w[..nb * F::WB];
-    let t: [&[u8]; 8] = core::array::from_fn(|k| &a[k * ab..k * ab + nb * F::ACT.bytes()]);
+    let t: [&[u8]; 8] = lanes!(8, |k| &a[k * ab..k * ab + nb * F::ACT.bytes()]);
     let z = _mm256_setzero_si256();
     let mut acc = _mm256_setzero_ps();
     for i in 0..nb {
         let x: [&[u8]; 8] = [wblk::<F>(w, i); 8];
-        let y: [&[u8]; 8] = core::array::from_fn(|k| ablk::<F>(t[k], i));
+        let y: [&[u8]; 8] = lanes!(8, |k| ablk::<F>(t[k], i));
         // SAFETY (all unsafe calls below): AVX2 is enabled here; the slices are whole blocks.
         let wi = unsafe { F::w(x[0]) };
         let (mut s, mut m) = ([z; 8], [z; 8]);
         for k in 0..8 {
             (s[k], m[k]) = unsafe { F::isum(&wi, &F::a(y[k]), y[k]) };
         }
-        acc = _mm256_add_ps(acc, term8::<F>(&x, &y, &s, &m));
+        acc = _mm256_add_ps(acc, term8::<F, 1, 8>(&x, &y, &s, &m));
     }
     // SAFETY: __m256 and [f32; 8] have the same size; lane k is element k.
     unsafe { core::mem::transmute(acc) }
@@ -373,20 +386,17 @@ macro_rules! nibble_format {
             const COMB: Comb = $comb;
             type W = __m256i;
             type A = OffAct;
-            #[inline]
-            #[target_feature(enable = "avx2")]
+            #[inline(always)]
             unsafe fn w($x: &[u8]) -> __m256i {
                 $unpack
             }
-            #[inline]
-            #[target_feature(enable = "avx2")]
+            #[inline(always)]
             unsafe fn a(y: &[u8]) -> OffAct {
                 let q = ld(y, $qs);
                 let off = if $off == 0 { _mm256_setzero_si256() } else { _mm256_maddubs_epi16(splat8($off), q) };
                 OffAct { q, off }
             }
-            #[inline]
-            #[target_feature(enable = "avx2")]
+            #[inline(always)]
             unsafe fn isum(w: &__m256i, a: &OffAct, _y: &[u8]) -> (__m256i, __m256i) {
                 let mut p = _mm256_maddubs_epi16(*w, a.q);
                 if $off != 0 {
@@ -404,9 +414,8 @@ nibble_format!(Q4_1, 20, Act::Q8_1, 4, 2, Comb::PlusMxSy, 0, |x| nibbles32(x, 4)
 nibble_format!(Q5_1, 24, Act::Q8_1, 4, 2, Comb::PlusMxSy, 0, |x| _mm256_or_si256(nibbles32(x, 8), fifth_bits32(x, 4)));
 
 /// The 32 i8 at `b[at..]` widened to two i16x16.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn widen32(b: &[u8], at: usize) -> [__m256i; 2] {
+#[inline(always)]
+unsafe fn widen32(b: &[u8], at: usize) -> [__m256i; 2] {
     [_mm256_cvtepi8_epi16(ld128(b, at)), _mm256_cvtepi8_epi16(ld128(b, at + 16))]
 }
 
@@ -418,18 +427,15 @@ impl Fmt for Q8_0 {
     const COMB: Comb = Comb::DxDyS;
     type W = [__m256i; 2];
     type A = [__m256i; 2];
-    #[inline]
-    #[target_feature(enable = "avx2")]
+    #[inline(always)]
     unsafe fn w(x: &[u8]) -> [__m256i; 2] {
         widen32(x, 2)
     }
-    #[inline]
-    #[target_feature(enable = "avx2")]
+    #[inline(always)]
     unsafe fn a(y: &[u8]) -> [__m256i; 2] {
         widen32(y, 2)
     }
-    #[inline]
-    #[target_feature(enable = "avx2")]
+    #[inline(always)]
     unsafe fn isum(w: &[__m256i; 2], a: &[__m256i; 2], _y: &[u8]) -> (__m256i, __m256i) {
         let s = _mm256_add_epi32(_mm256_madd_epi16(w[0], a[0]), _mm256_madd_epi16(w[1], a[1]));
         (s, _mm256_setzero_si256())
@@ -447,9 +453,8 @@ struct KBlock {
     mins: __m256i,
 }
 
-#[inline]
-#[target_feature(enable = "avx2")]
-fn k_isum(w: &KBlock, y: &[u8]) -> (__m256i, __m256i) {
+#[inline(always)]
+unsafe fn k_isum(w: &KBlock, y: &[u8]) -> (__m256i, __m256i) {
     let mut acc = _mm256_setzero_si256();
     for c in 0..8 {
         let a = ld(y, QS_AT + 32 * c);
@@ -475,16 +480,13 @@ macro_rules! k_format {
             const COMB: Comb = $comb;
             type W = KBlock;
             type A = ();
-            #[inline]
-            #[target_feature(enable = "avx2")]
+            #[inline(always)]
             unsafe fn w($x: &[u8]) -> KBlock {
                 $unpack
             }
-            #[inline]
-            #[target_feature(enable = "avx2")]
+            #[inline(always)]
             unsafe fn a(_y: &[u8]) {}
-            #[inline]
-            #[target_feature(enable = "avx2")]
+            #[inline(always)]
             unsafe fn isum(w: &KBlock, _a: &(), y: &[u8]) -> (__m256i, __m256i) {
                 k_isum(w, y)
             }
@@ -494,9 +496,8 @@ macro_rules! k_format {
 
 /// Q4_K / Q5_K: chunk c = sub-block c: the nibbles of `qs[32(c/2)..]` (low for even c, high for
 /// odd), with Q5_K's fifth bit c of `qh[l]`; scale and min c from the packed 12 bytes.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn unpack_q45_k(x: &[u8], qs_at: usize, qh_at: Option<usize>) -> KBlock {
+#[inline(always)]
+unsafe fn unpack_q45_k(x: &[u8], qs_at: usize, qh_at: Option<usize>) -> KBlock {
     let (sc, m) = scales_mins(&x[4..16]);
     let m4 = splat8(0x0f);
     let mut q = [_mm256_setzero_si256(); 8];
@@ -515,7 +516,7 @@ fn unpack_q45_k(x: &[u8], qs_at: usize, qh_at: Option<usize>) -> KBlock {
     // Each min multiplies the two bsums of its sub-block.
     let mi = |j: usize| m[j] as i16;
     let mins = _mm256_setr_epi16(mi(0), mi(0), mi(1), mi(1), mi(2), mi(2), mi(3), mi(3), mi(4), mi(4), mi(5), mi(5), mi(6), mi(6), mi(7), mi(7));
-    KBlock { q, off: None, sc: sc.map(|s| (s as i16, s as i16)), mins }
+    KBlock { q, off: None, sc: lanes!(8, |c| (sc[c] as i16, sc[c] as i16)), mins }
 }
 
 k_format!(Q4_K, 144, 0, 2, Comb::MinusMins, |x| unpack_q45_k(x, 16, None));
@@ -523,24 +524,22 @@ k_format!(Q5_K, 176, 0, 2, Comb::MinusMins, |x| unpack_q45_k(x, 48, Some(16)));
 
 /// Q2_K: chunk c = 4h + s is `(qs[32h + l] >> 2s) & 3`; sub-block j's scale is the low nibble
 /// of `scales[j]`, its min the high nibble.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn unpack_q2_k(x: &[u8]) -> KBlock {
+#[inline(always)]
+unsafe fn unpack_q2_k(x: &[u8]) -> KBlock {
     let mut q = [_mm256_setzero_si256(); 8];
     for (c, v) in q.iter_mut().enumerate() {
         *v = _mm256_and_si256(shr16(ld(x, 16 + 32 * (c / 4)), 2 * (c % 4)), splat8(3));
     }
     let s = &x[0..16];
-    let sc = core::array::from_fn(|c| ((s[2 * c] & 0x0f) as i16, (s[2 * c + 1] & 0x0f) as i16));
+    let sc = lanes!(8, |c| ((s[2 * c] & 0x0f) as i16, (s[2 * c + 1] & 0x0f) as i16));
     let mins = _mm256_srli_epi16(_mm256_cvtepu8_epi16(ld128(x, 0)), 4);
     KBlock { q, off: None, sc, mins }
 }
 
 /// Q3_K: chunk c = 4h + s has low bits `(qs[32h + l] >> 2s) & 3` and offset 4 where bit c of
 /// `hmask[l]` is clear; its two scales are the signed 6-bit scales 2c, 2c + 1.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn unpack_q3_k(x: &[u8]) -> KBlock {
+#[inline(always)]
+unsafe fn unpack_q3_k(x: &[u8]) -> KBlock {
     let hm = ld(x, 0);
     let one = splat8(1);
     let mut q = [_mm256_setzero_si256(); 8];
@@ -550,16 +549,15 @@ fn unpack_q3_k(x: &[u8]) -> KBlock {
         off[c] = _mm256_slli_epi16(_mm256_andnot_si256(shr16(hm, c), one), 2);
     }
     let s = q3_k_scales(&x[96..108]);
-    let sc = core::array::from_fn(|c| (s[2 * c] as i16, s[2 * c + 1] as i16));
+    let sc = lanes!(8, |c| (s[2 * c] as i16, s[2 * c + 1] as i16));
     KBlock { q, off: Some(off), sc, mins: _mm256_setzero_si256() }
 }
 
 /// Q6_K: chunk c = 4h + s is `low | high << 4` (0..63, the format subtracts 32): low the low
 /// (s < 2) or high nibble of `ql[64h + 32(s % 2) + l]`, high `(qh[32h + l] >> 2s) & 3`; its two
 /// scales are the i8 scales 2c, 2c + 1.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn unpack_q6_k(x: &[u8]) -> KBlock {
+#[inline(always)]
+unsafe fn unpack_q6_k(x: &[u8]) -> KBlock {
     let (m4, m3) = (splat8(0x0f), splat8(3));
     let mut q = [_mm256_setzero_si256(); 8];
     for c in 0..8 {
@@ -570,7 +568,7 @@ fn unpack_q6_k(x: &[u8]) -> KBlock {
         q[c] = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
     }
     let s = &x[192..208];
-    let sc = core::array::from_fn(|c| (s[2 * c] as i8 as i16, s[2 * c + 1] as i8 as i16));
+    let sc = lanes!(8, |c| (s[2 * c] as i8 as i16, s[2 * c + 1] as i8 as i16));
     KBlock { q, off: Some([splat8(32); 8]), sc, mins: _mm256_setzero_si256() }
 }
 
