@@ -172,6 +172,12 @@ cmd_bench() {
   cmd_model
   cmd_build
   apt_install chromium
+  if [ "${1:-}" = "--chat" ]; then
+    shift
+    log "bench: a 10-turn chat in headless Chromium and through edgellm serve"
+    EDGELLM_CLI="$CARGO_TARGET_DIR/release/edgellm" node bench/chat.mjs "$@"
+    return
+  fi
   if [ ! -d bench/node_modules/@wllama/wllama ] || [ bench/package-lock.json -nt bench/node_modules/.package-lock.json ]; then
     log "bench: npm ci (wllama)"
     (cd bench && npm ci --no-audit --no-fund)
@@ -190,6 +196,8 @@ usage: ./build.sh <command>
   demo    the main job: set up, fetch the model, build, run it natively, serve the page + edgellm serve
   bench   edgellm vs wllama side by side in headless Chromium [--rounds N] [--sustained S]
           [--simd auto|relaxed|simd128|both] (both: edgellm-relaxed and edgellm-simd128 each round)
+  bench --chat  a 10-turn chat (Chromium + edgellm serve): prompt/reused tokens and TTFT per turn,
+          session restore vs prefill of ~2,000 tokens [--only chromium|server] [--tokens 64]
 USAGE
 }
 

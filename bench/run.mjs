@@ -17,13 +17,13 @@
 // (VmHWM/VmRSS of this browser's renderer processes from /proc, polled every 100 ms), medians over
 // the rounds, then the ratios edgellm / wllama. Speed figures are only meaningful as ratios
 // within one run: the machine is shared.
-import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
 import { chromium } from 'playwright-core';
+import { CHROMIUM, CHROMIUM_ARGS, startStaticServer } from './harness.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -45,7 +45,6 @@ if (!['auto', 'relaxed', 'simd128', 'both'].includes(SIMD)) {
 const EDGELLM_RUNS = SIMD === 'both' ? { 'edgellm-relaxed': 'relaxed', 'edgellm-simd128': 'simd128' } : SIMD === 'auto' ? { edgellm: 'auto' } : { [`edgellm-${SIMD}`]: SIMD };
 const MODEL = path.resolve(opt('model', path.join(ROOT, 'models/gemma-3-270m-q4_k_m.gguf')));
 const WLLAMA_WASM = path.join(ROOT, 'bench/node_modules/@wllama/wllama/esm/wasm/wllama.wasm');
-const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 
 for (const [f, what] of [[MODEL, 'model (./build.sh model)'], [path.join(ROOT, 'pkg/wasm/edgellm_bg.wasm'), 'edgellm wasm (./build.sh build)'], [WLLAMA_WASM, 'wllama (npm install in bench/)']]) {
   if (!fs.existsSync(f)) {
@@ -84,36 +83,8 @@ function promptOfTokens(n) {
   return { prompt: words.slice(0, lo).join(' '), counted: count(lo) };
 }
 
-// ---- 127.0.0.1 static server (Range-capable) ----
-const MIME = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json', '.gguf': 'application/octet-stream' };
-function startServer() {
-  const server = http.createServer((req, res) => {
-    const u = new URL(req.url, 'http://x');
-    let file;
-    if (u.pathname === '/model.gguf') file = MODEL;
-    else if (u.pathname === '/wllama.wasm') file = WLLAMA_WASM;
-    else if (/^\/(pkg|bench)\//.test(u.pathname)) file = path.join(ROOT, path.normalize(decodeURIComponent(u.pathname)).replace(/^\/+/, ''));
-    if (!file || !file.startsWith(ROOT) && file !== MODEL || !fs.existsSync(file) || fs.statSync(file).isDirectory()) {
-      res.writeHead(404).end();
-      return;
-    }
-    const size = fs.statSync(file).size;
-    const headers = { 'Content-Type': MIME[path.extname(file)] || 'application/octet-stream', 'Accept-Ranges': 'bytes', 'Cache-Control': 'no-store' };
-    const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range || '');
-    if (m) {
-      const start = +m[1];
-      const end = m[2] ? Math.min(+m[2], size - 1) : size - 1;
-      res.writeHead(206, { ...headers, 'Content-Range': `bytes ${start}-${end}/${size}`, 'Content-Length': end - start + 1 });
-      if (req.method === 'HEAD') return res.end();
-      fs.createReadStream(file, { start, end }).pipe(res);
-    } else {
-      res.writeHead(200, { ...headers, 'Content-Length': size });
-      if (req.method === 'HEAD') return res.end();
-      fs.createReadStream(file).pipe(res);
-    }
-  });
-  return new Promise((r) => server.listen(0, '127.0.0.1', () => r(server)));
-}
+// ---- 127.0.0.1 static server (Range-capable): bench/harness.mjs ----
+const startServer = () => startStaticServer(ROOT, { '/model.gguf': MODEL, '/wllama.wasm': WLLAMA_WASM });
 
 // ---- renderer RSS from /proc ----
 function rendererPids(profileDir) {
@@ -137,7 +108,6 @@ function rssMb(pid) {
   }
 }
 
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-quic', '--no-first-run', '--disable-gpu', '--enable-precise-memory-info', '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1', '--proxy-server=http://127.0.0.1:9', '--proxy-bypass-list=127.0.0.1'];
 
 async function runOnce(engine, origin, prompt) {
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'edgellm-bench-'));

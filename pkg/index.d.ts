@@ -23,7 +23,10 @@ export type ErrorCodeName =
   | 'REMOTE_UNAUTHORIZED'
   | 'REMOTE_ERROR'
   | 'REMOTE_INTERRUPTED'
-  | 'NO_ROUTE';
+  | 'NO_ROUTE'
+  | 'SESSION_NOT_FOUND'
+  | 'SESSION_MISMATCH'
+  | 'SESSION_CORRUPT';
 
 export declare const ErrorCode: { readonly [K in ErrorCodeName]: K };
 
@@ -509,9 +512,27 @@ export interface CompletionCreateParamsStreaming extends CompletionCreateParamsB
   stream: true;
 }
 
+/** What `engine.session.save` stored. */
+export interface SavedSession {
+  key: string;
+  /** Tokens of the conversation (prompt and answers so far). */
+  tokens: number;
+  /** Bytes of the stored snapshot. */
+  bytes: number;
+}
+export interface SavedSessionEntry extends SavedSession {
+  model_sha256: string;
+  /** ISO 8601. */
+  saved_at: string;
+}
+
 /** OpenAI's usage, extended with timings. */
 export interface CompletionUsage {
   prompt_tokens: number;
+  /** OpenAI's details: `cached_tokens` = prompt tokens the KV cache already held from the
+   * previous request (the conversation so far), so not prefilled again (local runs and
+   * `edgellm serve`). */
+  prompt_tokens_details?: { cached_tokens: number };
   completion_tokens: number;
   total_tokens: number;
   /** Request start to first generated token. */
@@ -658,6 +679,20 @@ export declare class Engine {
       params: CompletionCreateParamsBase & { stream?: boolean | null },
       options?: RequestOptions,
     ): Promise<Completion | CompletionStream<CompletionChunk>>;
+  };
+  /**
+   * Saved conversations: the current conversation's KV cache (its tokens and K/V rows, tagged
+   * with the model's sha256 and the KV settings, checksummed) in the engine's storage (OPFS in
+   * browsers, `<cacheDir>-sessions` in Node; memory only without a cache). After `restore`,
+   * the next request whose prompt starts with the saved conversation prefills only the rest.
+   * Restore errors: `SESSION_NOT_FOUND`, `SESSION_MISMATCH` (another model or KV settings),
+   * `SESSION_CORRUPT` (checksum); the engine is unchanged and the next request prefills.
+   */
+  readonly session: {
+    save(key: string): Promise<SavedSession>;
+    restore(key: string): Promise<{ key: string; tokens: number }>;
+    list(): Promise<SavedSessionEntry[]>;
+    delete(key: string): Promise<{ key: string; deleted: boolean }>;
   };
   readonly cache: {
     list(): Promise<CacheEntry[]>;

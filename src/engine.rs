@@ -1,8 +1,11 @@
 //! A session: one conversation's KV cache, sampler and timings over a shared [`Model`].
 //!
-//! The step API is what a browser worker drives (prefill, then one `step` per event-loop turn);
-//! [`Session::generate`] is the whole loop built on it, with stop conditions (end-of-generation
-//! tokens, stop strings, max tokens) and streamed text.
+//! The step API (prefill, then one `step` per token) is what the one generation driver,
+//! [`crate::generate::Generator`], runs; `Session::generate` (in that module) is the whole loop.
+//!
+//! The session knows the tokens its KV cache was built from: [`Session::reuse_prefix`] keeps the
+//! longest common prefix with a new prompt (rolling the cache back when the cache can: see
+//! [`KvCache::truncate`]) so that only the rest is prefilled.
 //!
 //! A sampled token is fed to the model lazily, at the start of the next `step` (or `prefill`),
 //! so the last token of a generation never costs a forward pass.
@@ -18,8 +21,11 @@ use std::sync::Arc;
 use crate::metrics::{Clock, GenerationMetrics};
 use crate::model::{ForwardScratch, LogitRows, Model, ModelError};
 use crate::sampling::{Sampler, SamplerConfig};
+use crate::snapshot::{self, SnapshotError, SnapshotMeta};
 use crate::kv::{KvCache, KvConfig, KvStats};
-use crate::tokenizer::{DecodeOptions, Tokenizer, TokenizerError};
+use crate::tokenizer::TokenizerError;
+
+pub use crate::generate::{FinishReason, GenerateOptions, Generation};
 
 /// Why a session call failed. `code()` is stable.
 #[derive(Clone, Debug, PartialEq)]
@@ -208,6 +214,93 @@ impl Session {
         self.in_prompt = false;
     }
 
+    /// Keeps the longest prefix of the conversation that `prompt` starts with (at most all but
+    /// its last token: the next prefill must produce the logits after it) and returns its
+    /// length; the caller prefills `prompt[kept..]`. Positions after the kept prefix are
+    /// dropped from the KV cache. When the cache cannot go back that far (a ring has
+    /// overwritten what the rollback needs, or tokens were evicted: see
+    /// [`KvCache::truncate`]) it is cleared and 0 is returned. A kept cache holds exactly what
+    /// prefilling the kept tokens afresh would have built.
+    pub fn reuse_prefix(&mut self, prompt: &[u32]) -> usize {
+        self.in_prompt = false;
+        let keep = self.reusable_prefix(prompt);
+        if keep < self.cached_len() && !self.kv.truncate(keep) {
+            // Only possible for `keep == 0` (`reusable_prefix` checked any other): start afresh.
+            self.reset();
+            return 0;
+        }
+        if keep < self.tokens.len() {
+            self.pending = None;
+            self.tokens.truncate(keep);
+            // The logits were those after the last cached token, which is gone (or, when
+            // `keep` is all of the cache, the next prefill replaces them anyway).
+            self.logits.clear();
+        }
+        keep
+    }
+
+    /// How many tokens of `prompt` [`reuse_prefix`](Self::reuse_prefix) would keep (nothing
+    /// changes): the common prefix with the conversation, at most all but the prompt's last
+    /// token, 0 when the KV cache cannot roll back to it.
+    pub fn reusable_prefix(&self, prompt: &[u32]) -> usize {
+        let common = self.tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        let keep = common.min(prompt.len().saturating_sub(1));
+        // Past the cache: the pending token is part of the kept prefix (it runs with the rest).
+        if keep >= self.cached_len() || self.kv.can_truncate(keep) {
+            keep
+        } else {
+            0
+        }
+    }
+
+    /// Tokens run through the model (all of `tokens` but a pending sampled one).
+    fn cached_len(&self) -> usize {
+        self.tokens.len() - self.pending.is_some() as usize
+    }
+
+    /// The conversation as a snapshot (see [`crate::snapshot`]): its tokens and the KV cache's
+    /// rows, tagged with `model_sha256` and the cache's settings.
+    pub fn save_snapshot(&self, model_sha256: &str) -> Vec<u8> {
+        let meta = SnapshotMeta {
+            model_sha256: model_sha256.to_string(),
+            kv: self.kv.settings(),
+            counters: self.kv.counters(),
+            tokens: self.tokens.len(),
+            pending: self.pending.is_some(),
+        };
+        snapshot::encode(&meta, &self.tokens, |out| self.kv.export_rows(out))
+    }
+
+    /// Replaces the conversation by a saved one (of this model: `model_sha256`; with this
+    /// session's KV settings) and returns its token count. The next request whose prompt
+    /// starts with those tokens reuses them. On error nothing changes.
+    pub fn restore_snapshot(&mut self, bytes: &[u8], model_sha256: &str) -> Result<usize, SnapshotError> {
+        let snap = snapshot::decode(bytes)?;
+        let meta = &snap.meta;
+        if meta.model_sha256 != model_sha256 {
+            return Err(SnapshotError::Mismatch(format!("saved with model sha256 {}, this model is {model_sha256}", meta.model_sha256)));
+        }
+        if meta.kv != self.kv.settings() {
+            return Err(SnapshotError::Mismatch(format!("saved with KV settings {:?}, this session has {:?}", meta.kv, self.kv.settings())));
+        }
+        let corrupt = |m: String| SnapshotError::Corrupt(m);
+        let in_cache = snap.tokens.len().checked_sub(meta.pending as usize).ok_or_else(|| corrupt("a pending token in an empty conversation".into()))?;
+        if in_cache != meta.counters.n_past {
+            return Err(corrupt(format!("{} tokens for {} cached positions", snap.tokens.len(), meta.counters.n_past)));
+        }
+        let n_vocab = self.model.n_vocab();
+        if let Some(id) = snap.tokens.iter().find(|&&id| id as usize >= n_vocab) {
+            return Err(corrupt(format!("token id {id} outside the vocabulary ({n_vocab})")));
+        }
+        self.kv.import_rows(&meta.counters, snap.rows).map_err(corrupt)?;
+        self.pending = if meta.pending { snap.tokens.last().copied() } else { None };
+        self.tokens = snap.tokens;
+        self.logits.clear();
+        self.metrics = fresh_metrics(&self.model);
+        self.in_prompt = false;
+        Ok(self.tokens.len())
+    }
+
     /// Runs `ids` through the model (after any pending sampled token), batched, in chunks of
     /// at most `max_batch`; logits are computed for the last position only. All or nothing: on
     /// error the session is as it was.
@@ -349,177 +442,4 @@ enum Rows {
     None,
     Last,
     All,
-}
-
-/// Stop conditions of [`Session::generate`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct GenerateOptions {
-    /// Most tokens to generate (an end-of-generation token counts).
-    pub max_tokens: usize,
-    /// Stop when the text contains one of these; the text ends before it.
-    pub stop: Vec<String>,
-    /// Stop at the tokenizer's end-of-generation tokens (EOS, end of turn).
-    pub stop_on_eog: bool,
-}
-
-impl Default for GenerateOptions {
-    fn default() -> Self {
-        GenerateOptions { max_tokens: 256, stop: Vec::new(), stop_on_eog: true }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FinishReason {
-    /// An end-of-generation token or a stop string.
-    Stop,
-    /// `max_tokens` reached, or the context is full.
-    Length,
-    /// The text callback asked to stop.
-    Aborted,
-}
-
-impl FinishReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FinishReason::Stop => "stop",
-            FinishReason::Length => "length",
-            FinishReason::Aborted => "abort",
-        }
-    }
-}
-
-/// The result of [`Session::generate`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct Generation {
-    pub prompt_ids: Vec<u32>,
-    /// Generated ids, including a final end-of-generation token if that is what stopped it.
-    pub ids: Vec<u32>,
-    /// Generated text (without end-of-generation tokens, cut before a stop string).
-    pub text: String,
-    pub finish_reason: FinishReason,
-    pub metrics: GenerationMetrics,
-}
-
-/// Streams text to a callback, holding back any tail that could be the start of a stop string.
-struct StopScanner<'a> {
-    stop: &'a [String],
-    text: String,
-    emitted: usize,
-}
-
-impl StopScanner<'_> {
-    /// Appends `piece`; returns true when a stop string now occurs (text cut before it).
-    fn push(&mut self, piece: &str) -> bool {
-        let from = self.emitted;
-        self.text.push_str(piece);
-        let mut cut: Option<usize> = None;
-        for s in self.stop.iter().filter(|s| !s.is_empty()) {
-            // A match can start before the unemitted part only if it was held back, so
-            // searching from `emitted` finds every new one.
-            if let Some(i) = self.text[from..].find(s.as_str()) {
-                cut = Some(cut.map_or(from + i, |c: usize| c.min(from + i)));
-            }
-        }
-        if let Some(c) = cut {
-            self.text.truncate(c);
-            return true;
-        }
-        false
-    }
-
-    /// Text safe to show now: all but a tail that is a proper prefix of a stop string.
-    fn ready(&mut self, all: bool) -> Option<&str> {
-        let mut end = self.text.len();
-        if !all {
-            for s in self.stop.iter() {
-                // Longest suffix of text (on a char boundary) that is a prefix of `s`.
-                let max = s.len().saturating_sub(1).min(self.text.len() - self.emitted);
-                for k in (1..=max).rev() {
-                    let start = self.text.len() - k;
-                    if self.text.is_char_boundary(start) && s.starts_with(&self.text[start..]) {
-                        end = end.min(start);
-                        break;
-                    }
-                }
-            }
-        }
-        if end > self.emitted {
-            let out = &self.text[self.emitted..end];
-            self.emitted = end;
-            Some(out)
-        } else {
-            None
-        }
-    }
-}
-
-impl Session {
-    /// Prefills `prompt`, then samples until an end-of-generation token, a stop string,
-    /// `max_tokens` or a full context. `on_text` receives the text as it becomes final (never
-    /// a part of a stop string); returning `false` stops the generation (`Aborted`).
-    pub fn generate(
-        &mut self,
-        prompt: &[u32],
-        tok: &Tokenizer,
-        opts: &GenerateOptions,
-        on_text: &mut dyn FnMut(&str) -> bool,
-    ) -> Result<Generation, EngineError> {
-        self.generate_observed(prompt, tok, opts, on_text, &mut |_, _| {})
-    }
-
-    /// [`generate`](Self::generate), calling `on_step(session, token)` after every sampled
-    /// token (to watch the KV cache, memory or speed as the generation goes).
-    pub fn generate_observed(
-        &mut self,
-        prompt: &[u32],
-        tok: &Tokenizer,
-        opts: &GenerateOptions,
-        on_text: &mut dyn FnMut(&str) -> bool,
-        on_step: &mut dyn FnMut(&Session, u32),
-    ) -> Result<Generation, EngineError> {
-        self.prefill(prompt)?;
-        let mut decoder = tok.stream_decoder(DecodeOptions::default());
-        let mut scan = StopScanner { stop: &opts.stop, text: String::new(), emitted: 0 };
-        let mut ids = Vec::new();
-        let mut finish = FinishReason::Length;
-        let mut stopped_by_string = false;
-        while ids.len() < opts.max_tokens && self.can_step() {
-            let id = self.step()?;
-            ids.push(id);
-            on_step(self, id);
-            if opts.stop_on_eog && tok.is_eog(id) {
-                finish = FinishReason::Stop;
-                break;
-            }
-            let piece = decoder.push(id)?;
-            if scan.push(&piece) {
-                finish = FinishReason::Stop;
-                stopped_by_string = true;
-                break;
-            }
-            if let Some(t) = scan.ready(false) {
-                if !on_text(t) {
-                    finish = FinishReason::Aborted;
-                    break;
-                }
-            }
-        }
-        if !stopped_by_string && finish != FinishReason::Aborted && scan.push(&decoder.finish()) {
-            finish = FinishReason::Stop;
-        }
-        if finish != FinishReason::Aborted {
-            if let Some(t) = scan.ready(true) {
-                on_text(t);
-            }
-        } else {
-            scan.text.truncate(scan.emitted);
-        }
-        Ok(Generation {
-            prompt_ids: prompt.to_vec(),
-            ids,
-            text: scan.text,
-            finish_reason: finish,
-            metrics: self.metrics.clone(),
-        })
-    }
 }

@@ -25,14 +25,16 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{EngineError, Session, SessionOptions};
+use crate::generate::{GenerateOptions, Generator};
 use crate::gguf::{GgmlType, GgufError, GgufHeader, LoadProgress, StreamLoader};
 use crate::kv::{KvOptions, KvPolicy, KvStats};
 use crate::metrics::Clock;
 use crate::model::{Arch, Model, ModelError};
 use crate::sampling::SamplerConfig;
 use crate::sha256::Sha256;
-use crate::tokenizer::{ChatMessage, DecodeOptions, Tokenizer, TokenizerError};
+use crate::tokenizer::{ChatMessage, Tokenizer, TokenizerError};
 
+pub use crate::generate::{PrefillStatus, StepEvent};
 pub use memory::{EstimateReport, EstimateRequest, MemoryState, SkimProgress};
 
 /// Prompt tokens per `prefill_chunk` call: the host yields to its event loop between chunks.
@@ -207,26 +209,9 @@ impl GenerateRequest {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GenerateStarted {
     pub prompt_tokens: usize,
+    /// Prompt tokens the KV cache already held from the previous request (not prefilled).
+    pub cached_tokens: usize,
     pub max_tokens: usize,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PrefillStatus {
-    pub done: bool,
-    pub processed: usize,
-    pub total: usize,
-}
-
-/// One decode step's outcome.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct StepEvent {
-    /// The sampled token (None when the call only reports the end).
-    pub token: Option<u32>,
-    /// Text that became final with this step (may be empty: an unfinished UTF-8 character, or
-    /// text that could be the start of a stop string, is held back).
-    pub text: String,
-    /// Set on the last step: "stop" (end-of-generation token or stop string) or "length".
-    pub finish_reason: Option<&'static str>,
 }
 
 /// The summary of a finished generation (usage figures included).
@@ -235,6 +220,8 @@ pub struct GenerateResult {
     pub text: String,
     pub finish_reason: &'static str,
     pub prompt_tokens: usize,
+    /// Prompt tokens reused from the KV cache (OpenAI's `prompt_tokens_details.cached_tokens`).
+    pub cached_tokens: usize,
     pub completion_tokens: usize,
     pub ttft_ms: f64,
     pub tpot_ms: f64,
@@ -256,15 +243,7 @@ pub struct GenerateResult {
 }
 
 struct Generating {
-    prompt: Vec<u32>,
-    prefilled: usize,
-    /// Generated ids, including a final end-of-generation token.
-    ids: Vec<u32>,
-    /// Bytes of the final decoded text already taken into `hold`.
-    decoded: usize,
-    hold: StopHold,
-    max_tokens: usize,
-    finish: Option<&'static str>,
+    driver: Generator,
     started_ms: f64,
 }
 
@@ -447,10 +426,13 @@ impl Host {
     // ── generation ───────────────────────────────────────────────────────────────────────────
     //
     // `generate_begin`, then `prefill_chunk` until it says `done`, then `decode_step` until an
-    // event carries a `finish_reason`, then `generate_end`. The steps reproduce
-    // `Session::generate` exactly (same stop rules, same text), one model call per host call.
+    // event carries a `finish_reason`, then `generate_end`: the calls of the one driver
+    // (`crate::generate::Generator`, as `Session::generate`), one model call per host call.
+    // The session outlives requests: a prompt that starts like the conversation the KV cache
+    // holds (the next chat turn, a regenerated answer) is prefilled only past the shared part.
 
-    /// Tokenizes the request and prepares the session (no model call yet).
+    /// Tokenizes the request and prepares the session: keeps the part of the prompt the KV
+    /// cache already holds (`cached_tokens`). No model call yet.
     pub fn generate_begin(&mut self, req: &GenerateRequest, now_ms: f64) -> Result<GenerateStarted, HostError> {
         self.generating = None;
         let l = self.loaded.as_mut().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
@@ -489,20 +471,12 @@ impl Host {
         if max_tokens == 0 {
             return Err(HostError::new("INVALID_REQUEST", "max_tokens must be at least 1"));
         }
-        l.session.reset();
         l.session.set_sampler(req.sampler());
-        self.generating = Some(Generating {
-            prompt,
-            prefilled: 0,
-            ids: Vec::new(),
-            decoded: 0,
-            hold: StopHold::new(req.stop.clone().unwrap_or_default()),
-            max_tokens,
-            finish: None,
-            started_ms: now_ms,
-        });
-        let g = self.generating.as_ref().unwrap();
-        Ok(GenerateStarted { prompt_tokens: g.prompt.len(), max_tokens })
+        let opts = GenerateOptions { max_tokens, stop: req.stop.clone().unwrap_or_default(), stop_on_eog: true };
+        let driver = Generator::start(&l.session, &l.tokenizer, prompt, opts)?;
+        let started = GenerateStarted { prompt_tokens: driver.prompt().len(), cached_tokens: driver.cached_tokens(), max_tokens };
+        self.generating = Some(Generating { driver, started_ms: now_ms });
+        Ok(started)
     }
 
     /// Runs the next chunk of at most `PREFILL_CHUNK` prompt tokens through the model.
@@ -510,62 +484,32 @@ impl Host {
         // The memory budget: refused before a chunk that would grow memory past it.
         self.memory_guard(memory::Step::Prefill)?;
         let (l, g) = self.gen_parts()?;
-        let total = g.prompt.len();
-        if g.prefilled < total {
-            let end = (g.prefilled + PREFILL_CHUNK).min(total);
-            l.session.prefill(&g.prompt[g.prefilled..end])?;
-            g.prefilled = end;
-        }
-        Ok(PrefillStatus { done: g.prefilled == total, processed: g.prefilled, total })
+        Ok(g.driver.prefill(&mut l.session, PREFILL_CHUNK)?)
     }
 
     /// Samples one token (running the previous one through the model first).
     pub fn decode_step(&mut self) -> Result<StepEvent, HostError> {
         self.memory_guard(memory::Step::Decode)?;
         let (l, g) = self.gen_parts()?;
-        if g.prefilled < g.prompt.len() {
+        if g.driver.prompt_remaining() > 0 {
             return Err(HostError::new("INVALID_REQUEST", "decode_step before the prompt is prefilled"));
         }
-        if let Some(f) = g.finish {
-            return Ok(StepEvent { token: None, text: String::new(), finish_reason: Some(f) });
-        }
-        if g.ids.len() >= g.max_tokens || !l.session.can_step() {
-            let text = g.flush(&l.tokenizer, true)?;
-            g.finish = Some("length");
-            return Ok(StepEvent { token: None, text, finish_reason: g.finish });
-        }
-        let id = l.session.step()?;
-        g.ids.push(id);
-        if l.tokenizer.is_eog(id) {
-            let text = g.flush(&l.tokenizer, true)?;
-            g.finish = Some("stop");
-            return Ok(StepEvent { token: Some(id), text, finish_reason: g.finish });
-        }
-        let stopped = g.take_decoded(&l.tokenizer, false)?;
-        if stopped {
-            g.finish = Some("stop");
-            let text = g.hold.ready(true);
-            return Ok(StepEvent { token: Some(id), text, finish_reason: g.finish });
-        }
-        let last = g.ids.len() >= g.max_tokens || !l.session.can_step();
-        if last {
-            let text = g.flush(&l.tokenizer, true)?;
-            g.finish = Some("length");
-            return Ok(StepEvent { token: Some(id), text, finish_reason: g.finish });
-        }
-        Ok(StepEvent { token: Some(id), text: g.hold.ready(false), finish_reason: None })
+        Ok(g.driver.step(&mut l.session, &l.tokenizer)?)
     }
 
     /// Ends the generation and returns its text and usage figures.
     pub fn generate_end(&mut self, now_ms: f64) -> Result<GenerateResult, HostError> {
         let l = self.loaded.as_ref().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
         let g = self.generating.take().ok_or_else(|| HostError::new("NO_GENERATION", "no generation in progress"))?;
-        let m = l.session.metrics();
+        let total_ms = (now_ms - g.started_ms).max(0.0);
+        let r = g.driver.into_generation(&l.session);
+        let m = &r.metrics;
         Ok(GenerateResult {
-            text: g.hold.text,
-            finish_reason: g.finish.unwrap_or("length"),
-            prompt_tokens: g.prompt.len(),
-            completion_tokens: g.ids.len(),
+            text: r.text,
+            finish_reason: r.finish_reason.as_str(),
+            prompt_tokens: r.prompt_ids.len(),
+            cached_tokens: r.cached_tokens,
+            completion_tokens: r.ids.len(),
             ttft_ms: m.ttft_ms,
             tpot_ms: m.tpot_ms(),
             prefill_tokens_per_s: m.prefill_tok_s(),
@@ -574,15 +518,52 @@ impl Host {
             decode_kv_bytes_last_token: m.decode_kv_bytes_last_token as u64,
             decode_bytes_per_token: m.decode_bytes_per_token(),
             decode_gb_s: m.decode_gb_s(),
-            total_ms: (now_ms - g.started_ms).max(0.0),
-            ids: g.ids,
+            total_ms,
+            ids: r.ids,
             kv: l.session.kv_stats(),
         })
     }
 
-    /// Abandons a generation (the next `generate_begin` resets the session anyway).
+    /// Abandons a generation. The session keeps what was run through the model (the next
+    /// request may reuse it).
     pub fn generate_cancel(&mut self) {
         self.generating = None;
+    }
+
+    /// The current conversation as a snapshot (tokens + KV rows, tagged with the model's
+    /// sha256 and the KV settings: see [`crate::snapshot`]), for the JS side to store. Not
+    /// during a generation (`BUSY`).
+    pub fn session_save(&self) -> Result<Vec<u8>, HostError> {
+        if self.generating.is_some() {
+            return Err(HostError::new("BUSY", "a generation is in progress"));
+        }
+        let l = self.loaded.as_ref().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
+        Ok(l.session.save_snapshot(&l.info.sha256))
+    }
+
+    /// Tokens of the current conversation (what a `session_save` now would hold).
+    pub fn session_tokens(&self) -> usize {
+        self.loaded.as_ref().map_or(0, |l| l.session.tokens().len())
+    }
+
+    /// Restores a saved conversation into the session; returns its token count.
+    /// `SESSION_MISMATCH` (another model or other KV settings) or `SESSION_CORRUPT`, with the
+    /// session unchanged.
+    pub fn session_restore(&mut self, bytes: &[u8]) -> Result<usize, HostError> {
+        if self.generating.is_some() {
+            return Err(HostError::new("BUSY", "a generation is in progress"));
+        }
+        let l = self.loaded.as_mut().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
+        l.session.restore_snapshot(bytes, &l.info.sha256).map_err(|e| HostError::new(e.code(), e.to_string()))
+    }
+
+    /// Forgets the conversation the session's KV cache holds (after a panic, whose state is
+    /// not to be trusted; or to free the prefix a client no longer wants reused).
+    pub fn reset_session(&mut self) {
+        self.generating = None;
+        if let Some(l) = self.loaded.as_mut() {
+            l.session.reset();
+        }
     }
 
     pub fn is_generating(&self) -> bool {
@@ -593,95 +574,6 @@ impl Host {
         let l = self.loaded.as_mut().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
         let g = self.generating.as_mut().ok_or_else(|| HostError::new("NO_GENERATION", "no generation in progress"))?;
         Ok((l, g))
-    }
-}
-
-impl Generating {
-    /// Takes the decoded text that became final into the stop holder. `finish`: the stream
-    /// ends here (the decoder's held-back tail is final too). Returns true when a stop string
-    /// now occurs.
-    fn take_decoded(&mut self, tok: &Tokenizer, finish: bool) -> Result<bool, HostError> {
-        // A stream decoder borrows the tokenizer, so it cannot live across host calls; it is
-        // replayed instead. Its pieces are final, so each replay extends the previous one.
-        let ids: &[u32] = match self.ids.last() {
-            Some(&last) if tok.is_eog(last) => &self.ids[..self.ids.len() - 1],
-            _ => &self.ids,
-        };
-        let mut d = tok.stream_decoder(DecodeOptions::default());
-        let mut text = String::new();
-        for &id in ids {
-            text.push_str(&d.push(id)?);
-        }
-        if finish {
-            text.push_str(&d.finish());
-        }
-        let new = text.get(self.decoded..).unwrap_or("");
-        self.decoded = text.len();
-        Ok(self.hold.push(new))
-    }
-
-    /// Ends the stream: everything decoded and held back becomes final (cut before a stop
-    /// string if the tail completes one).
-    fn flush(&mut self, tok: &Tokenizer, finish: bool) -> Result<String, HostError> {
-        self.take_decoded(tok, finish)?;
-        Ok(self.hold.ready(true))
-    }
-}
-
-/// Holds back text that could be the start of a stop string; cuts the text before a stop
-/// string once one occurs (the semantics of `Session::generate`'s stop handling).
-#[derive(Clone, Debug, Default)]
-pub struct StopHold {
-    stop: Vec<String>,
-    /// All final text so far (cut before a stop string once one was found).
-    pub text: String,
-    emitted: usize,
-    stopped: bool,
-}
-
-impl StopHold {
-    pub fn new(stop: Vec<String>) -> StopHold {
-        StopHold { stop: stop.into_iter().filter(|s| !s.is_empty()).collect(), ..StopHold::default() }
-    }
-
-    /// Appends `piece`; returns true when a stop string occurs (now or before).
-    pub fn push(&mut self, piece: &str) -> bool {
-        if self.stopped {
-            return true;
-        }
-        let from = self.emitted;
-        self.text.push_str(piece);
-        let cut = self.stop.iter().filter_map(|s| self.text[from..].find(s.as_str()).map(|i| from + i)).min();
-        if let Some(c) = cut {
-            self.text.truncate(c);
-            self.stopped = true;
-        }
-        self.stopped
-    }
-
-    /// Returns the text that is safe to show now (all of it when `all`): everything but a
-    /// tail that is a proper prefix of a stop string.
-    pub fn ready(&mut self, all: bool) -> String {
-        let mut end = self.text.len();
-        if !all && !self.stopped {
-            for s in &self.stop {
-                let max = s.len().saturating_sub(1).min(self.text.len() - self.emitted);
-                for k in (1..=max).rev() {
-                    let start = self.text.len() - k;
-                    if self.text.is_char_boundary(start) && s.starts_with(&self.text[start..]) {
-                        end = end.min(start);
-                        break;
-                    }
-                }
-            }
-        }
-        if end > self.emitted {
-            let out = self.text[self.emitted..end].to_string();
-            self.emitted = end;
-            out
-        } else {
-            String::new()
-        }
     }
 }
 

@@ -5,6 +5,7 @@
 //! → `engine` (sessions, sampling, metrics); `tokenizer` beside them; `wasm` is the JS surface.
 
 pub mod engine;
+pub mod generate;
 pub mod gguf;
 pub mod host;
 pub mod kv;
@@ -17,6 +18,7 @@ pub mod sampling;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod server;
 pub mod sha256;
+pub mod snapshot;
 pub mod tokenizer;
 
 #[cfg(target_arch = "wasm32")]

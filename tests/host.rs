@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use edgellm::engine::{GenerateOptions, Session, SessionOptions};
 use edgellm::gguf::{GgmlType, GgufWriter, Value};
-use edgellm::host::{GenerateRequest, Host, StopHold};
+use edgellm::generate::StopHold;
+use edgellm::host::{GenerateRequest, Host};
 use edgellm::model::Model;
 use edgellm::tokenizer::{ChatMessage, Tokenizer};
 
@@ -38,7 +39,7 @@ fn run(h: &mut Host, req: &GenerateRequest) -> (String, Vec<u32>, String, String
         let ev = h.decode_step().unwrap();
         streamed.push_str(&ev.text);
         if let Some(f) = ev.finish_reason {
-            finish = Some(f.to_string());
+            finish = Some(f.as_str().to_string());
             break;
         }
     }

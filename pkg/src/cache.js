@@ -14,7 +14,7 @@ import { readBlob, readPath } from './loader.js';
 const DIR = 'edgellm-cache';
 
 /** Hex sha256 of a short string (the URL): the entry's file name. */
-async function keyOf(url) {
+export async function keyOf(url) {
   const bytes = new TextEncoder().encode(url);
   const d = await globalThis.crypto.subtle.digest('SHA-256', bytes);
   return Array.from(new Uint8Array(d), (b) => b.toString(16).padStart(2, '0')).join('').slice(0, 40);

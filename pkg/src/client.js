@@ -102,6 +102,9 @@ function usageOf(r) {
     prompt_tokens: r.prompt_tokens,
     completion_tokens: r.completion_tokens,
     total_tokens: r.prompt_tokens + r.completion_tokens,
+    // OpenAI's field: prompt tokens the engine's KV cache already held from the previous
+    // request (the earlier turns of the conversation), not prefilled again.
+    prompt_tokens_details: { cached_tokens: r.cached_tokens ?? 0 },
     ttft_ms: r.ttft_ms,
     tpot_ms: r.tpot_ms,
     prefill_tokens_per_s: r.prefill_tokens_per_s,
@@ -277,6 +280,14 @@ export class Engine {
       },
     };
     if (this.#opts.route) this.#router = new Router(this.#routerHooks(), this.#opts.route);
+    // Saved conversations: the KV cache of the current conversation, to resume it after a
+    // reload (sessions.js; the core's snapshot format in src/snapshot.rs).
+    this.session = {
+      save: (key) => this.#request({ type: Req.SESSION, action: 'save', key }),
+      restore: (key) => this.#request({ type: Req.SESSION, action: 'restore', key }),
+      list: () => this.#request({ type: Req.SESSION, action: 'list' }),
+      delete: (key) => this.#request({ type: Req.SESSION, action: 'delete', key }),
+    };
     this.cache = {
       list: () => this.#request({ type: Req.CACHE, action: 'list' }),
       delete: (url) => this.#request({ type: Req.CACHE, action: 'delete', url: this.#normalizeSource(url).url }),

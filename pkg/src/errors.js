@@ -49,6 +49,12 @@ export const ErrorCode = Object.freeze({
   REMOTE_INTERRUPTED: 'REMOTE_INTERRUPTED',
   /** No route satisfies the constraints (capability, latency, version pin): see `error.route`. */
   NO_ROUTE: 'NO_ROUTE',
+  /** engine.session.restore: no saved conversation under that key. */
+  SESSION_NOT_FOUND: 'SESSION_NOT_FOUND',
+  /** engine.session.restore: saved with another model (sha256) or other KV settings. */
+  SESSION_MISMATCH: 'SESSION_MISMATCH',
+  /** engine.session.restore: the saved bytes fail their checksum or are inconsistent. */
+  SESSION_CORRUPT: 'SESSION_CORRUPT',
 });
 
 export class EdgeLLMError extends Error {

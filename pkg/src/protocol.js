@@ -45,6 +45,10 @@
 //                                         and estimates each memory term; loads nothing.
 // {type:'memory', id, action: 'get'|'set', options?: MemoryOptions}
 //     → result MemorySnapshot             ('set': budget and thresholds for later checks)
+// {type:'session', id, action: 'save'|'restore'|'list'|'delete', key?: string}
+//     → result save: {key, tokens, bytes}; restore: {key, tokens}; delete: {key, deleted};
+//       list: {key, tokens, bytes, model_sha256, saved_at}[]. The current conversation's KV
+//       cache (sessions.js); restore errors SESSION_NOT_FOUND / SESSION_MISMATCH / SESSION_CORRUPT.
 // {type:'abort', target}                 (no reply of its own)
 // {type:'debug', id, action: 'panic'}    → error {fatal: true} (test hook: a deliberate Rust panic)
 //
@@ -52,7 +56,7 @@
 // {type:'progress', id, phase: 'download'|'cache'|'file', loaded: number, total: number|null}
 //     `loaded` never decreases within a phase; the last event of a phase has loaded === total.
 //     A corrupt cache entry ends phase 'cache' early and the load continues with 'download'.
-// {type:'started', id, prompt_tokens: number}
+// {type:'started', id, prompt_tokens: number, cached_tokens: number}  (cached: already in the KV cache)
 // {type:'token', id, text: string, token: number|null}
 //     `text` is the decoded delta (may be '' while a UTF-8 sequence or a possible stop string is
 //     held back); `token` is null on a last event that only flushes held-back text.
@@ -95,7 +99,8 @@
  *   seed?:number, stop?:string[]
  * }} GenerateRequest
  * @typedef {{
- *   text:string, finish_reason:'stop'|'length', prompt_tokens:number, completion_tokens:number,
+ *   text:string, finish_reason:'stop'|'length', prompt_tokens:number, cached_tokens:number,
+ *   completion_tokens:number,
  *   ttft_ms:number, tpot_ms:number, prefill_tokens_per_s:number, decode_tokens_per_s:number,
  *   decode_weight_bytes_per_token:number, decode_kv_bytes_last_token:number,
  *   decode_bytes_per_token:number, decode_gb_s:number,
@@ -135,6 +140,7 @@ export const Req = Object.freeze({
   DEBUG: 'debug',
   ESTIMATE: 'estimate',
   MEMORY: 'memory',
+  SESSION: 'session',
 });
 
 /** Worker → client message types. */

@@ -12,6 +12,7 @@ import { EdgeLLMError, ErrorCode, abortedError, toEdgeError, umbrellaCode } from
 import { readUrl, readBlob, readPath, pathSize } from './loader.js';
 import { readUrlHead, slices } from './memory.js';
 import { NoCache } from './cache.js';
+import { openSessionStore } from './sessions.js';
 
 const now = () => performance.now();
 
@@ -176,6 +177,8 @@ export class Runtime {
         return this.#estimate(msg, signal);
       case Req.MEMORY:
         return this.#memoryOp(msg);
+      case Req.SESSION:
+        return this.#sessionOp(msg);
       case Req.DEBUG:
         if (msg.action === 'panic') return this.#call(() => this.bindings.debug_panic());
         throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `unknown debug action ${msg.action}`);
@@ -227,6 +230,7 @@ export class Runtime {
     this.#postMemory('init');
     try {
       this.cache = await this.env.openCache(msg.cache || { enabled: false });
+      this.sessions = null; // opened beside the cache on first use
     } catch (e) {
       this.#log('warn', `model cache unavailable: ${e && e.message ? e.message : e}`);
       this.cache = new NoCache();
@@ -442,7 +446,7 @@ export class Runtime {
     if (!this.model) throw new EdgeLLMError(ErrorCode.MODEL_NOT_LOADED, 'no model is loaded: call engine.load() first');
     const id = msg.id;
     const begin = this.#json(() => this.engine.generate_begin(JSON.stringify(msg.request)));
-    this.env.post({ type: Ev.STARTED, id, prompt_tokens: begin.prompt_tokens });
+    this.env.post({ type: Ev.STARTED, id, prompt_tokens: begin.prompt_tokens, cached_tokens: begin.cached_tokens });
     let active = true;
     try {
       // Prefill in chunks; each call returns {done}.
@@ -635,6 +639,45 @@ export class Runtime {
           /* nothing to cancel */
         }
       }
+    }
+  }
+
+  // ── saved conversations (sessions.js, src/snapshot.rs) ──────────────────────────────────────
+  async #sessionOp(msg) {
+    this.#requireEngine();
+    if (!this.sessions) this.sessions = await openSessionStore(this.cache);
+    const key = msg.key;
+    if (msg.action !== 'list' && (typeof key !== 'string' || key === '')) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'a session key must be a non-empty string');
+    const needModel = () => {
+      if (!this.model) throw new EdgeLLMError(ErrorCode.MODEL_NOT_LOADED, 'no model is loaded: call engine.load() first');
+    };
+    switch (msg.action) {
+      case 'save': {
+        needModel();
+        const bytes = this.#call(() => this.engine.session_save());
+        const tokens = this.#call(() => this.engine.session_tokens());
+        const record = { key, tokens, bytes: bytes.byteLength, model_sha256: this.model.sha256, saved_at: new Date().toISOString() };
+        await this.sessions.put(key, bytes, record);
+        return { key, tokens, bytes: bytes.byteLength };
+      }
+      case 'restore': {
+        needModel();
+        const entry = await this.sessions.get(key);
+        if (!entry) throw new EdgeLLMError(ErrorCode.SESSION_NOT_FOUND, `no saved session ${JSON.stringify(key)}`);
+        if (entry.record.model_sha256 !== this.model.sha256) {
+          throw new EdgeLLMError(ErrorCode.SESSION_MISMATCH, `session ${JSON.stringify(key)} was saved with model sha256 ${entry.record.model_sha256}; the loaded model is ${this.model.sha256}`);
+        }
+        // The core checks the checksum, the model and the KV settings again; on error the
+        // session is unchanged and the next request simply prefills.
+        const tokens = this.#call(() => this.engine.session_restore(entry.bytes));
+        return { key, tokens };
+      }
+      case 'list':
+        return (await this.sessions.list()).map((r) => ({ key: r.key, tokens: r.tokens, bytes: r.bytes, model_sha256: r.model_sha256, saved_at: r.saved_at }));
+      case 'delete':
+        return { key, deleted: await this.sessions.delete(key) };
+      default:
+        throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `unknown session action ${msg.action}`);
     }
   }
 

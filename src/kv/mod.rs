@@ -46,9 +46,11 @@
 //! `commit()` once every layer is done, or `abort()` on error.
 
 mod config;
+mod snapshot;
 mod store;
 
 pub use config::{KvBudget, KvConfig, KvDtype, KvOptions, KvPolicy, DEFAULT_SINKS, Q8_BLOCK};
+pub use snapshot::{KvCounters, KvSettings};
 pub use store::{decode_row, encode_row, PAGE_ROWS};
 
 use serde::Serialize;
@@ -272,6 +274,9 @@ pub struct KvCache {
     rebases: usize,
     /// Tokens any ring dropped (global evictions and window layers' overwrites).
     dropped: usize,
+    /// Highest position any batch has written (or begun to write) since the last clear, + 1:
+    /// a ring of `cap` slots still holds every position below `n_past` iff `written <= cap`.
+    written: usize,
     stage_k: Vec<u8>,
     stage_v: Vec<u8>,
     batch: Option<Batch>,
@@ -341,6 +346,7 @@ impl KvCache {
             rebase: 0,
             rebases: 0,
             dropped: 0,
+            written: 0,
             stage_k: Vec::new(),
             stage_v: Vec::new(),
             batch: None,
@@ -498,6 +504,8 @@ impl KvCache {
             }
         }
         self.batch = Some(Batch { n, evict, sinks_view: sinks_before, q0_global: sinks_before + window_len - evict, shift });
+        // Counted now, not at commit: an aborted batch may already have overwritten slots.
+        self.written = self.written.max(self.n_past + n);
         let (kr, vr) = (self.dtype.row_bytes(self.layout.k_width), self.dtype.row_bytes(self.layout.v_width));
         self.stage_k.resize(n * kr, 0);
         self.stage_v.resize(n * vr, 0);
@@ -639,6 +647,38 @@ impl KvCache {
         self.evicted = 0;
         self.rebase = 0;
         self.dropped = 0;
+        self.written = 0;
+    }
+
+    /// Goes back to holding the first `n` positions only, exactly as a fresh prefill of them
+    /// would leave the cache (their rows are those it would write: every row depends only on
+    /// the positions before it). Returns `false`, changing nothing, when the cache cannot:
+    /// - `n` is past what is held;
+    /// - tokens were evicted (policy `window-sinks` past its budget): the held window is the
+    ///   bounded cache's own continuation of the conversation, and a fresh run would have
+    ///   evicted other tokens, so only going forward (`n == n_past`) is served;
+    /// - a ring has taken more positions than it has slots since the cache was cleared (a
+    ///   sliding-window layer past its window, e.g. 512 positions for Gemma 3's local layers):
+    ///   it overwrote positions that a query after `n` would read.
+    ///
+    /// On `false` the caller clears the cache and prefills from the start.
+    pub fn truncate(&mut self, n: usize) -> bool {
+        if !self.can_truncate(n) {
+            return false;
+        }
+        self.n_past = n;
+        true
+    }
+
+    /// Whether [`truncate`](Self::truncate)`(n)` would succeed.
+    pub fn can_truncate(&self, n: usize) -> bool {
+        n == self.n_past || (n < self.n_past && self.can_roll_back())
+    }
+
+    /// Whether the cache can go back to any earlier position: no batch in progress, nothing
+    /// evicted, no ring wrapped.
+    pub fn can_roll_back(&self) -> bool {
+        self.batch.is_none() && self.evicted == 0 && self.layers.iter().all(|l| self.written <= l.cap)
     }
 
     /// Re-rotates every held non-sink key by `−delta` and moves the stored frame by `delta`, so

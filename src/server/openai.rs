@@ -200,11 +200,14 @@ pub fn parse(kind: Kind, body: &[u8], limits: Limits) -> Result<Parsed, ApiError
 
 /// `usage`, OpenAI's counts plus the engine's timings. `queue_ms`: time spent waiting for the
 /// inference thread (not part of `ttft_ms`, which starts at the prompt's first forward pass).
+/// `prompt_tokens_details.cached_tokens`: prompt tokens the server's KV cache already held
+/// from the previous request (not prefilled again).
 pub fn usage(r: &GenerateResult, queue_ms: f64) -> Value {
     json!({
         "prompt_tokens": r.prompt_tokens,
         "completion_tokens": r.completion_tokens,
         "total_tokens": r.prompt_tokens + r.completion_tokens,
+        "prompt_tokens_details": { "cached_tokens": r.cached_tokens },
         "ttft_ms": r.ttft_ms,
         "tpot_ms": r.tpot_ms,
         "prefill_tokens_per_s": r.prefill_tokens_per_s,

@@ -1,5 +1,9 @@
 //! The inference thread and its bounded queue.
 //!
+//! The thread's one session is the server's cache slot: it keeps the last conversation's KV
+//! cache between requests, so an OpenAI client that resends the growing message list gets only
+//! the new part prefilled (`usage.prompt_tokens_details.cached_tokens`).
+//!
 //! Generation is CPU-bound, so it runs on one dedicated OS thread that owns the engine (a
 //! [`Host`]: the model, shared through an `Arc`, its tokenizer and one session) and serves
 //! queued requests in arrival order, one at a time. The HTTP side only parses, enqueues and
@@ -134,10 +138,10 @@ fn worker(mut host: Host, mut rx: mpsc::Receiver<Job>, stats: Arc<QueueStats>) {
         let outcome = match catch_unwind(AssertUnwindSafe(|| run(&mut host, &job))) {
             Ok(o) => o,
             Err(p) => {
-                // The model is immutable and the next generation resets the session: the
-                // thread carries on with the next request.
+                // The model is immutable; the session's cache may be half-written, so it is
+                // forgotten. The thread carries on with the next request.
                 stats.panics.fetch_add(1, Ordering::Relaxed);
-                host.generate_cancel();
+                host.reset_session();
                 let msg = p
                     .downcast_ref::<&str>()
                     .map(|s| s.to_string())

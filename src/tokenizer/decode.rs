@@ -152,8 +152,13 @@ impl Tokenizer {
 
     /// A decoder for generated tokens, one at a time.
     pub fn stream_decoder(&self, opts: DecodeOptions) -> StreamDecoder<'_> {
-        StreamDecoder {
-            tok: self,
+        StreamDecoder { tok: self, state: self.decode_state(opts) }
+    }
+
+    /// The state of a [`StreamDecoder`] without the borrow of the tokenizer: for a decoder
+    /// that lives across calls (a step-wise generation), each step lends the tokenizer.
+    pub fn decode_state(&self, opts: DecodeOptions) -> DecodeState {
+        DecodeState {
             opts,
             seen_first: false,
             remove_space: self.settings.add_space_prefix,
@@ -222,6 +227,25 @@ pub fn clean_spaces(text: &[u8]) -> Vec<u8> {
 /// to exactly `decode(all ids)`.
 pub struct StreamDecoder<'t> {
     tok: &'t Tokenizer,
+    state: DecodeState,
+}
+
+impl StreamDecoder<'_> {
+    /// Adds one token; returns the text that became final.
+    pub fn push(&mut self, id: u32) -> Result<String, TokenizerError> {
+        self.state.push(self.tok, id)
+    }
+
+    /// Ends the stream: returns whatever text was still held back.
+    pub fn finish(mut self) -> String {
+        self.state.finish(self.tok)
+    }
+}
+
+/// What a [`StreamDecoder`] holds between tokens, owned: every call is given the tokenizer
+/// that made it ([`Tokenizer::decode_state`]). O(1) per token: nothing is decoded twice.
+#[derive(Clone, Debug)]
+pub struct DecodeState {
     opts: DecodeOptions,
     seen_first: bool,
     remove_space: bool,
@@ -235,45 +259,46 @@ pub struct StreamDecoder<'t> {
     pending: Vec<u8>,
 }
 
-impl StreamDecoder<'_> {
+impl DecodeState {
     /// Adds one token; returns the text that became final.
-    pub fn push(&mut self, id: u32) -> Result<String, TokenizerError> {
-        self.tok.check_id(id)?;
-        let s = &self.tok.settings;
+    pub fn push(&mut self, tok: &Tokenizer, id: u32) -> Result<String, TokenizerError> {
+        tok.check_id(id)?;
+        let s = &tok.settings;
         let first = !self.seen_first;
         self.seen_first = true;
-        if first && self.opts.remove_special && s.add_bos && Some(id) == self.tok.ids.bos {
+        if first && self.opts.remove_special && s.add_bos && Some(id) == tok.ids.bos {
             self.remove_space = false;
             return Ok(String::new());
         }
         let mut piece = Vec::new();
         if let Some((eos, lstrip)) = self.held_eos.take() {
             // Not the last token after all.
-            self.tok
+            tok
                 .append_piece(eos, self.opts.unparse_special, lstrip as usize, &mut piece);
         }
         let lstrip = std::mem::replace(&mut self.remove_space, false);
-        if self.opts.remove_special && s.add_eos && Some(id) == self.tok.ids.eos {
+        if self.opts.remove_special && s.add_eos && Some(id) == tok.ids.eos {
             self.held_eos = Some((id, lstrip));
         } else {
-            self.tok
+            tok
                 .append_piece(id, self.opts.unparse_special, lstrip as usize, &mut piece);
         }
-        self.accept(&piece);
+        self.accept(tok, &piece);
         Ok(self.take_text(false))
     }
 
-    /// Ends the stream: returns whatever text was still held back.
-    pub fn finish(mut self) -> String {
-        if self.tok.settings.clean_spaces {
+    /// Ends the stream: returns whatever text was still held back (the state is then that of
+    /// an ended stream: push no more).
+    pub fn finish(&mut self, tok: &Tokenizer) -> String {
+        if tok.settings.clean_spaces {
             let raw = std::mem::take(&mut self.raw);
             self.pending.extend(clean_spaces(&raw));
         }
         self.take_text(true)
     }
 
-    fn accept(&mut self, piece: &[u8]) {
-        if !self.tok.settings.clean_spaces {
+    fn accept(&mut self, tok: &Tokenizer, piece: &[u8]) {
+        if !tok.settings.clean_spaces {
             self.pending.extend_from_slice(piece);
             return;
         }

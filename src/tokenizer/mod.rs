@@ -27,7 +27,7 @@ mod vocab;
 mod wasm_timing;
 
 pub use chat_template::{ChatMessage, ChatTemplate};
-pub use decode::{DecodeOptions, StreamDecoder};
+pub use decode::{DecodeOptions, DecodeState, StreamDecoder};
 pub use error::TokenizerError;
 pub use pretokenize::PreTokenizer;
 pub use special::Fragment;

@@ -183,6 +183,23 @@ impl WasmEngine {
         json(&self.host.kv_stats())
     }
 
+    // ── saved conversations (see `crate::snapshot`) ───────────────────────────────────────
+
+    /// The current conversation as snapshot bytes (a `Uint8Array`).
+    pub fn session_save(&self) -> Result<Vec<u8>, JsValue> {
+        self.host.session_save().map_err(js_error)
+    }
+
+    /// Tokens of the current conversation.
+    pub fn session_tokens(&self) -> usize {
+        self.host.session_tokens()
+    }
+
+    /// Restores snapshot bytes; returns the conversation's token count.
+    pub fn session_restore(&mut self, bytes: &[u8]) -> Result<usize, JsValue> {
+        self.host.session_restore(bytes).map_err(js_error)
+    }
+
     // ── memory ledger (see `crate::memory`, `host/memory.rs`) ─────────────────────────────
 
     /// Sets the memory budget and pressure thresholds (`MemoryOptions` JSON:

@@ -42,3 +42,16 @@ pub fn load_with(name: &str, key: &str, value: Value) -> (Arc<Model>, Tokenizer)
     let tok = Tokenizer::from_gguf(&store.header).unwrap();
     (Arc::new(Model::from_store(store).unwrap()), tok)
 }
+
+/// Deterministic pseudo-text ids (no special tokens: 10 .. n_vocab − 10) from `seed`.
+pub fn text_ids(n_vocab: usize, seed: u32, n: usize) -> Vec<u32> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            10 + s % (n_vocab as u32 - 20)
+        })
+        .collect()
+}

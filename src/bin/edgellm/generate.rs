@@ -181,6 +181,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
             "{}",
             json!({
                 "prompt_ids": g.prompt_ids,
+                "cached_tokens": g.cached_tokens,
                 "ids": g.ids,
                 "text": g.text,
                 "finish_reason": g.finish_reason.as_str(),

@@ -47,6 +47,8 @@ export async function usage(file: File): Promise<string> {
   });
   let text: string = r.choices[0].message.content;
   const ttft: number = r.usage.ttft_ms + r.usage.tpot_ms + r.usage.prefill_tokens_per_s + r.usage.decode_tokens_per_s;
+  const reused: number = r.usage.prompt_tokens_details?.cached_tokens ?? 0;
+  console.log(reused);
   // A bounded KV cache (engine-wide or per load), and its figures in ModelInfo and usage.
   const bounded: Engine = await createEngine({ kv: { tokens: 1024, dtype: 'q8', policy: 'window-sinks', sinks: 4 } });
   const kvInfo: ModelInfo = await bounded.load(file, { kv: { bytes: 8 << 20, policy: 'error' } });
@@ -82,6 +84,12 @@ export async function usage(file: File): Promise<string> {
   console.log(tier, fallback.info?.simd_tier === 'simd128');
   const entries = await engine.cache.list();
   console.log(entries[0]?.sha256);
+  // Saved conversations.
+  const saved: { key: string; tokens: number; bytes: number } = await engine.session.save('chat-1');
+  const restored = await engine.session.restore(saved.key);
+  const sessions = await engine.session.list();
+  const gone: boolean = (await engine.session.delete('chat-1')).deleted;
+  console.log(restored.tokens, sessions[0]?.model_sha256, sessions[0]?.saved_at, gone);
   engine.terminate();
 
   // Routing between this engine and an OpenAI-compatible server.

@@ -1,0 +1,299 @@
+//! The one step-wise generation driver: the CLI ([`Session::generate`]), the browser worker
+//! (through [`crate::host`] and `src/wasm`) and `edgellm serve` all run a generation through a
+//! [`Generator`].
+//!
+//! [`Generator::start`] keeps what the session's KV cache already holds of the prompt (see
+//! [`Session::reuse_prefix`]); [`prefill`](Generator::prefill) then runs the rest in chunks (one
+//! call per chunk, so a host can yield in between), and [`step`](Generator::step) samples one
+//! token per call, applying the stop rules (end-of-generation tokens, stop strings, max tokens,
+//! a full context) and streaming text. The decoder state is owned ([`DecodeState`]): each step
+//! decodes only its own token.
+
+mod stop;
+
+use serde::Serialize;
+
+use crate::engine::{EngineError, Session};
+use crate::metrics::GenerationMetrics;
+use crate::model::ModelError;
+use crate::tokenizer::{DecodeOptions, DecodeState, Tokenizer};
+
+pub use stop::StopHold;
+
+/// Stop conditions of a generation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenerateOptions {
+    /// Most tokens to generate (an end-of-generation token counts).
+    pub max_tokens: usize,
+    /// Stop when the text contains one of these; the text ends before it.
+    pub stop: Vec<String>,
+    /// Stop at the tokenizer's end-of-generation tokens (EOS, end of turn).
+    pub stop_on_eog: bool,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions { max_tokens: 256, stop: Vec::new(), stop_on_eog: true }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// An end-of-generation token or a stop string.
+    Stop,
+    /// `max_tokens` reached, or the context is full.
+    Length,
+    /// The reader asked to stop.
+    Aborted,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::Aborted => "abort",
+        }
+    }
+}
+
+impl Serialize for FinishReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// The result of a whole generation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Generation {
+    pub prompt_ids: Vec<u32>,
+    /// Prompt tokens the KV cache already held (not prefilled again).
+    pub cached_tokens: usize,
+    /// Generated ids, including a final end-of-generation token if that is what stopped it.
+    pub ids: Vec<u32>,
+    /// Generated text (without end-of-generation tokens, cut before a stop string).
+    pub text: String,
+    pub finish_reason: FinishReason,
+    pub metrics: GenerationMetrics,
+}
+
+/// Where the prefill is after a [`Generator::prefill`] call.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PrefillStatus {
+    pub done: bool,
+    /// Prompt tokens in the KV cache now (the reused ones included).
+    pub processed: usize,
+    pub total: usize,
+}
+
+/// One decode step's outcome.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepEvent {
+    /// The sampled token (None when the call only reports the end).
+    pub token: Option<u32>,
+    /// Text that became final with this step (may be empty: an unfinished UTF-8 character, or
+    /// text that could be the start of a stop string, is held back).
+    pub text: String,
+    /// Set on the last step.
+    pub finish_reason: Option<FinishReason>,
+}
+
+/// One generation in progress over a session (which it borrows per call, so a host can keep
+/// both side by side).
+#[derive(Clone, Debug)]
+pub struct Generator {
+    prompt: Vec<u32>,
+    cached: usize,
+    /// The session was rolled back to the cached prefix (by the first `prefill`).
+    started: bool,
+    /// Prompt tokens in the KV cache (`cached` included).
+    prefilled: usize,
+    ids: Vec<u32>,
+    decoder: DecodeState,
+    hold: StopHold,
+    opts: GenerateOptions,
+    finish: Option<FinishReason>,
+}
+
+impl Generator {
+    /// Starts a generation of `prompt` on `session`: sets up the stop rules and finds how much
+    /// of the prompt the KV cache holds ([`cached_tokens`](Self::cached_tokens)). Nothing
+    /// changes until the first [`prefill`](Self::prefill), which rolls the cache back to that
+    /// prefix: a request refused or dropped before it leaves the session as it was.
+    pub fn start(session: &Session, tok: &Tokenizer, prompt: Vec<u32>, opts: GenerateOptions) -> Result<Generator, EngineError> {
+        if prompt.is_empty() {
+            return Err(ModelError::BadRequest("empty prompt".into()).into());
+        }
+        let cached = session.reusable_prefix(&prompt);
+        Ok(Generator {
+            prompt,
+            cached,
+            started: false,
+            prefilled: cached,
+            ids: Vec::new(),
+            decoder: tok.decode_state(DecodeOptions::default()),
+            hold: StopHold::new(opts.stop.clone()),
+            opts,
+            finish: None,
+        })
+    }
+
+    pub fn prompt(&self) -> &[u32] {
+        &self.prompt
+    }
+
+    /// Prompt tokens the KV cache already held when the generation started.
+    pub fn cached_tokens(&self) -> usize {
+        self.cached
+    }
+
+    /// Prompt tokens not yet run through the model.
+    pub fn prompt_remaining(&self) -> usize {
+        self.prompt.len() - self.prefilled
+    }
+
+    /// Generated ids so far (a final end-of-generation token included).
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// The final text so far (all of it once finished).
+    pub fn text(&self) -> &str {
+        &self.hold.text
+    }
+
+    pub fn max_tokens(&self) -> usize {
+        self.opts.max_tokens
+    }
+
+    pub fn finish_reason(&self) -> Option<FinishReason> {
+        self.finish
+    }
+
+    /// Runs the next at most `chunk` prompt tokens through the model (logits only after the
+    /// last prompt token). All or nothing per call (see [`Session::prefill`]).
+    pub fn prefill(&mut self, session: &mut Session, chunk: usize) -> Result<PrefillStatus, EngineError> {
+        let total = self.prompt.len();
+        if !self.started {
+            // The session is the one `start` looked at, unchanged since (one generation at a
+            // time); should it have changed, what it keeps now is what counts.
+            self.cached = session.reuse_prefix(&self.prompt);
+            self.prefilled = self.cached;
+            self.started = true;
+        }
+        if self.prefilled < total {
+            let end = self.prefilled.saturating_add(chunk.max(1)).min(total);
+            session.prefill_with(&self.prompt[self.prefilled..end], end == total)?;
+            self.prefilled = end;
+        }
+        Ok(PrefillStatus { done: self.prefilled == total, processed: self.prefilled, total })
+    }
+
+    /// Samples one token (the prompt must be prefilled) and applies the stop rules. After the
+    /// event that carries a `finish_reason`, further calls only repeat it.
+    pub fn step(&mut self, session: &mut Session, tok: &Tokenizer) -> Result<StepEvent, EngineError> {
+        if let Some(f) = self.finish {
+            return Ok(StepEvent { token: None, text: String::new(), finish_reason: Some(f) });
+        }
+        if self.prefilled < self.prompt.len() {
+            return Err(EngineError::NothingToDecode);
+        }
+        if self.out_of_room(session) {
+            return Ok(StepEvent { token: None, text: self.end(tok, FinishReason::Length), finish_reason: self.finish });
+        }
+        let id = session.step()?;
+        self.ids.push(id);
+        if self.opts.stop_on_eog && tok.is_eog(id) {
+            return Ok(StepEvent { token: Some(id), text: self.end(tok, FinishReason::Stop), finish_reason: self.finish });
+        }
+        let piece = self.decoder.push(tok, id)?;
+        if self.hold.push(&piece) {
+            return Ok(StepEvent { token: Some(id), text: self.end(tok, FinishReason::Stop), finish_reason: self.finish });
+        }
+        if self.out_of_room(session) {
+            return Ok(StepEvent { token: Some(id), text: self.end(tok, FinishReason::Length), finish_reason: self.finish });
+        }
+        Ok(StepEvent { token: Some(id), text: self.hold.ready(false), finish_reason: None })
+    }
+
+    /// Ends the generation here (`Aborted`): the text is what was returned so far.
+    pub fn abort(&mut self) {
+        if self.finish.is_none() {
+            self.finish = Some(FinishReason::Aborted);
+            self.hold.truncate_unemitted();
+        }
+    }
+
+    /// The whole generation (`Length` if it was never finished).
+    pub fn into_generation(self, session: &Session) -> Generation {
+        Generation {
+            prompt_ids: self.prompt,
+            cached_tokens: self.cached,
+            ids: self.ids,
+            text: self.hold.text,
+            finish_reason: self.finish.unwrap_or(FinishReason::Length),
+            metrics: session.metrics().clone(),
+        }
+    }
+
+    fn out_of_room(&self, session: &Session) -> bool {
+        self.ids.len() >= self.opts.max_tokens || !session.can_step()
+    }
+
+    /// Finishes with `reason`: the decoder's held-back tail becomes final (a stop string it
+    /// completes makes the reason `Stop`); returns the text not yet returned.
+    fn end(&mut self, tok: &Tokenizer, reason: FinishReason) -> String {
+        let tail = self.decoder.finish(tok);
+        let stopped = self.hold.push(&tail);
+        self.finish = Some(if stopped { FinishReason::Stop } else { reason });
+        self.hold.ready(true)
+    }
+}
+
+impl Session {
+    /// Prefills `prompt` (keeping what the cache already holds of it), then samples until an
+    /// end-of-generation token, a stop string, `max_tokens` or a full context. `on_text`
+    /// receives the text as it becomes final (never a part of a stop string); returning
+    /// `false` stops the generation (`Aborted`).
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        tok: &Tokenizer,
+        opts: &GenerateOptions,
+        on_text: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<Generation, EngineError> {
+        self.generate_observed(prompt, tok, opts, on_text, &mut |_, _| {})
+    }
+
+    /// [`generate`](Self::generate), calling `on_step(session, token)` after every sampled
+    /// token (to watch the KV cache, memory or speed as the generation goes).
+    pub fn generate_observed(
+        &mut self,
+        prompt: &[u32],
+        tok: &Tokenizer,
+        opts: &GenerateOptions,
+        on_text: &mut dyn FnMut(&str) -> bool,
+        on_step: &mut dyn FnMut(&Session, u32),
+    ) -> Result<Generation, EngineError> {
+        let mut g = Generator::start(self, tok, prompt.to_vec(), opts.clone())?;
+        // One call: the session splits the prompt into batches the KV cache can take.
+        g.prefill(self, usize::MAX)?;
+        loop {
+            let ev = g.step(self, tok)?;
+            if let Some(id) = ev.token {
+                on_step(self, id);
+            }
+            if ev.finish_reason.is_some() {
+                if !ev.text.is_empty() {
+                    on_text(&ev.text);
+                }
+                break;
+            }
+            if !ev.text.is_empty() && !on_text(&ev.text) {
+                g.abort();
+                break;
+            }
+        }
+        Ok(g.into_generation(self))
+    }
+}
