@@ -121,3 +121,44 @@ export async function loadTier(simd, load, warn = () => {}) {
   }
   return load(tier);
 }
+
+/** The two builds by tier name: the keys of the per-tier form of the `wasmUrl` option. */
+export const TIERS = Object.freeze(['relaxed', 'simd128']);
+
+/**
+ * The `wasmUrl` option, validated, with every location passed through `resolve` (to an absolute
+ * URL in browsers, where the worker has no useful base of its own):
+ *   a string or URL — the one build to run (wins over `simd`);
+ *   {relaxed?, simd128?} — where each build is (the tier is still chosen by `simd`);
+ *   undefined — the package's own files.
+ * @param {string|URL|{relaxed?: string|URL, simd128?: string|URL}|undefined|null} value
+ * @param {(loc: string|URL) => string} resolve
+ */
+export function wasmUrlOption(value, resolve) {
+  if (value === undefined || value === null) return undefined;
+  const bad = () =>
+    new EdgeLLMError(ErrorCode.INVALID_REQUEST, `wasmUrl must be a URL (string or URL) or {relaxed, simd128} naming each build; got ${JSON.stringify(value)}`);
+  const one = (v) => {
+    if (!(typeof v === 'string' && v) && !(v instanceof URL)) throw bad();
+    try {
+      return resolve(v);
+    } catch {
+      throw bad();
+    }
+  };
+  if (typeof value === 'string' || value instanceof URL) return one(value);
+  if (typeof value !== 'object' || Object.keys(value).some((k) => !TIERS.includes(k))) throw bad();
+  const out = {};
+  for (const tier of TIERS) if (value[tier] !== undefined) out[tier] = one(value[tier]);
+  return out;
+}
+
+/**
+ * Loads the build the (normalized) `wasmUrl` option names, through `start(location)`: a string is
+ * the one build; otherwise the tier is chosen by `simd` (loadTier) and located by the option's
+ * entry for it, else by `defaults(tier)`.
+ */
+export function loadWasm(wasmUrl, simd, defaults, start, warn) {
+  if (typeof wasmUrl === 'string') return start(wasmUrl);
+  return loadTier(simd, (tier) => start((wasmUrl && wasmUrl[tier]) || defaults(tier)), warn);
+}
