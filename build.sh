@@ -82,8 +82,8 @@ cmd_build() {
   build_relaxed
   # The browser worker as one self-contained script started from a Blob URL (pkg/src/worker-url.js):
   # no bundler or CDN has to find it. esbuild is a pinned devDependency (npm ci in setup).
-  log "build: browser worker bundle (esbuild)"
-  node scripts/bundle_worker.mjs
+  log "build: browser worker bundle (esbuild) and the embedded wasm fallback"
+  node scripts/browser_assets.mjs
 }
 
 # The relaxed-SIMD tier: the same lib again with +relaxed-simd, picked at load time by the worker

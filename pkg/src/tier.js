@@ -154,11 +154,19 @@ export function wasmUrlOption(value, resolve) {
 }
 
 /**
- * Loads the build the (normalized) `wasmUrl` option names, through `start(location)`: a string is
- * the one build; otherwise the tier is chosen by `simd` (loadTier) and located by the option's
- * entry for it, else by `defaults(tier)`.
+ * Loads the build the (normalized) `wasmUrl` option names, through `start(location, tier)`: a
+ * string is the one build (tier null); otherwise the tier is chosen by `simd` (loadTier) and
+ * located by the option's entry for it, else by `defaults(tier)`.
  */
 export function loadWasm(wasmUrl, simd, defaults, start, warn) {
-  if (typeof wasmUrl === 'string') return start(wasmUrl);
-  return loadTier(simd, (tier) => start((wasmUrl && wasmUrl[tier]) || defaults(tier)), warn);
+  if (typeof wasmUrl === 'string') return start(wasmUrl, null);
+  return loadTier(simd, (tier) => start((wasmUrl && wasmUrl[tier]) || defaults(tier), tier), warn);
 }
+
+/**
+ * The browser worker ↔ its parent (worker-url.js): `{type, tier}` asks for the build embedded in
+ * the package (embedded-wasm.js), answered by `{type, tier, bytes}` or `{type, tier, error}`.
+ * Only for tiers whose location was the package's guess (`wasmUrl.embedded` lists them), when
+ * nothing is served there.
+ */
+export const EMBEDDED_WASM = 'edgellm:embedded-wasm';

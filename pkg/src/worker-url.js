@@ -14,7 +14,8 @@
 // imports 'edgellm/worker') and `wasmUrl` (tier.js: one build, or {relaxed, simd128}).
 
 import { EdgeLLMError, ErrorCode } from './errors.js';
-import { wasmUrlOption } from './tier.js';
+import { wasmUrlOption, TIERS, EMBEDDED_WASM } from './tier.js';
+import { embeddedWasm } from './embedded-wasm.js';
 
 /** The package's name: its directory under node_modules (tested against package.json). */
 export const PACKAGE_NAME = 'edgellm';
@@ -32,8 +33,11 @@ export function vitePrebundledPackageUrl(moduleUrl) {
 
 /** The package's wasm builds, by tier (tier.js TIERS), as absolute URLs. */
 export function defaultWasmUrls() {
-  const vite = vitePrebundledPackageUrl(import.meta.url);
+  // esbuild's classic-script output has an empty import.meta: no location (the embedded copy).
+  const here = typeof import.meta.url === 'string' ? import.meta.url : null;
+  const vite = here && vitePrebundledPackageUrl(here);
   if (vite) return { relaxed: `${vite}wasm/edgellm_relaxed_bg.wasm`, simd128: `${vite}wasm/edgellm_bg.wasm` };
+  if (!here) return { relaxed: null, simd128: null };
   // Keep both expressions literal: bundlers emit each build as an asset through them. Turbopack
   // (Next.js) replaces them by objects whose href is a path ('/_next/static/media/…'), hence the
   // resolution against the page.
@@ -52,7 +56,9 @@ const absolute = (url) => new URL(url.href, pageBase()).href;
  */
 export function resolveWasmUrl(option) {
   const given = wasmUrlOption(option, (loc) => new URL(loc, pageBase()).href);
-  return typeof given === 'string' ? given : { ...defaultWasmUrls(), ...given };
+  if (typeof given === 'string') return given;
+  // `embedded`: the tiers located by the package's guess, which fall back to the embedded copy.
+  return { ...defaultWasmUrls(), ...given, embedded: TIERS.filter((t) => !given || given[t] === undefined) };
 }
 
 let blobUrl = null; // one per page, kept for its lifetime: every engine (and restart) reuses it
@@ -64,6 +70,16 @@ async function bundledWorkerUrl() {
     blobUrl = URL.createObjectURL(new Blob([source], { type: 'text/javascript' }));
   }
   return blobUrl;
+}
+
+/** Answers the worker's EMBEDDED_WASM request (tier.js) with the build's bytes, transferred. */
+async function sendEmbedded(worker, tier) {
+  try {
+    const bytes = await embeddedWasm(tier);
+    worker.postMessage({ type: EMBEDDED_WASM, tier, bytes }, [bytes]);
+  } catch (e) {
+    worker.postMessage({ type: EMBEDDED_WASM, tier, error: `the embedded ${tier} build could not be read: ${e && e.message ? e.message : e}` });
+  }
 }
 
 /**
@@ -78,7 +94,7 @@ export function spawnBrowserWorker({ onMessage, onFatal }, options) {
 
   const attach = (w) => {
     worker = w;
-    w.onmessage = (e) => onMessage(e.data);
+    w.onmessage = (e) => (e.data && e.data.type === EMBEDDED_WASM ? sendEmbedded(w, e.data.tier) : onMessage(e.data));
     w.onerror = (e) => {
       if (e && e.preventDefault) e.preventDefault();
       const hint = options.workerUrl ? ` (workerUrl ${options.workerUrl})` : '';

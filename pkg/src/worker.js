@@ -2,14 +2,15 @@
 // classic script (wasm/edgellm-worker.js, and as a string wasm/worker-source.js), which
 // worker-url.js starts from a Blob URL; `createEngine({ workerUrl })` may start it (or a module
 // that imports 'edgellm/worker') instead. Either way it has no base URL to find the wasm from:
-// `init.wasmUrl` always says where the builds are (absolute URLs, see worker-url.js). Two builds
-// share one JS glue: the relaxed-SIMD tier where the browser runs relaxed SIMD, else SIMD128
-// (tier.js).
+// `init.wasmUrl` always says where the builds are (absolute URLs, see worker-url.js), and for the
+// ones it only guessed, the parent sends the copy embedded in the package if nothing is served
+// there (embedded-wasm.js). Two builds share one JS glue: the relaxed-SIMD tier where the
+// browser runs relaxed SIMD, else SIMD128 (tier.js).
 
 import init, * as bindings from '../wasm/edgellm.js';
 import { Runtime } from './runtime.js';
 import { NoCache, OpfsCache } from './cache.js';
-import { loadWasm } from './tier.js';
+import { loadWasm, EMBEDDED_WASM } from './tier.js';
 
 const runtime = new Runtime({
   post: (msg) => self.postMessage(msg),
@@ -17,10 +18,21 @@ const runtime = new Runtime({
     loadWasm(
       wasmUrl,
       simd,
-      (tier) => {
-        throw new Error(`init.wasmUrl does not say where the ${tier} build is`);
+      () => null,
+      async (url, tier) => {
+        // Only where the location was the package's guess: the copy embedded in the package.
+        const fallback = tier && wasmUrl && Array.isArray(wasmUrl.embedded) && wasmUrl.embedded.includes(tier);
+        let source;
+        try {
+          if (!url) throw new Error(`init.wasmUrl does not say where the ${tier} build is`);
+          source = await fetchWasm(url);
+        } catch (e) {
+          if (!fallback) throw e;
+          log('warn', `${e.message}; using the ${tier} build embedded in the package (slower to start: serve the package's wasm/ files there or pass wasmUrl)`);
+          source = await embedded(tier);
+        }
+        return { bindings, exports: await init({ module_or_path: source }) };
       },
-      async (url) => ({ bindings, exports: await init({ module_or_path: await fetchWasm(url) }) }),
       (message) => log('warn', message),
     ),
   openCache: async (cfg) => {
@@ -45,6 +57,25 @@ async function fetchWasm(url) {
   return res;
 }
 
-self.onmessage = (e) => runtime.handle(e.data);
+const asked = new Map(); // tier → {resolve, reject} of an EMBEDDED_WASM request
+
+/** The embedded build's bytes, from the parent (worker-url.js), which always answers. */
+function embedded(tier) {
+  return new Promise((resolve, reject) => {
+    asked.set(tier, { resolve, reject });
+    self.postMessage({ type: EMBEDDED_WASM, tier });
+  });
+}
+
+self.onmessage = (e) => {
+  const m = e.data;
+  if (m && m.type === EMBEDDED_WASM) {
+    const w = asked.get(m.tier);
+    asked.delete(m.tier);
+    if (w) (m.error ? w.reject(new Error(m.error)) : w.resolve(m.bytes));
+    return;
+  }
+  runtime.handle(m);
+};
 self.addEventListener('error', (e) => runtime.fatal(e.error || new Error(e.message)));
 self.addEventListener('unhandledrejection', (e) => runtime.fatal(e.reason));

@@ -32,10 +32,10 @@ test('the default wasm locations are the package files, one per tier', () => {
 test('wasmUrl: one build, per-tier builds (the others default), and bad values rejected with INVALID_REQUEST', () => {
   assert.equal(resolveWasmUrl('http://h/x.wasm'), 'http://h/x.wasm');
   assert.equal(resolveWasmUrl(new URL('http://h/y.wasm')), 'http://h/y.wasm');
+  // Only the package's own (guessed) locations fall back to the embedded copy.
   const per = resolveWasmUrl({ relaxed: 'http://h/r.wasm' });
-  assert.equal(per.relaxed, 'http://h/r.wasm');
-  assert.equal(per.simd128, defaultWasmUrls().simd128);
-  assert.deepEqual(resolveWasmUrl(undefined), defaultWasmUrls());
+  assert.deepEqual(per, { relaxed: 'http://h/r.wasm', simd128: defaultWasmUrls().simd128, embedded: ['simd128'] });
+  assert.deepEqual(resolveWasmUrl(undefined), { ...defaultWasmUrls(), embedded: ['relaxed', 'simd128'] });
   for (const bad of [42, '', { relaxed: 1 }, { avx: 'http://h/a.wasm' }, true]) {
     assert.throws(() => wasmUrlOption(bad, String), (e) => e.code === 'INVALID_REQUEST', JSON.stringify(bad));
   }
