@@ -32,15 +32,18 @@ test('Vite 7 dev server (dependencies pre-bundled), no config → the model runs
   try {
     const r = await runPage(s.browser, `${origin}/?model=${encodeURIComponent(`${models.origin}/models/good.gguf`)}`);
     assertDemo(assert, r, s.want);
-    // The case this guards: the package ran from Vite's pre-bundled copy, not from its own files.
+    // The case this guards: the package ran from Vite's pre-bundled copy, not from its own files;
+    // the wasm still came from the package's files (not from the embedded fallback).
     assert.ok(fs.readdirSync(path.join(app.dir, 'node_modules/.vite/deps')).some((f) => f.startsWith('edgellm')), 'Vite pre-bundled edgellm');
+    assert.deepEqual(r.wasm.map(([status, u]) => `${status} ${new URL(u).pathname}`).sort(), ['200 /node_modules/edgellm/wasm/edgellm_bg.wasm', '200 /node_modules/edgellm/wasm/edgellm_relaxed_bg.wasm']);
   } finally {
     await dev.stop();
   }
 });
 
 test("vite build, no config → the built app runs in Chromium; both wasm builds emitted and fetched from the build's assets", { skip, timeout: 300_000 }, async () => {
-  runTool([VITE, 'build', '--base', '/app/', '--logLevel', 'warn'], { cwd: app.dir });
+  const log = runTool([VITE, 'build', '--base', '/app/', '--logLevel', 'warn'], { cwd: app.dir });
+  assert.doesNotMatch(log, /larger than 500 kB/, 'no chunk-size warning from the package (the embedded wasm is split)');
   const dist = path.join(app.dir, 'dist');
   const assets = fs.readdirSync(path.join(dist, 'assets'));
   const wasm = assets.filter((f) => f.endsWith('.wasm'));

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn, execFileSync } from 'node:child_process';
+import { spawn, spawnSync, execFileSync } from 'node:child_process';
 import { before, after } from 'node:test';
 
 import { startServer } from '../server.js';
@@ -158,13 +158,12 @@ export async function startTool(args, { cwd, url, env = {}, timeoutMs = 120_000 
   return { stop, output: () => output };
 }
 
-/** Runs a tool to completion (a build); throws with its output on failure. */
+/** Runs a tool to completion (a build); returns its output (stdout + stderr), throws with it on failure. */
 export function runTool(args, { cwd, env = {}, timeoutMs = 300_000 }) {
-  try {
-    return execFileSync(process.execPath, args, { cwd, env: { ...process.env, NEXT_TELEMETRY_DISABLED: '1', ...env }, encoding: 'utf8', stdio: 'pipe', timeout: timeoutMs });
-  } catch (e) {
-    throw new Error(`${args.join(' ')} failed:\n${e.stdout || ''}\n${e.stderr || ''}`);
-  }
+  const r = spawnSync(process.execPath, args, { cwd, env: { ...process.env, NEXT_TELEMETRY_DISABLED: '1', ...env }, encoding: 'utf8', timeout: timeoutMs });
+  const output = `${r.stdout || ''}${r.stderr || ''}`;
+  if (r.status !== 0) throw new Error(`${args.join(' ')} failed (${r.error ? r.error.message : `exit ${r.status}`}):\n${output}`);
+  return output;
 }
 
 /** One Chromium for a test file; `close()` at the end. */
@@ -179,11 +178,14 @@ export async function runPage(browser, url, { timeoutMs = 240_000 } = {}) {
   const logs = [];
   page.on('pageerror', (e) => logs.push(`[page error] ${e.message}`));
   page.on('console', (m) => m.type() === 'error' && logs.push(`[console] ${m.text()}`));
+  const wasm = []; // the .wasm responses the page and its worker got: [status, url]
+  page.on('response', (res) => new URL(res.url()).pathname.endsWith('.wasm') && wasm.push([res.status(), res.url()]));
   try {
     await page.goto(url);
     await page.waitForFunction(() => document.body && document.body.dataset.done === '1', null, { timeout: timeoutMs });
     const result = JSON.parse(await page.textContent('#out'));
     result.logs = logs;
+    result.wasm = wasm;
     return result;
   } catch (e) {
     throw new Error(`${url}: ${e.message}\n${logs.join('\n')}`);

@@ -41,3 +41,29 @@ test('<script type="module"> importing the package from another origin (a CDN co
   assert.equal(modelBytes(), downloaded, 'the second visit read the model from the cache');
   await context.close();
 });
+
+test('a strict Content-Security-Policy (no blob: workers): workerUrl names a same-origin copy of the worker, the package still comes from the CDN', { skip, timeout: 300_000 }, async () => {
+  const cdn = await s.serve(path.join(s.work, 'package'), { cors: true });
+  const page = path.join(s.work, 'csp-page');
+  fs.mkdirSync(page);
+  // Self-hosted as the README says: the worker script copied as is from the package.
+  fs.copyFileSync(path.join(s.work, 'package/wasm/edgellm-worker.js'), path.join(page, 'edgellm-worker.js'));
+  const csp = `default-src 'none'; script-src 'self' ${cdn.origin} 'wasm-unsafe-eval'; worker-src 'self'; connect-src 'self' ${cdn.origin}`;
+  fs.writeFileSync(path.join(page, 'index.html'), indexHtml('main.js').replace('<meta charset="utf-8">', `<meta charset="utf-8"><meta http-equiv="Content-Security-Policy" content="${csp}">`));
+  fs.writeFileSync(
+    path.join(page, 'main.js'),
+    `import { createEngine } from '${cdn.origin}/app/src/index.js';
+import { demo, show, failure } from './demo.js';
+const params = new URLSearchParams(location.search);
+const workerUrl = new URL('edgellm-worker.js', location.href);
+// The default (a blob: worker) is refused by this policy, with a typed error.
+const refused = await createEngine().then((e) => (e.terminate(), null), (e) => e.code);
+demo((o) => createEngine({ ...o, workerUrl }), params).then((r) => show({ ...r, refused }), (e) => show(failure(e)));
+`,
+  );
+  fs.writeFileSync(path.join(page, 'demo.js'), DEMO_JS);
+  const site = await s.serve(page);
+  const r = await runPage(s.browser, `${site.origin}/app/?model=/models/good.gguf`);
+  assertDemo(assert, r, s.want);
+  assert.equal(r.refused, 'ENGINE_INIT_FAILED', 'the blob: worker is refused under worker-src \'self\'');
+});

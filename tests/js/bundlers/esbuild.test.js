@@ -21,5 +21,7 @@ test('esbuild --bundle → the bundle runs in Chromium (the wasm builds embedded
   const pub = path.join(app.dir, 'public');
   assert.deepEqual(fs.readdirSync(pub).sort(), ['app.js', 'index.html'], 'no wasm file is served');
   const site = await s.serve(pub);
-  assertDemo(assert, await runPage(s.browser, `${site.origin}/app/?model=/models/good.gguf`), s.want);
+  const r = await runPage(s.browser, `${site.origin}/app/?model=/models/good.gguf`);
+  assertDemo(assert, r, s.want);
+  assert.deepEqual(r.wasm, [], "no .wasm was fetched: both builds came from the package's embedded copy");
 });
