@@ -5,7 +5,7 @@
 //
 // The `simd` engine option: 'auto' (default) picks the best tier; 'simd128' forces the fallback;
 // 'relaxed' requires the relaxed tier and fails with ENGINE_INIT_FAILED / RELAXED_SIMD_UNSUPPORTED
-// where it cannot run. An explicit `wasmUrl` wins over all of this.
+// where it cannot run. A `wasmUrl` naming one file wins over all of this (wasmUrlOption below).
 
 import { EdgeLLMError, ErrorCode } from './errors.js';
 
