@@ -43,11 +43,19 @@ cmd_setup() {
   # wabt: wasm-objdump, to check the build really contains SIMD128 code; chromium: browser tests;
   # chromium-driver: the relaxed-SIMD build's wasm-bindgen tests run in Chromium.
   apt_install wabt chromium chromium-driver
-  if [ -f package-lock.json ]; then
-    if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-      log "setup: npm ci"
-      npm ci --no-audit --no-fund
-    fi
+  npm_ci .
+  # The bundlers the bundler tests build fresh apps with (tests/js/bundlers: webpack 5, Next.js),
+  # installed once and reused; their packages stay in the npm cache for the apps' offline installs.
+  npm_ci tests/js/bundlers
+}
+
+# `npm ci` in DIR when its lock is newer than what is installed.
+npm_ci() {
+  local dir=$1
+  [ -f "$dir/package-lock.json" ] || return 0
+  if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    log "setup: npm ci in $dir"
+    (cd "$dir" && npm ci --no-audit --no-fund)
   fi
 }
 
@@ -72,6 +80,10 @@ cmd_build() {
   simd=$(wasm-objdump -d pkg/wasm/edgellm_bg.wasm | grep -cE '\b(v128|i8x16|i16x8|i32x4|i64x2|f32x4|f64x2)\.' || true)
   log "build: pkg/wasm/edgellm_bg.wasm $(stat -c %s pkg/wasm/edgellm_bg.wasm) bytes, $simd SIMD128 instructions"
   build_relaxed
+  # The browser worker as one self-contained script started from a Blob URL (pkg/src/worker-url.js):
+  # no bundler or CDN has to find it. esbuild is a pinned devDependency (npm ci in setup).
+  log "build: browser worker bundle (esbuild) and the embedded wasm fallback"
+  node scripts/browser_assets.mjs
 }
 
 # The relaxed-SIMD tier: the same lib again with +relaxed-simd, picked at load time by the worker

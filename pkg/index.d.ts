@@ -60,8 +60,14 @@ export interface EngineOptions {
   cache?: boolean;
   /** Node only: the cache directory (default $XDG_CACHE_HOME/edgellm or ~/.cache/edgellm). */
   cacheDir?: string;
-  /** Where the wasm file is, when a bundler cannot be left to find it (wins over `simd`). */
-  wasmUrl?: string;
+  /**
+   * Where the wasm is, when the package's own files are not to be used (browser: relative to the
+   * page; Node: a path or file URL). A URL names the one build to run (wins over `simd`);
+   * `{ relaxed, simd128 }` names each build (the tier is still chosen by `simd`), the package's
+   * files serving the tiers it leaves out. A location given here never falls back to the copy
+   * embedded in the package.
+   */
+  wasmUrl?: string | URL | { relaxed?: string | URL; simd128?: string | URL };
   /**
    * Which wasm build runs. 'auto' (default): the relaxed-SIMD build where the JS engine validates
    * WebAssembly relaxed SIMD (Chromium 114+; Node 20 only with --experimental-wasm-relaxed-simd),
@@ -70,7 +76,12 @@ export interface EngineOptions {
    * `engine.info.simd_tier` reports the build that runs.
    */
   simd?: SimdOption;
-  /** Where the worker script is (browser: a module worker URL; Node: a file URL or path). */
+  /**
+   * Where the worker script is. Browser: a same-origin module worker (the package's
+   * `wasm/edgellm-worker.js` copied as is, or a module that imports 'edgellm/worker'), for a
+   * Content-Security-Policy without `blob:` in worker-src; default: the bundled worker from a
+   * Blob URL. Node: a file URL or path.
+   */
   workerUrl?: string | URL;
   /** Milliseconds to wait for the worker and wasm to start (default 60000). */
   initTimeoutMs?: number;

@@ -1,4 +1,4 @@
-// edgellm — browser entry (ESM). Runs the engine in a module Web Worker.
+// edgellm — browser entry (ESM). Runs the engine in a Web Worker (started by worker-url.js).
 //
 //   import { createEngine } from 'edgellm';
 //   const engine = await createEngine();
@@ -8,6 +8,7 @@
 import { Engine, CompletionStream } from './client.js';
 import { EdgeLLMError, ErrorCode } from './errors.js';
 import { defaultMemoryBudget } from './memory.js';
+import { spawnBrowserWorker, resolveWasmUrl } from './worker-url.js';
 
 export { Engine, CompletionStream, EdgeLLMError, ErrorCode, defaultMemoryBudget };
 
@@ -22,26 +23,14 @@ function normalizeSource(source) {
   throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'load(source): source must be a URL (string or URL), a Blob/File, or {url, headers}');
 }
 
-function spawn({ onMessage, onFatal }, options) {
-  // Keep this expression literal: bundlers find the worker (and, inside it, the wasm) through it.
-  const worker = options.workerUrl
-    ? new Worker(options.workerUrl, { type: 'module', name: 'edgellm' })
-    : new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name: 'edgellm' });
-  worker.onmessage = (e) => onMessage(e.data);
-  worker.onerror = (e) => {
-    if (e && e.preventDefault) e.preventDefault();
-    onFatal(new EdgeLLMError(ErrorCode.ENGINE_CRASHED, `the engine worker failed: ${(e && e.message) || 'could not load or run the worker script'}`));
-  };
-  worker.onmessageerror = () => onFatal(new EdgeLLMError(ErrorCode.ENGINE_CRASHED, 'a message from the engine worker could not be deserialized'));
-  return { post: (m) => worker.postMessage(m), terminate: () => worker.terminate() };
-}
-
 /**
  * Starts an engine (worker + wasm) and resolves when it is ready.
  * @param {import('../index.d.ts').EngineOptions} [options]
  */
 export async function createEngine(options = {}) {
-  const engine = new Engine((handlers) => spawn(handlers, options), normalizeSource, options);
+  // The worker cannot locate the wasm itself (worker-url.js): it gets absolute URLs in `init`.
+  const opts = { ...options, wasmUrl: resolveWasmUrl(options.wasmUrl) };
+  const engine = new Engine((handlers) => spawnBrowserWorker(handlers, opts), normalizeSource, opts);
   await engine.start();
   return engine;
 }

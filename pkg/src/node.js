@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Engine, CompletionStream } from './client.js';
 import { EdgeLLMError, ErrorCode } from './errors.js';
 import { defaultMemoryBudget } from './memory.js';
+import { wasmUrlOption } from './tier.js';
 
 export { Engine, CompletionStream, EdgeLLMError, ErrorCode, defaultMemoryBudget };
 
@@ -58,7 +59,8 @@ function spawn({ onMessage, onFatal }, options) {
  * @param {import('../index.d.ts').EngineOptions} [options]
  */
 export async function createEngine(options = {}) {
-  const opts = { ...options };
+  // wasmUrl: a path or file: URL (or one per tier); the worker reads it from disk.
+  const opts = { ...options, wasmUrl: wasmUrlOption(options.wasmUrl, (loc) => (loc instanceof URL ? loc.href : loc)) };
   if (opts.cache !== false && !opts.cacheDir) opts.cacheDir = defaultCacheDir();
   const engine = new Engine((handlers) => spawn(handlers, opts), normalizeSource, opts);
   await engine.start();

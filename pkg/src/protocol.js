@@ -19,14 +19,17 @@
 //    shares its backing store), URLs and paths are read by the worker itself.
 //
 // ── Client → worker ────────────────────────────────────────────────────────────────────────────
-// {type:'init', id, wasmUrl?: string, simd?: 'auto'|'relaxed'|'simd128', cache: CacheConfig,
-//  memory?: MemoryOptions}
+// {type:'init', id, wasmUrl?: string | {relaxed?, simd128?: string, embedded?: string[]},
+//  simd?: 'auto'|'relaxed'|'simd128', cache: CacheConfig, memory?: MemoryOptions}
 //     → result {version: string, protocol: number, cache: 'opfs'|'fs'|'none', simd: boolean,
 //               simd_tier: 'relaxed-simd'|'simd128'|'scalar'|null}
 //     simd picks the wasm build (tier.js; default 'auto': relaxed SIMD where WebAssembly.validate
-//     accepts it, else SIMD128); wasmUrl overrides it. 'relaxed' where unsupported →
-//     error ENGINE_INIT_FAILED, detail RELAXED_SIMD_UNSUPPORTED. simd_tier: what the loaded build
-//     was compiled for (the wasm's simd_tier()). simd: compiled with SIMD128 at all.
+//     accepts it, else SIMD128); a string wasmUrl overrides it, an object locates each tier
+//     (`embedded`: the tiers whose location is the package's guess, which may fall back to the
+//     copy embedded in the package: tier.js EMBEDDED_WASM, browser worker ↔ worker-url.js only).
+//     'relaxed' where unsupported → error ENGINE_INIT_FAILED, detail RELAXED_SIMD_UNSUPPORTED.
+//     simd_tier: what the loaded build was compiled for (the wasm's simd_tier()). simd: compiled
+//     with SIMD128 at all.
 // {type:'load', id, source: Source, cache: boolean, sha256?: string, budget?: number,
 //  kv?: KvOptions|null, progressIntervalMs: number}
 //     → progress* → result ModelInfo      (budget: most bytes of weights; checked from the header;

@@ -5,7 +5,7 @@
 //
 // The `simd` engine option: 'auto' (default) picks the best tier; 'simd128' forces the fallback;
 // 'relaxed' requires the relaxed tier and fails with ENGINE_INIT_FAILED / RELAXED_SIMD_UNSUPPORTED
-// where it cannot run. An explicit `wasmUrl` wins over all of this.
+// where it cannot run. A `wasmUrl` naming one file wins over all of this (wasmUrlOption below).
 
 import { EdgeLLMError, ErrorCode } from './errors.js';
 
@@ -121,3 +121,52 @@ export async function loadTier(simd, load, warn = () => {}) {
   }
   return load(tier);
 }
+
+/** The two builds by tier name: the keys of the per-tier form of the `wasmUrl` option. */
+export const TIERS = Object.freeze(['relaxed', 'simd128']);
+
+/**
+ * The `wasmUrl` option, validated, with every location passed through `resolve` (to an absolute
+ * URL in browsers, where the worker has no useful base of its own):
+ *   a string or URL — the one build to run (wins over `simd`);
+ *   {relaxed?, simd128?} — where each build is (the tier is still chosen by `simd`);
+ *   undefined — the package's own files.
+ * @param {string|URL|{relaxed?: string|URL, simd128?: string|URL}|undefined|null} value
+ * @param {(loc: string|URL) => string} resolve
+ */
+export function wasmUrlOption(value, resolve) {
+  if (value === undefined || value === null) return undefined;
+  const bad = () =>
+    new EdgeLLMError(ErrorCode.INVALID_REQUEST, `wasmUrl must be a URL (string or URL) or {relaxed, simd128} naming each build; got ${JSON.stringify(value)}`);
+  const one = (v) => {
+    if (!(typeof v === 'string' && v) && !(v instanceof URL)) throw bad();
+    try {
+      return resolve(v);
+    } catch {
+      throw bad();
+    }
+  };
+  if (typeof value === 'string' || value instanceof URL) return one(value);
+  if (typeof value !== 'object' || Object.keys(value).some((k) => !TIERS.includes(k))) throw bad();
+  const out = {};
+  for (const tier of TIERS) if (value[tier] !== undefined) out[tier] = one(value[tier]);
+  return out;
+}
+
+/**
+ * Loads the build the (normalized) `wasmUrl` option names, through `start(location, tier)`: a
+ * string is the one build (tier null); otherwise the tier is chosen by `simd` (loadTier) and
+ * located by the option's entry for it, else by `defaults(tier)`.
+ */
+export function loadWasm(wasmUrl, simd, defaults, start, warn) {
+  if (typeof wasmUrl === 'string') return start(wasmUrl, null);
+  return loadTier(simd, (tier) => start((wasmUrl && wasmUrl[tier]) || defaults(tier), tier), warn);
+}
+
+/**
+ * The browser worker ↔ its parent (worker-url.js): `{type, tier}` asks for the build embedded in
+ * the package (embedded-wasm.js), answered by `{type, tier, bytes}` or `{type, tier, error}`.
+ * Only for tiers whose location was the package's guess (`wasmUrl.embedded` lists them), when
+ * nothing is served there.
+ */
+export const EMBEDDED_WASM = 'edgellm:embedded-wasm';

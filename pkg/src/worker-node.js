@@ -11,19 +11,18 @@ import { initSync } from '../wasm/edgellm.js';
 import * as bindings from '../wasm/edgellm.js';
 import { Runtime } from './runtime.js';
 import { FsCache, NoCache } from './cache.js';
-import { loadTier } from './tier.js';
+import { loadWasm } from './tier.js';
 
 const runtime = new Runtime({
   post: (msg) => parentPort.postMessage(msg),
-  initWasm: async (wasmUrl, simd, log) => {
-    const start = (file) => ({ bindings, exports: initSync({ module: fs.readFileSync(file) }) });
-    if (wasmUrl) return start(wasmUrl.startsWith('file:') ? fileURLToPath(wasmUrl) : wasmUrl);
-    return loadTier(
+  initWasm: async (wasmUrl, simd, log) =>
+    loadWasm(
+      wasmUrl,
       simd,
-      async (tier) => start(fileURLToPath(tier === 'relaxed' ? new URL('../wasm/edgellm_relaxed_bg.wasm', import.meta.url) : new URL('../wasm/edgellm_bg.wasm', import.meta.url))),
+      (tier) => (tier === 'relaxed' ? new URL('../wasm/edgellm_relaxed_bg.wasm', import.meta.url) : new URL('../wasm/edgellm_bg.wasm', import.meta.url)).href,
+      async (loc) => ({ bindings, exports: initSync({ module: fs.readFileSync(loc.startsWith('file:') ? fileURLToPath(loc) : loc) }) }),
       (message) => log('warn', message),
-    );
-  },
+    ),
   openCache: async (cfg) => (cfg && cfg.enabled && cfg.dir ? FsCache.open(fs, path, cfg.dir) : new NoCache()),
   fs,
 });

@@ -10,7 +10,7 @@
 //   /models/tiny-truncated.gguf the first 4096 bytes of the real model (ends inside the header)
 //   /models/no-length.gguf      the real model with chunked encoding (no Content-Length)
 //   /models/slow.gguf           the real model at `slowBytesPerSec` (for abort-during-load)
-//   /app/...                    files from `appDir` when given (the Vite test's dist/)
+//   /app/...                    files from `appDir` when given (a bundler test's built app)
 //
 // `stats` counts requests and body bytes per path, for assertions such as "zero network bytes
 // for the model after a reload".
@@ -50,7 +50,7 @@ function parseRange(h, size) {
 
 /**
  * @param {{root: string, modelPath: string, dropAt?: number, truncatedLen?: number,
- *          slowBytesPerSec?: number, appDir?: string, staticDirs?: string[]}} opts
+ *          slowBytesPerSec?: number, appDir?: string, staticDirs?: string[], cors?: boolean}} opts
  */
 export async function startServer(opts) {
   const root = path.resolve(opts.root);
@@ -135,6 +135,15 @@ export async function startServer(opts) {
     stats.requests[p] = (stats.requests[p] || 0) + 1;
     stats.log.push({ path: p, range: req.headers.range || null, method: req.method });
     if (stats.log.length > 1000) stats.log.shift();
+    // `cors`: readable from any origin (a CDN, or a dev server's page fetching the model).
+    if (opts.cors) {
+      res.setHeader('Access-Control-Allow-Origin', '*');
+      res.setHeader('Access-Control-Expose-Headers', 'Content-Length, Content-Range, Accept-Ranges, ETag');
+      if (req.method === 'OPTIONS') {
+        res.writeHead(204, { 'Access-Control-Allow-Methods': 'GET, HEAD', 'Access-Control-Allow-Headers': req.headers['access-control-request-headers'] || '', 'Access-Control-Max-Age': '600' });
+        return res.end();
+      }
+    }
 
     if (p.startsWith('/models/')) {
       const name = p.slice('/models/'.length);
