@@ -5,7 +5,10 @@
 // to out/chat_eval/<model>.json.
 //
 //   node tools/chat_eval/run.mjs [--model smollm2-135m-instruct|gemma-3-270m|path.gguf]
-//        [--candidates id,id,...] [--max-cases N] [--out out/chat_eval]
+//        [--candidates id,id,...] [--max-cases N] [--out out/chat_eval] [--rescore]
+//
+// --rescore: no model run; the answers stored by an earlier run are scored again with the
+// current score.mjs and cases.json (for a change of the checks, not of the candidates).
 //
 // Needs `./build.sh build` (pkg/wasm/) and `./build.sh model`. Bounded: every answer stops at
 // its candidate's max_tokens; sampled candidates use a fixed seed per case, so a run repeats.
@@ -41,41 +44,49 @@ const outDir = path.resolve(ROOT, arg('out', 'out/chat_eval'));
 // Every case as a list of turns: a single question is a one-turn exchange.
 const dialogs = [...cases.single.map((c) => ({ id: c.id, turns: [c] })), ...cases.multi].slice(0, maxCases);
 
-const engine = await createEngine({ cache: false });
-await engine.load(modelPath, { kv: { tokens: 2048 } });
-console.error(`model ${path.basename(modelPath)}: ${dialogs.length} exchanges, ${dialogs.reduce((n, d) => n + d.turns.length, 0)} answers per candidate`);
-
 fs.mkdirSync(outDir, { recursive: true });
 const outFile = path.join(outDir, `${path.basename(modelPath, '.gguf')}.json`);
-const results = [];
-for (const cand of candidates) {
-  const t0 = Date.now();
-  const scores = [];
-  const answers = [];
-  let tokens = 0;
-  for (const [di, d] of dialogs.entries()) {
-    const history = cand.system === null || cand.system === undefined ? [] : [{ role: 'system', content: cand.system }];
-    for (const [ti, turn] of d.turns.entries()) {
-      history.push({ role: 'user', content: turn.user });
-      const r = await engine.chat.completions.create({ messages: history, ...samplingOf(cand), seed: 1000 + di * 10 + ti });
-      const text = r.choices[0].message.content;
-      const finish = r.choices[0].finish_reason;
-      tokens += r.usage.completion_tokens;
-      history.push({ role: 'assistant', content: text });
-      const s = scoreAnswer(text, turn.expect, finish);
-      scores.push(s);
-      answers.push({ case: d.id, turn: ti, user: turn.user, text, finish, completion_tokens: r.usage.completion_tokens, ...s });
+const expectOf = (id, turn) => dialogs.find((d) => d.id === id).turns[turn].expect;
+let results = [];
+if (process.argv.includes('--rescore')) {
+  results = JSON.parse(fs.readFileSync(outFile, 'utf8')).results.map((r) => {
+    const answers = r.answers.map((a) => ({ ...a, ...scoreAnswer(a.text, expectOf(a.case, a.turn), a.finish) }));
+    return { ...r, answers, summary: { ...r.summary, ...summarize(answers) } };
+  });
+} else {
+  const engine = await createEngine({ cache: false });
+  await engine.load(modelPath, { kv: { tokens: 2048 } });
+  console.error(`model ${path.basename(modelPath)}: ${dialogs.length} exchanges, ${dialogs.reduce((n, d) => n + d.turns.length, 0)} answers per candidate`);
+  for (const cand of candidates) {
+    const t0 = Date.now();
+    const scores = [];
+    const answers = [];
+    let tokens = 0;
+    for (const [di, d] of dialogs.entries()) {
+      const history = cand.system === null || cand.system === undefined ? [] : [{ role: 'system', content: cand.system }];
+      for (const [ti, turn] of d.turns.entries()) {
+        history.push({ role: 'user', content: turn.user });
+        const r = await engine.chat.completions.create({ messages: history, ...samplingOf(cand), seed: 1000 + di * 10 + ti });
+        const text = r.choices[0].message.content;
+        const finish = r.choices[0].finish_reason;
+        tokens += r.usage.completion_tokens;
+        history.push({ role: 'assistant', content: text });
+        const s = scoreAnswer(text, turn.expect, finish);
+        scores.push(s);
+        answers.push({ case: d.id, turn: ti, user: turn.user, text, finish, completion_tokens: r.usage.completion_tokens, ...s });
+      }
     }
+    const sum = summarize(scores);
+    results.push({ candidate: cand, summary: { ...sum, mean_tokens: tokens / scores.length, seconds: (Date.now() - t0) / 1000 }, answers });
+    // Written after every candidate: a long run that is stopped keeps what it measured.
+    fs.writeFileSync(outFile, JSON.stringify({ model: path.basename(modelPath), when: new Date().toISOString(), results }, null, 1));
+    console.error(`${cand.id}: ok ${(sum.ok * 100).toFixed(0)}%  facts ${(sum.facts * 100).toFixed(0)}%  English ${(sum.english * 100).toFixed(0)}%  no-repeat ${(sum.no_repetition * 100).toFixed(0)}%  (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
   }
-  const sum = summarize(scores);
-  results.push({ candidate: cand, summary: { ...sum, mean_tokens: tokens / scores.length, seconds: (Date.now() - t0) / 1000 }, answers });
-  // Written after every candidate: a long run that is stopped keeps what it measured.
-  fs.writeFileSync(outFile, JSON.stringify({ model: path.basename(modelPath), when: new Date().toISOString(), results }, null, 1));
-  console.error(`${cand.id}: ok ${(sum.ok * 100).toFixed(0)}%  facts ${(sum.facts * 100).toFixed(0)}%  English ${(sum.english * 100).toFixed(0)}%  no-repeat ${(sum.no_repetition * 100).toFixed(0)}%  (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+  engine.terminate();
 }
-engine.terminate();
 
 
+if (process.argv.includes('--rescore')) fs.writeFileSync(outFile, JSON.stringify({ model: path.basename(modelPath), when: new Date().toISOString(), results }, null, 1));
 const pct = (x) => `${Math.round(x * 100)}%`;
 const sys = (s) => (s === null || s === undefined ? '(template default)' : s === '' ? '(empty)' : `"${s}"`);
 const samp = (c) => {
