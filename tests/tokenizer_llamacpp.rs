@@ -1,5 +1,6 @@
 //! Token ids and decoded text identical to llama.cpp (node-llama-cpp 3.21.1), on the committed
-//! corpus, for the real Gemma model and the synthetic BPE vocabularies.
+//! corpus, for the real models (Gemma 3, SmolLM2 135M Instruct) and the synthetic BPE
+//! vocabularies.
 //!
 //! Fixtures: tests/data/tok_corpus.json (tools/tokenizer/make_corpus.py) and
 //! tests/data/tok_expected_*.json (tools/tokenizer/gen_expected.mjs).
@@ -167,6 +168,19 @@ fn gemma_matches_llamacpp() {
     };
     let tok = load(&model);
     check_against_llamacpp(&tok, "gemma", true);
+}
+
+/// The chat model's real byte-level BPE vocabulary (49,152 tokens, `smollm` pre-tokenizer,
+/// ChatML specials). The file names no end-of-turn token and has two candidates
+/// (`<|endoftext|>` 0, `<|im_end|>` 2): llama.cpp's pick (0) is its hash-map order; both end
+/// generation, and the end-of-generation set is checked exactly.
+#[test]
+fn smollm2_matches_llamacpp() {
+    let Some(model) = common::chat_model() else {
+        return;
+    };
+    let tok = load(&model);
+    check_against_llamacpp(&tok, "smollm2", false);
 }
 
 #[test]

@@ -2,29 +2,42 @@
 // plain sight. It imports the package the way an app would (here straight from ../pkg, no
 // bundler, no framework).
 //
-//   ?model=<url> pre-fills the model URL, &autoload=1 loads it at once, &server=<base URL> and
+//   ?model=<url> pre-fills the model, &autoload=1 loads it at once, &server=<base URL> and
 //   &mode=<route mode> set the router (see settings.js).
 //
-// For tests and the console: window.edgellmApp = { engine, state, settings, lastUsage, lastRoute,
-// lastMemory, lastError, lastModel, lastReply, progress, ledger, offlineReady }.
+// Models: the catalog (catalog.js, drawn by catalog-view.js) or any GGUF by URL or file; the
+// chosen one is remembered and, when it is in the browser's cache, loaded again at start.
+// Conversations (conversations.js) are saved in this browser; the open one comes back after a
+// reload. With the engine's session API (engine.session, where the package has it) the open
+// conversation's KV cache is saved after each answer and restored after a reload.
+//
+// For tests and the console: window.edgellmApp = { engine, state, settings, store, lastUsage,
+// lastRoute, lastMemory, lastError, lastModel, lastReply, progress, ledger, offlineReady, meter,
+// session }.
 
 // A namespace import: optional exports (defaultMemoryBudget) are used when the package has them.
 import * as edgellm from '../pkg/src/index.js';
-import { StreamRenderer } from './markdown.js';
 import { RateChart } from './chart.js';
 import { renderLedger, renderBasic } from './gauge.js';
-import { loadSettings, saveSettings, sanitize, DEFAULTS } from './settings.js';
-import { fmtMs, fmtTpot, fmtRate, fmtInt, fmtBytes, fmtSpeed, fmtDuration, routeText, targetText, DASH } from './format.js';
+import { loadSettings, saveSettings, sanitize, chatSettings, withChat, chatDefaults, chatKey, CHAT_KEYS } from './settings.js';
+import { CATALOG, entryUrl, entryForUrl } from './catalog.js';
+import { CatalogView } from './catalog-view.js';
+import { ConversationStore } from './conversations.js';
+import { userBubble, answerBlock, answerFigures, badge, reusedTokens, el } from './transcript.js';
+import { fmtMs, fmtTpot, fmtRate, fmtInt, fmtBytes, fmtSpeed, fmtDuration, DASH } from './format.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 let settings = loadSettings(params);
 saveSettings(settings);
+const store = new ConversationStore();
+let conv = store.open || store.create();
 
 const app = {
   engine: null,
   state: 'starting',
   settings,
+  store,
   lastUsage: null,
   lastRoute: null,
   lastMemory: null,
@@ -36,42 +49,50 @@ const app = {
   kvSupported: false,
   offlineReady: false,
   chart: null,
+  meter: null, // { tokens, budget, source: 'usage' | 'count' }
+  session: { saved: null, restored: null, error: null }, // the engine.session calls and their outcome
 };
 window.edgellmApp = app;
 
 const chart = new RateChart($('tps-chart'), $('tps-summary'));
 app.chart = chart;
-const turns = []; // { user, assistant: string|null, userEl, block }
-let current = null; // the running request: { ac, stream }
+const views = new Map(); // turn → { user: HTMLElement, answer: answerBlock api }
+let current = null; // the running request: { ac, stream, conv }
 let loadController = null;
 let lastSource = null; // what was loaded last (URL string or File), for "apply and reload"
 let loadedOpts = null; // the load options (memory budget, KV) the current model was loaded with
+let loadedEntry = null; // the catalog entry loaded now (null: another model or none)
 
 // ── state and status ──────────────────────────────────────────────────────────────────────
 const remoteUsable = () => !!settings.server_url.trim() && settings.mode !== 'local-only' && !settings.private && navigator.onLine !== false;
+const idle = () => app.state === 'ready' || (app.state === 'empty' && remoteUsable());
 
 function setState(s) {
   app.state = s;
   document.body.dataset.state = s;
-  const canSend = s === 'ready' || (s === 'empty' && remoteUsable());
+  const canSend = idle();
   const busy = s === 'loading' || s === 'starting' || s === 'generating';
   $('prompt').disabled = !(canSend || s === 'generating');
-  $('prompt').placeholder = canSend || s === 'generating' ? 'Message (Enter sends)' : s === 'loading' ? 'Loading the model…' : 'Load a model to start…';
+  $('prompt').placeholder = canSend || s === 'generating' ? 'Message (Enter sends)' : s === 'loading' ? 'Loading the model…' : 'Choose a model to start…';
   $('send').disabled = !canSend;
   $('stop').disabled = s !== 'generating';
-  $('regenerate').disabled = !canSend || !turns.length;
+  $('regenerate').disabled = !canSend || !conv.turns.length;
   $('load-url').disabled = busy;
   $('estimate').disabled = busy;
   $('model-file').disabled = busy;
   $('cancel-load').hidden = s !== 'loading';
+  $('cache-clear').disabled = busy;
+  $('conv-new').disabled = s === 'generating';
+  catalogView.setBusy(busy);
+  document.body.classList.toggle('can-act', canSend);
 }
 
 function status(text, err) {
-  const el = $('status');
-  el.textContent = text;
-  el.classList.toggle('error', !!err);
-  if (err) el.dataset.code = err.code || 'INTERNAL';
-  else delete el.dataset.code;
+  const e = $('status');
+  e.textContent = text;
+  e.classList.toggle('error', !!err);
+  if (err) e.dataset.code = err.code || 'INTERNAL';
+  else delete e.dataset.code;
 }
 
 const errInfo = (e) => ({ code: (e && e.code) || 'INTERNAL', message: (e && e.message) || String(e), detail: e && e.detail });
@@ -133,6 +154,7 @@ async function startEngine() {
   });
   app.engine = engine;
   $('estimate').hidden = typeof engine.estimate !== 'function';
+  for (const row of catalogView.rows.values()) row.fit.hidden = typeof engine.estimate !== 'function';
   app.ledger = typeof engine.on === 'function' && typeof engine.memory === 'function';
   if (app.ledger) {
     engine.on('memory', (s) => {
@@ -150,6 +172,7 @@ function paintEngineInfo() {
   if (e && e.info) parts.push(`edgellm ${e.info.version}`, `SIMD ${simd}`, `model cache: ${e.info.cache}`);
   parts.push(`cross-origin isolated: ${self.crossOriginIsolated ? 'yes' : 'no'}`);
   parts.push(app.offlineReady ? 'offline: ready' : 'offline: not yet');
+  if (e && e.session) parts.push('conversation resume: yes');
   $('engine-info').textContent = parts.join(' · ');
 }
 
@@ -182,6 +205,9 @@ async function refreshMemory() {
   }
 }
 
+/** The local KV budget in tokens: the setting, capped by the model's context. */
+const kvBudget = () => Math.min(settings.kv_tokens, (app.engine && app.engine.model && app.engine.model.max_context) || Infinity);
+
 /** KV occupancy: the engine's own figures (usage.kv / model.kv) when it reports them. */
 function showKv(usage, kvStats) {
   const kv = kvStats || (usage && usage.kv);
@@ -206,7 +232,7 @@ function showKv(usage, kvStats) {
   // This engine build reports no KV occupancy: show the positions the answer used, which is what
   // its cache held at the end, against the budget the router enforces.
   const held = usage.prompt_tokens + usage.completion_tokens;
-  const budget = Math.min(settings.kv_tokens, (app.engine && app.engine.model && app.engine.model.max_context) || Infinity);
+  const budget = kvBudget();
   root.dataset.source = 'usage';
   $('kv-held-label').textContent = 'positions used';
   $('kv-held').textContent = fmtInt(held);
@@ -218,6 +244,80 @@ function showKv(usage, kvStats) {
   $('kv-fill').style.width = `${Math.min(100, (held / budget) * 100).toFixed(2)}%`;
   note.textContent = 'Occupancy from the answer’s token counts: this engine build does not report its KV cache (bytes, evictions).';
   note.hidden = false;
+}
+
+// ── the token meter: this conversation against the KV budget ─────────────────────────────
+function paintMeter(tokens, source) {
+  const budget = kvBudget();
+  const m = $('meter');
+  if (typeof tokens !== 'number' || !Number.isFinite(budget)) {
+    app.meter = null;
+    m.dataset.tokens = '';
+    m.dataset.budget = Number.isFinite(budget) ? String(budget) : '';
+    $('meter-text').textContent = Number.isFinite(budget) ? `– of ${fmtInt(budget)} tokens` : DASH;
+    $('meter-fill').style.width = '0%';
+    m.classList.remove('near', 'over');
+    return;
+  }
+  app.meter = { tokens, budget, source };
+  m.dataset.tokens = String(tokens);
+  m.dataset.budget = String(budget);
+  m.dataset.source = source;
+  const f = tokens / budget;
+  $('meter-text').textContent = `${fmtInt(tokens)} of ${fmtInt(budget)} tokens`;
+  $('meter-fill').style.width = `${Math.min(100, f * 100).toFixed(2)}%`;
+  m.classList.toggle('near', f >= 0.75 && f < 1);
+  m.classList.toggle('over', f >= 1);
+}
+
+/** The whole conversation as chat messages (what the next request would extend). */
+function historyMessages(upTo) {
+  const msgs = [];
+  const system = chatSettings(settings).system.trim();
+  if (system) msgs.push({ role: 'system', content: system });
+  for (const t of conv.turns) {
+    if (t === upTo) break;
+    if (t.assistant === null || t.raw) continue; // a failed turn is left out of the context
+    msgs.push({ role: 'user', content: t.user }, { role: 'assistant', content: t.assistant });
+  }
+  return msgs;
+}
+
+let meterSeq = 0;
+/** Counts the conversation's tokens with the engine (chat template applied), when it is idle. */
+async function countMeter() {
+  const seq = ++meterSeq;
+  const engine = app.engine;
+  const msgs = historyMessages(null);
+  if (!engine || !engine.model || typeof engine.countTokens !== 'function' || !msgs.some((m) => m.role === 'user')) {
+    paintMeter(msgs.some((m) => m.role === 'user') ? null : 0, 'count');
+    return;
+  }
+  if (app.state !== 'ready') return;
+  try {
+    const r = await engine.countTokens({ messages: msgs });
+    if (seq === meterSeq && typeof r.prompt_tokens === 'number') paintMeter(r.prompt_tokens, 'count');
+  } catch {
+    /* no count (engine restarting): the next answer's usage repaints */
+  }
+}
+
+// ── conversation resume (engine.session, feature-detected) ────────────────────────────────
+const SESSION_SKIP = ['SESSION_NOT_FOUND', 'SESSION_MISMATCH', 'SESSION_CORRUPT'];
+const hasSession = (name) => !!(app.engine && app.engine.session && typeof app.engine.session[name] === 'function');
+
+async function sessionCall(name, id) {
+  if (!hasSession(name)) return false;
+  try {
+    await app.engine.session[name](id);
+    app.session[name === 'save' ? 'saved' : name === 'restore' ? 'restored' : 'deleted'] = id;
+    return true;
+  } catch (e) {
+    // Not found / another model or KV setting / a damaged entry: the next request prefills.
+    app.session.error = errInfo(e);
+    if (!SESSION_SKIP.includes(e && e.code)) status(`Conversation resume (${name}): ${e.code || 'ERROR'}: ${e.message}`);
+    return false;
+  }
 }
 
 // ── loading ───────────────────────────────────────────────────────────────────────────────
@@ -241,9 +341,12 @@ function paintProgress() {
   $('progress-eta').textContent = speed && p.total ? `ETA ${fmtDuration((p.total - p.loaded) / speed)}` : '';
 }
 
+/** Loads a URL (a catalog entry's or any) or a File. */
 async function load(source, label) {
   if (!app.engine) return;
+  if (current) stop();
   loadController = new AbortController();
+  const entry = typeof source === 'string' ? entryForUrl(source) : null;
   setState('loading');
   status(`Loading ${label}…`);
   app.progress = [];
@@ -260,6 +363,7 @@ async function load(source, label) {
     const opts = wantedLoadOpts();
     const info = await app.engine.load(source, {
       ...opts,
+      ...(entry ? { sha256: entry.sha256 } : {}),
       signal: loadController.signal,
       onProgress: (p) => {
         app.progress.push({ phase: p.phase, loaded: p.loaded, total: p.total });
@@ -271,6 +375,7 @@ async function load(source, label) {
     app.lastError = null;
     lastSource = source;
     loadedOpts = opts;
+    loadedEntry = entry;
     if (typeof source === 'string') {
       settings.model_url = source;
       saveSettings(settings);
@@ -280,14 +385,18 @@ async function load(source, label) {
     $('progress-text').textContent = `${fmtBytes(info.file_size)} in ${(info.load_ms / 1000).toFixed(1)} s`;
     $('progress-speed').textContent = info.load_ms > 0 ? fmtSpeed((info.file_size / info.load_ms) * 1000) : '';
     $('progress-eta').textContent = '';
-    paintModel(info);
+    paintModel(info, entry);
+    paintSettings();
     app.kvSupported = !!info.kv;
     if (info.kv) showKv(null, info.kv);
     status(`Ready in ${((performance.now() - t0) / 1000).toFixed(1)} s. Ask something.`);
     setState('ready');
     engineNote();
     refreshMemory();
+    refreshCache();
     checkOffline();
+    await countMeter();
+    if (conv.turns.length) await sessionCall('restore', conv.id);
     $('prompt').focus();
   } catch (e) {
     app.lastError = errInfo(e);
@@ -295,6 +404,7 @@ async function load(source, label) {
     setState(app.engine && app.engine.model ? 'ready' : 'empty');
   } finally {
     loadController = null;
+    paintCatalogChoice();
   }
 }
 
@@ -321,56 +431,210 @@ async function estimateFit() {
   }
 }
 
-function paintModel(info) {
+function paintModel(info, entry) {
   $('model-info').hidden = false;
-  $('model-name').textContent = info.name;
-  const params = info.n_params ? `${info.n_params >= 1e9 ? (info.n_params / 1e9).toFixed(1) + 'B' : Math.round(info.n_params / 1e6) + 'M'} params` : null;
-  $('model-facts').textContent = [info.architecture, info.quantization, params, fmtBytes(info.file_size), `context ${info.max_context}`, `loaded in ${(info.load_ms / 1000).toFixed(1)} s`].filter(Boolean).join(' · ');
+  $('model-name').textContent = entry ? entry.name : info.name;
+  const p = info.n_params ? `${info.n_params >= 1e9 ? (info.n_params / 1e9).toFixed(1) + 'B' : Math.round(info.n_params / 1e6) + 'M'} params` : null;
+  $('model-facts').textContent = [entry ? entry.kind : null, info.architecture, info.quantization, p, fmtBytes(info.file_size), `context ${info.max_context}`, `loaded in ${(info.load_ms / 1000).toFixed(1)} s`].filter(Boolean).join(' · ');
   const tag = $('model-source');
   tag.hidden = false;
   tag.dataset.source = info.source;
   tag.textContent = info.source === 'cache' ? 'loaded from cache' : info.source === 'file' ? 'from a local file' : app.engine.info.cache !== 'none' ? 'downloaded · now cached' : 'downloaded';
+  $('model-summary').textContent = `${entry ? entry.name : info.name} · ${entry ? entry.kind : 'custom'} · loaded`;
+  // Once a model runs, the catalog folds away to give the conversation the room.
+  if (window.matchMedia('(max-width: 900px)').matches || entry) $('catalog').open = false;
+}
+
+// ── the catalog ───────────────────────────────────────────────────────────────────────────
+const catalogView = new CatalogView($('catalog-list'), {
+  onLoad: (entry) => load(entryUrl(entry), entry.name),
+  onFit: fitEntry,
+  onDelete: deleteEntry,
+});
+
+function paintCatalogChoice() {
+  const chosen = entryForUrl(settings.model_url);
+  catalogView.paintChoice(chosen ? chosen.id : null, loadedEntry && app.engine && app.engine.model ? loadedEntry.id : null);
+}
+
+async function refreshCache() {
+  if (!app.engine) return [];
+  try {
+    const list = app.engine.info.cache !== 'none' ? await app.engine.cache.list() : [];
+    catalogView.paintCache(list, $('cache-usage'));
+    return list;
+  } catch {
+    return [];
+  }
+}
+
+async function fitEntry(entry) {
+  if (!app.engine || typeof app.engine.estimate !== 'function') return;
+  catalogView.paintFit(entry, null);
+  try {
+    catalogView.paintFit(entry, await app.engine.estimate(entryUrl(entry), { kv: wantedLoadOpts().kv }));
+  } catch (e) {
+    catalogView.paintFit(entry, null, e);
+  }
+}
+
+async function deleteEntry(entry) {
+  try {
+    await app.engine.cache.delete(entryUrl(entry));
+    status(`${entry.name} was deleted from this browser’s storage${loadedEntry === entry && app.engine.model ? ' (it stays loaded until the page closes)' : ''}.`);
+  } catch (e) {
+    status(`${e.code || 'ERROR'}: ${e.message}`, e);
+  }
+  await refreshCache();
+  checkOffline();
+}
+
+async function clearCache() {
+  try {
+    await app.engine.cache.clear();
+    status('Every cached model was deleted from this browser’s storage.');
+  } catch (e) {
+    status(`${e.code || 'ERROR'}: ${e.message}`, e);
+  }
+  await refreshCache();
+  checkOffline();
+}
+
+// ── conversations ─────────────────────────────────────────────────────────────────────────
+function paintConversations() {
+  const list = $('conv-list');
+  list.replaceChildren();
+  for (const c of store.items) {
+    const li = el('li', 'conv');
+    li.dataset.id = c.id;
+    li.classList.toggle('open', c.id === conv.id);
+    const open = el('button', 'conv-open', c.title);
+    open.type = 'button';
+    open.title = c.title;
+    if (c.id === conv.id) open.setAttribute('aria-current', 'true');
+    open.addEventListener('click', () => switchTo(c.id));
+    const rename = el('button', 'tool conv-rename', 'Rename');
+    rename.type = 'button';
+    rename.setAttribute('aria-label', `Rename “${c.title}”`);
+    rename.addEventListener('click', () => renameConversation(c, li, open));
+    const del = el('button', 'tool conv-delete', 'Delete');
+    del.type = 'button';
+    del.setAttribute('aria-label', `Delete “${c.title}”`);
+    del.addEventListener('click', () => deleteConversation(c.id));
+    li.append(open, rename, del);
+    list.append(li);
+  }
+  $('chat-h').textContent = conv.title;
+}
+
+function renameConversation(c, li, open) {
+  const input = el('input', 'conv-rename-input');
+  input.type = 'text';
+  input.value = c.title;
+  input.setAttribute('aria-label', 'New name');
+  const done = (commit) => {
+    if (commit && input.value.trim()) store.rename(c.id, input.value);
+    paintConversations();
+  };
+  input.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') done(true);
+    else if (e.key === 'Escape') done(false);
+  });
+  input.addEventListener('blur', () => done(true));
+  open.replaceWith(input);
+  input.focus();
+  input.select();
+}
+
+async function switchTo(id) {
+  if (id === conv.id) return;
+  if (current) stop();
+  const c = store.select(id);
+  if (!c) return;
+  conv = c;
+  renderConversation();
+  await countMeter();
+  if (app.engine && app.engine.model && conv.turns.length) await sessionCall('restore', conv.id);
+}
+
+function newConversation() {
+  if (current) stop();
+  const empty = store.items.find((c) => !c.turns.length);
+  conv = empty ? store.select(empty.id) : store.create();
+  renderConversation();
+  paintMeter(0, 'count');
+  $('prompt').focus();
+}
+
+async function deleteConversation(id) {
+  if (current && current.conv.id === id) stop();
+  store.delete(id);
+  await sessionCall('delete', id);
+  conv = store.open || store.create();
+  renderConversation();
+  await countMeter();
+}
+
+/** Draws the open conversation from its stored turns. */
+function renderConversation() {
+  views.clear();
+  for (const n of [...$('transcript').children]) if (n.id !== 'welcome') n.remove();
+  $('welcome').hidden = conv.turns.length > 0;
+  for (const t of conv.turns) {
+    addTurnView(t);
+    if (t.assistant !== null || t.error) views.get(t).answer.fill();
+  }
+  paintConversations();
+  setState(app.state);
+  scrollDown(true);
+}
+
+function addTurnView(turn) {
+  const user = userBubble(turn, { onEdit: (text) => editTurn(turn, text), canEdit: idle });
+  $('transcript').append(user);
+  const answer = answerBlock(turn, { onRegenerate: () => regenerateTurn(turn), canRegenerate: idle });
+  views.set(turn, { user, answer });
+  $('transcript').append(answer.block);
+  return views.get(turn);
+}
+
+/** Drops the turns after `turn` (their DOM too): an edit or a regenerate replaces them. */
+function truncateAfter(turn) {
+  const i = conv.turns.indexOf(turn);
+  for (const t of conv.turns.slice(i + 1)) {
+    const v = views.get(t);
+    if (v) {
+      v.user.remove();
+      v.answer.block.remove();
+      views.delete(t);
+    }
+  }
+  conv.turns.length = i + 1;
+}
+
+function editTurn(turn, text) {
+  if (!idle()) return;
+  truncateAfter(turn);
+  turn.user = text;
+  const v = views.get(turn);
+  const fresh = userBubble(turn, { onEdit: (t) => editTurn(turn, t), canEdit: idle });
+  v.user.replaceWith(fresh);
+  v.user = fresh;
+  store.save(conv);
+  paintConversations();
+  run(turn);
+}
+
+function regenerateTurn(turn) {
+  if (!idle()) return;
+  truncateAfter(turn);
+  run(turn);
 }
 
 // ── chat ──────────────────────────────────────────────────────────────────────────────────
-function el(tag, cls, text) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined) e.textContent = text;
-  return e;
-}
-
 function scrollDown(force) {
   const t = $('transcript');
   if (force || t.scrollHeight - t.scrollTop - t.clientHeight < 80) t.scrollTop = t.scrollHeight;
-}
-
-function messagesFor(turn) {
-  const msgs = [];
-  if (settings.system.trim()) msgs.push({ role: 'system', content: settings.system.trim() });
-  for (const t of turns) {
-    if (t === turn) break;
-    if (t.assistant === null || t.raw) continue; // a failed turn is left out of the context
-    msgs.push({ role: 'user', content: t.user }, { role: 'assistant', content: t.assistant });
-  }
-  msgs.push({ role: 'user', content: turn.user });
-  return msgs;
-}
-
-function badge(route, offline) {
-  const b = el('span', `badge route ${route.target || 'none'}`);
-  b.textContent = routeText(route) + (offline ? ' · offline' : '');
-  b.dataset.target = route.target || '';
-  b.dataset.reason = route.reason;
-  if (route.fallback_from) {
-    b.dataset.fallbackFrom = route.fallback_from;
-    if (route.error) b.title = `${route.fallback_from} failed first: ${route.error.code} ${route.error.message}`;
-  }
-  return b;
-}
-
-function answerFigures(u) {
-  return `TTFT ${fmtMs(u.ttft_ms)} · TPOT ${fmtTpot(u.tpot_ms)} · prefill ${fmtRate(u.prefill_tokens_per_s)} · decode ${fmtRate(u.decode_tokens_per_s)} · ${u.completion_tokens} tokens`;
 }
 
 function showUsage(u, route) {
@@ -385,7 +649,8 @@ function showUsage(u, route) {
   set('u-tpot', u && fmtTpot(u.tpot_ms), u && u.tpot_ms);
   set('u-prefill', u && fmtRate(u.prefill_tokens_per_s), u && u.prefill_tokens_per_s);
   set('u-decode', u && fmtRate(u.decode_tokens_per_s), u && u.decode_tokens_per_s);
-  set('u-prompt', u && fmtInt(u.prompt_tokens), u && u.prompt_tokens);
+  const reused = reusedTokens(u);
+  set('u-prompt', u && (reused !== null ? `${fmtInt(u.prompt_tokens)} (${fmtInt(reused)} reused)` : fmtInt(u.prompt_tokens)), u && u.prompt_tokens);
   set('u-completion', u && fmtInt(u.completion_tokens), u && u.completion_tokens);
   const rb = $('metrics-route');
   if (u && route) {
@@ -399,45 +664,53 @@ function send() {
   const text = $('prompt').value;
   if (!text.trim() || $('send').disabled) return;
   $('prompt').value = '';
-  const turn = { user: text, assistant: null, raw: settings.raw };
-  turn.userEl = el('div', 'msg user', text);
+  const turn = { user: text, assistant: null, raw: chatSettings(settings).raw };
   $('welcome').hidden = true;
-  $('transcript').append(turn.userEl);
-  turns.push(turn);
+  conv.turns.push(turn);
+  addTurnView(turn);
+  store.save(conv);
+  paintConversations();
   run(turn);
 }
 
 function regenerate() {
-  const turn = turns[turns.length - 1];
-  if (!turn || $('regenerate').disabled) return;
-  if (turn.block) turn.block.remove();
-  turn.assistant = null;
-  run(turn);
+  const turn = conv.turns[conv.turns.length - 1];
+  if (turn && !$('regenerate').disabled) regenerateTurn(turn);
+}
+
+/** What is kept of an answer's usage in the saved conversation (figures, reuse, route). */
+function keptUsage(u) {
+  if (!u) return null;
+  const keep = ['prompt_tokens', 'completion_tokens', 'ttft_ms', 'tpot_ms', 'prefill_tokens_per_s', 'decode_tokens_per_s', 'prompt_tokens_details'];
+  return Object.fromEntries(keep.filter((k) => u[k] !== undefined).map((k) => [k, u[k]]));
 }
 
 async function run(turn) {
+  const chat = chatSettings(settings);
   const raw = turn.raw;
-  const block = el('div', 'answer');
-  const out = el('div', 'msg assistant');
+  const v = views.get(turn) || addTurnView(turn);
+  // A fresh answer block in place of the old one (regenerate, edit).
+  const answer = answerBlock(turn, { onRegenerate: () => regenerateTurn(turn), canRegenerate: idle });
+  v.answer.block.replaceWith(answer.block);
+  v.answer = answer;
+  const { out, meta, routeSlot, figures } = answer;
   out.setAttribute('aria-busy', 'true');
-  const meta = el('div', 'meta');
-  const routeSlot = el('span', 'route-slot');
-  const figures = el('span', 'figures');
-  meta.append(routeSlot, figures);
-  block.append(out, meta);
-  turn.block = block;
-  $('transcript').append(block);
-  scrollDown(true);
-  const renderer = raw ? null : new StreamRenderer(out);
-  const plain = raw ? document.createTextNode('') : null;
-  if (plain) out.append(plain);
+  answer.start();
   out.classList.add('pending');
+  turn.assistant = null;
+  delete turn.usage;
+  delete turn.route;
+  delete turn.flag;
+  delete turn.flagError;
+  delete turn.error;
+  scrollDown(true);
 
   setState('generating');
   let charted = false; // the chart keeps the previous answer until this one's first token
   const offline = navigator.onLine === false;
   const ac = new AbortController();
-  current = { ac, stream: null };
+  const runConv = conv;
+  current = { ac, stream: null, conv: runConv };
   let reply = '';
   let usage = null;
   let route = null;
@@ -449,19 +722,26 @@ async function run(turn) {
     app.lastRoute = r;
     routeSlot.replaceChildren(badge(r, offline));
   };
+  const flag = (text, isError) => {
+    turn.flag = text;
+    turn.flagError = !!isError;
+    answer.flag(text, isError);
+  };
   try {
     const common = {
       stream: true,
-      max_tokens: settings.max_tokens,
-      temperature: settings.temperature,
-      top_p: settings.top_p,
+      max_tokens: chat.max_tokens,
+      temperature: chat.temperature,
+      top_p: chat.top_p,
+      min_p: chat.min_p,
+      repetition_penalty: chat.repetition_penalty,
       stream_options: { include_usage: true },
       private: settings.private,
       signal: ac.signal,
     };
     const stream = raw
       ? await app.engine.completions.create({ prompt: turn.user, ...common })
-      : await app.engine.chat.completions.create({ messages: messagesFor(turn), ...common });
+      : await app.engine.chat.completions.create({ messages: [...historyMessages(turn), { role: 'user', content: turn.user }], ...common });
     current.stream = stream;
     for await (const chunk of stream) {
       showRoute(chunk.route);
@@ -470,8 +750,7 @@ async function run(turn) {
       if (delta) {
         if (!reply) out.classList.remove('pending');
         reply += delta;
-        if (plain) plain.appendData(delta);
-        else renderer.push(delta);
+        answer.push(delta);
         if (!charted) {
           chart.reset();
           charted = true;
@@ -483,46 +762,52 @@ async function run(turn) {
       if (chunk.error) streamError = chunk.error;
       if (chunk.usage) usage = chunk.usage;
     }
-    if (renderer) renderer.end();
+    answer.end();
     turn.assistant = reply;
+    turn.finish = finish;
     app.lastReply = reply;
     app.lastError = null;
+    if (route) turn.route = { target: route.target, reason: route.reason, ...(route.fallback_from ? { fallback_from: route.fallback_from } : {}) };
     if (usage) {
+      turn.usage = keptUsage(usage);
       figures.textContent = answerFigures(usage);
       showUsage(usage, route);
       if (!route || route.target === 'local') showKv(usage);
+      // At once from the usage (the prompt and the answer); the engine's count of the whole
+      // conversation, template included, replaces it once the engine is idle (finally below).
+      if (!raw) paintMeter(usage.prompt_tokens + usage.completion_tokens, 'usage');
     }
-    if (finish === 'length') meta.append(el('span', 'flag', 'max tokens reached'));
+    if (finish === 'length') flag('max tokens reached');
     if (streamError) {
-      meta.append(el('span', 'flag error', `${streamError.code}: ${streamError.message}`));
+      flag(`${streamError.code}: ${streamError.message}`, true);
       status(`The answer broke off: ${streamError.code}`, streamError);
     } else status(route && route.target === 'remote' ? 'Answered by the server.' : 'Answered on this device.');
   } catch (e) {
-    if (renderer) renderer.end();
+    answer.end();
     app.lastError = errInfo(e);
     if (e.route) showRoute(e.route);
     if (e.code === 'ABORTED') {
       turn.assistant = reply; // the partial answer stays in the conversation
       app.lastReply = reply;
-      meta.append(el('span', 'flag', 'stopped'));
+      flag('stopped');
       status('Stopped.');
     } else {
-      block.classList.add('error');
-      out.dataset.code = e.code || 'INTERNAL';
-      const box = el('div', 'error-box');
-      box.append(el('strong', 'code', e.code || 'ERROR'), document.createTextNode(` ${e.message}`));
-      if (e.detail) box.append(el('span', 'detail', ` (${e.detail})`));
-      out.append(box);
+      turn.error = { code: e.code || 'INTERNAL', message: e.message, ...(e.detail ? { detail: e.detail } : {}) };
+      answer.error(turn.error);
       status(`${e.code || 'ERROR'}: ${e.message}`, e);
     }
   } finally {
     out.classList.remove('pending');
     out.removeAttribute('aria-busy');
     current = null;
+    store.save(runConv);
     setState(app.engine && app.engine.model ? 'ready' : 'empty');
     scrollDown();
     refreshMemory();
   }
+  if (runConv === conv && !raw) await countMeter();
+  // The conversation's KV cache, for a resume after a reload (local answers only).
+  if (turn.assistant !== null && (!route || route.target === 'local') && runConv === conv) await sessionCall('save', runConv.id);
 }
 
 function stop() {
@@ -533,10 +818,10 @@ function stop() {
 
 function clearChat() {
   if (current) stop();
-  turns.length = 0;
-  for (const n of [...$('transcript').children]) if (n.id !== 'welcome') n.remove();
-  $('welcome').hidden = false;
-  setState(app.state);
+  conv.turns.length = 0;
+  store.save(conv);
+  renderConversation();
+  paintMeter(0, 'count');
   $('prompt').focus();
 }
 
@@ -578,35 +863,48 @@ async function checkOffline() {
   }
 }
 
-// ── settings form ─────────────────────────────────────────────────────────────────────────
+// ── settings forms ────────────────────────────────────────────────────────────────────────
+// The page's own settings, and the chat settings of the chosen model (settings.js).
 const FIELDS = [
-  ['temperature', 'temperature'],
-  ['top-p', 'top_p'],
-  ['max-tokens', 'max_tokens'],
   ['kv-tokens', 'kv_tokens'],
   ['kv-dtype', 'kv_dtype'],
   ['memory-mb', 'memory_mb'],
-  ['system', 'system'],
   ['server-url', 'server_url'],
   ['api-key', 'api_key'],
+];
+const CHAT_FIELDS = [
+  ['system', 'system'],
+  ['temperature', 'temperature'],
+  ['top-p', 'top_p'],
+  ['min-p', 'min_p'],
+  ['repetition-penalty', 'repetition_penalty'],
+  ['max-tokens', 'max_tokens'],
 ];
 
 function paintSettings() {
   for (const [id, key] of FIELDS) $(id).value = String(settings[key]);
-  $('raw').checked = settings.raw;
+  const chat = chatSettings(settings);
+  for (const [id, key] of CHAT_FIELDS) $(id).value = String(chat[key]);
+  $('raw').checked = chat.raw;
   $('private').checked = settings.private;
   const radio = document.querySelector(`input[name=mode][value="${settings.mode}"]`);
   if (radio) radio.checked = true;
+  const entry = entryForUrl(settings.model_url);
+  $('settings-for').textContent = `for ${entry ? entry.name : 'this model'}`;
 }
 
 function readSettings() {
-  const s = { ...settings };
+  let s = { ...settings };
   for (const [id, key] of FIELDS) s[key] = $(id).value;
-  s.raw = $('raw').checked;
   s.private = $('private').checked;
   const m = document.querySelector('input[name=mode]:checked');
   if (m) s.mode = m.value;
-  return sanitize(s);
+  s = sanitize(s);
+  const chat = {};
+  for (const [id, key] of CHAT_FIELDS) chat[key] = $(id).value;
+  chat.raw = $('raw').checked;
+  for (const k of CHAT_KEYS) if (!(k in chat)) chat[k] = chatSettings(settings)[k];
+  return withChat(s, chat);
 }
 
 function engineNote() {
@@ -626,12 +924,14 @@ function onSettingsInput() {
   const routeKeys = ['mode', 'server_url', 'api_key', 'kv_tokens', 'private'];
   if (routeKeys.some((k) => before[k] !== settings[k])) applyRoute();
   if (before.memory_mb !== settings.memory_mb) applyMemoryBudget();
+  if (before.kv_tokens !== settings.kv_tokens && app.meter) paintMeter(app.meter.tokens, app.meter.source);
+  if (chatSettings(before).system !== chatSettings(settings).system) countMeter();
   engineNote();
 }
 
 function bindSettings() {
   paintSettings();
-  for (const [id] of FIELDS) {
+  for (const [id] of [...FIELDS, ...CHAT_FIELDS]) {
     $(id).addEventListener('input', onSettingsInput);
     $(id).addEventListener('change', () => {
       onSettingsInput();
@@ -641,12 +941,11 @@ function bindSettings() {
   for (const id of ['raw', 'private']) $(id).addEventListener('change', onSettingsInput);
   for (const r of document.querySelectorAll('input[name=mode]')) r.addEventListener('change', onSettingsInput);
   $('reset-settings').addEventListener('click', () => {
-    settings = sanitize({ ...DEFAULTS, model_url: settings.model_url });
+    settings = withChat(settings, chatDefaults(chatKey(settings.model_url)));
     app.settings = settings;
     saveSettings(settings);
     paintSettings();
-    applyRoute();
-    engineNote();
+    countMeter();
   });
   $('engine-apply').addEventListener('click', () => {
     if (lastSource) load(lastSource, typeof lastSource === 'string' ? lastSource : lastSource.name);
@@ -666,6 +965,8 @@ $('model-file').addEventListener('change', () => {
 $('routing-form').addEventListener('submit', (e) => e.preventDefault());
 $('estimate').addEventListener('click', estimateFit);
 $('cancel-load').addEventListener('click', () => loadController && loadController.abort());
+$('cache-clear').addEventListener('click', clearCache);
+$('conv-new').addEventListener('click', newConversation);
 $('chat-form').addEventListener('submit', (e) => {
   e.preventDefault();
   send();
@@ -725,7 +1026,10 @@ document.addEventListener('drop', (e) => {
 // ── start ─────────────────────────────────────────────────────────────────────────────────
 bindSettings();
 paintWhere();
-$('model-url').value = settings.model_url;
+renderConversation();
+paintCatalogChoice();
+paintMeter(conv.turns.length ? null : 0, 'count');
+$('model-url').value = entryForUrl(settings.model_url) ? '' : settings.model_url;
 setState('starting');
 status('Starting the engine…');
 if ('serviceWorker' in navigator) {
@@ -734,19 +1038,17 @@ if ('serviceWorker' in navigator) {
 startEngine()
   .then(async (engine) => {
     if (app.ledger) refreshMemory();
-    if (params.get('autoload') && settings.model_url) {
-      load(settings.model_url, settings.model_url); // straight to 'loading': no idle state between
+    const list = await refreshCache();
+    const want = settings.model_url ? new URL(settings.model_url, location.href).href : null;
+    // A chosen catalog model comes back by itself when it is in this browser (no network
+    // needed); any other model (a URL typed once) waits for its Load button.
+    const cached = engine.info.cache !== 'none' && !!entryForUrl(settings.model_url) && list.some((e) => e.url === want);
+    if (want && (params.get('autoload') || cached)) {
+      load(settings.model_url, entryForUrl(settings.model_url)?.name || settings.model_url); // straight to 'loading'
       return;
     }
     setState('empty');
-    let cached = false;
-    try {
-      const want = new URL(settings.model_url, location.href).href;
-      cached = engine.info.cache !== 'none' && (await engine.cache.list()).some((e) => e.url === want);
-    } catch {
-      /* no cache: a download */
-    }
-    status(cached ? 'The model is in this browser’s cache: it loads without the network.' : 'Engine ready. Load a model: it is downloaded once, then kept in this browser.');
+    status(`Engine ready. Choose a model: it is downloaded once, then kept in this browser. ${CATALOG[0].name} is the one for chat.`);
     checkOffline();
   })
   .catch((e) => {

@@ -1,178 +1,172 @@
-// A small streaming renderer for model text: fenced code blocks (```lang), `inline code` and
-// **bold**. It only ever appends DOM nodes (text goes in through Text nodes, never innerHTML),
-// so streamed tokens extend the answer in place and nothing the model writes can become markup
-// or script.
+// Streaming Markdown for model answers: npm `streaming-markdown` (smd, served from node_modules
+// by www/serve.js as vendor/smd.js) parses the tokens as they arrive — paragraphs, headings,
+// lists, tables, quotes, code — and this file is its renderer: DOM nodes only (text always goes
+// in as Text nodes, never as HTML), so nothing the model writes can become markup or script.
+// What smd would turn into a request or a script is disarmed here:
+//   - links keep their href only for http(s) and mailto URLs (no javascript:, data:, relative);
+//     they open in a new tab with no referrer;
+//   - images are never fetched (a remote image would leak the conversation's existence and
+//     defeat "Private"): they show as their alt text and URL;
+//   - code blocks get a header with the language and a Copy button.
 //
 //   const r = new StreamRenderer(element);
 //   r.push(delta); ... r.end();
 
-const FENCE = /^ {0,3}```/;
-// A line start that may still turn into a fence: hold it back until it is decided.
-const MAYBE_FENCE = /^ {0,3}`{0,2}$/;
+import * as smd from './vendor/smd.js';
+
+const SAFE_LINK = /^(https?:|mailto:)/i;
+
+function safeHref(value) {
+  try {
+    const u = new URL(value);
+    return SAFE_LINK.test(u.protocol) ? u.href : null;
+  } catch {
+    return null; // relative or malformed: no link
+  }
+}
+
+/** The code block box: header (language, Copy) + <pre><code>; returns the <code>. */
+function codeBox(parent) {
+  const box = document.createElement('div');
+  box.className = 'code';
+  const head = document.createElement('div');
+  head.className = 'code-head';
+  const copy = document.createElement('button');
+  copy.type = 'button';
+  copy.className = 'copy';
+  copy.setAttribute('aria-label', 'Copy code');
+  const pre = document.createElement('pre');
+  const code = document.createElement('code');
+  pre.append(code);
+  copy.addEventListener('click', () => copyText(code.textContent, copy));
+  head.append(copy);
+  box.append(head, pre);
+  parent.append(box);
+  return code;
+}
+
+/** Copies text to the clipboard and marks the button for a moment. */
+export function copyText(text, button) {
+  if (!navigator.clipboard) return;
+  navigator.clipboard.writeText(text).then(
+    () => {
+      if (!button) return;
+      button.dataset.copied = '1';
+      setTimeout(() => delete button.dataset.copied, 1500);
+    },
+    () => {},
+  );
+}
+
+/** An smd renderer writing under `root` (smd's default renderer, with the rules above). */
+function renderer(root) {
+  const data = { nodes: [root], index: 0 };
+  const T = smd.Token;
+  return {
+    data,
+    add_token(d, type) {
+      const parent = d.nodes[d.index];
+      let slot;
+      switch (type) {
+        case T.Document:
+          return;
+        case T.Code_Block:
+        case T.Code_Fence:
+          slot = codeBox(parent);
+          break;
+        case T.Image: {
+          slot = document.createElement('span');
+          slot.className = 'img-ref';
+          parent.append(slot);
+          break;
+        }
+        case T.Link:
+        case T.Raw_URL:
+          slot = document.createElement('a');
+          slot.rel = 'noopener noreferrer nofollow';
+          slot.target = '_blank';
+          slot.referrerPolicy = 'no-referrer';
+          parent.append(slot);
+          break;
+        case T.Table: {
+          const wrap = document.createElement('div');
+          wrap.className = 'table-wrap';
+          parent.append(wrap);
+          slot = wrap.appendChild(document.createElement('table'));
+          break;
+        }
+        case T.Equation_Block:
+        case T.Equation_Inline:
+          slot = document.createElement(type === T.Equation_Block ? 'div' : 'span');
+          slot.className = 'equation';
+          parent.append(slot);
+          break;
+        default: {
+          // Everything else as smd draws it (p, h1-6, em, strong, s, code, ul/ol/li, blockquote,
+          // hr, br, checkbox, table rows and cells): createElement + appendChild only.
+          const tmp = { nodes: [parent], index: 0 };
+          smd.default_add_token(tmp, type);
+          slot = tmp.nodes[1];
+        }
+      }
+      d.nodes[++d.index] = slot;
+    },
+    end_token(d) {
+      d.index -= 1;
+    },
+    add_text(d, text) {
+      d.nodes[d.index].append(document.createTextNode(text));
+    },
+    set_attr(d, type, value) {
+      const node = d.nodes[d.index];
+      switch (type) {
+        case smd.Attr.Href: {
+          const href = safeHref(value);
+          if (href) node.href = href;
+          else node.dataset.blockedHref = String(value).slice(0, 200);
+          break;
+        }
+        case smd.Attr.Src:
+          node.append(document.createTextNode(` (image not loaded: ${String(value).slice(0, 200)})`));
+          break;
+        case smd.Attr.Lang: {
+          const lang = String(value).trim().split(/\s+/)[0].slice(0, 40);
+          if (lang) {
+            node.dataset.lang = lang;
+            const head = node.closest('.code')?.querySelector('.code-head');
+            if (head) head.dataset.lang = lang;
+          }
+          break;
+        }
+        case smd.Attr.Start: {
+          const n = Number.parseInt(value, 10);
+          if (Number.isFinite(n) && n >= 0) node.setAttribute('start', String(n));
+          break;
+        }
+        case smd.Attr.Checked:
+          node.checked = true;
+          break;
+        default:
+          break; // an attribute this renderer does not know is dropped
+      }
+    },
+  };
+}
 
 export class StreamRenderer {
   constructor(root) {
-    this.root = root;
-    this.line = ''; // the current line, held back while it may be a fence
-    this.holding = true; // at a line start: deciding whether the line is a fence
-    this.code = null; // <code> of the open code block
-    this.prose = null; // the current prose element
-    this.inline = null; // an open <code> (inline) or <strong>
-    this.star = false; // one '*' seen, waiting for the next character
-    this.afterFence = false; // drop one newline right after a closing fence
-    this.run = ''; // characters waiting to be appended to the current target
+    const holder = document.createElement('div');
+    holder.className = 'md';
+    root.append(holder);
+    this.root = holder;
+    this.parser = smd.parser(renderer(holder));
   }
 
   push(text) {
-    for (const c of text) this.#char(c);
-    this.#flush();
+    if (text) smd.parser_write(this.parser, text);
   }
 
   end() {
-    if (this.holding && this.line) {
-      if (FENCE.test(this.line)) this.#fence(this.line);
-      else this.#emit(this.line);
-    }
-    this.line = '';
-    if (this.star) {
-      this.star = false;
-      this.#text('*');
-    }
-    this.#flush();
-  }
-
-  #char(c) {
-    if (!this.holding) {
-      this.#emitChar(c);
-      if (c === '\n') this.holding = true;
-      return;
-    }
-    this.line += c;
-    if (c === '\n') {
-      const line = this.line;
-      this.line = '';
-      if (FENCE.test(line)) this.#fence(line);
-      else this.#emit(line);
-      return;
-    }
-    if (MAYBE_FENCE.test(this.line) || FENCE.test(this.line)) return; // undecided, or a fence line
-    const line = this.line;
-    this.line = '';
-    this.holding = false;
-    this.#emit(line);
-  }
-
-  #emit(s) {
-    for (const c of s) this.#emitChar(c);
-  }
-
-  #fence(line) {
-    this.#flush();
-    this.#closeInline();
-    if (this.code) {
-      this.code = null;
-      this.prose = null;
-      this.afterFence = true;
-      return;
-    }
-    const lang = line.replace(FENCE, '').trim().split(/\s+/)[0] || '';
-    const box = document.createElement('div');
-    box.className = 'code';
-    const head = document.createElement('div');
-    head.className = 'code-head';
-    if (lang) head.dataset.lang = lang;
-    const copy = document.createElement('button');
-    copy.type = 'button';
-    copy.className = 'copy';
-    copy.setAttribute('aria-label', 'Copy code');
-    const pre = document.createElement('pre');
-    const code = document.createElement('code');
-    if (lang) code.dataset.lang = lang;
-    pre.append(code);
-    copy.addEventListener('click', () => {
-      const done = () => {
-        copy.dataset.copied = '1';
-        setTimeout(() => delete copy.dataset.copied, 1500);
-      };
-      if (navigator.clipboard) navigator.clipboard.writeText(code.textContent).then(done, () => {});
-    });
-    head.append(copy);
-    box.append(head, pre);
-    this.root.append(box);
-    this.code = code;
-    this.prose = null;
-  }
-
-  #emitChar(c) {
-    if (this.code) {
-      this.#text(c);
-      return;
-    }
-    if (this.afterFence) {
-      this.afterFence = false;
-      if (c === '\n') return;
-    }
-    if (this.star) {
-      this.star = false;
-      if (c === '*') {
-        this.#toggle('strong');
-        return;
-      }
-      this.#text('*');
-    }
-    if (c === '*' && !(this.inline && this.inline.tagName === 'CODE')) {
-      this.star = true;
-      return;
-    }
-    if (c === '`') {
-      if (this.inline && this.inline.tagName === 'CODE') this.#closeInline();
-      else this.#open('code');
-      return;
-    }
-    if (c === '\n') this.#closeInline();
-    this.#text(c);
-  }
-
-  #toggle(tag) {
-    if (this.inline && this.inline.tagName === tag.toUpperCase()) this.#closeInline();
-    else this.#open(tag);
-  }
-
-  #open(tag) {
-    this.#flush();
-    this.#closeInline();
-    const el = document.createElement(tag);
-    if (tag === 'code') el.className = 'inline';
-    this.#proseEl().append(el);
-    this.inline = el;
-  }
-
-  #closeInline() {
-    if (!this.inline) return;
-    this.#flush();
-    this.inline = null;
-  }
-
-  #proseEl() {
-    if (!this.prose) {
-      this.prose = document.createElement('div');
-      this.prose.className = 'prose';
-      this.root.append(this.prose);
-    }
-    return this.prose;
-  }
-
-  #text(c) {
-    this.run += c;
-  }
-
-  /** Appends the pending characters to the current target (code block, inline element or prose). */
-  #flush() {
-    if (!this.run) return;
-    const target = this.code || this.inline || this.#proseEl();
-    const last = target.lastChild;
-    if (last && last.nodeType === 3) last.appendData(this.run);
-    else target.append(document.createTextNode(this.run));
-    this.run = '';
+    smd.parser_end(this.parser);
   }
 }

@@ -1,10 +1,12 @@
 #!/usr/bin/env node
-// Serves the demo page on 127.0.0.1: www/ and pkg/ from the repository, and the models in
-// models/ under /models/ (with Range support, so interrupted downloads resume). Every response
-// carries COOP/COEP (the page is cross-origin isolated, as a threaded wasm build needs) and CORP.
+// Serves the demo page on 127.0.0.1: www/ and pkg/ from the repository, the page's vendored
+// npm modules (VENDOR: www/vendor/* from node_modules, so the page needs no build step and no
+// CDN), and every model in models/ under /models/ (the catalog's, www/catalog.js, and any other
+// .gguf put there; with Range support, so interrupted downloads resume). Every response carries
+// COOP/COEP (the page is cross-origin isolated, as a threaded wasm build needs) and CORP.
 //
 //   node www/serve.js [--port 8080] [--host 127.0.0.1] [--query 'server=http://127.0.0.1:8081/v1']
-//   → open http://127.0.0.1:8080/www/?model=/models/gemma-3-270m-q4_k_m.gguf
+//   → open http://127.0.0.1:8080/www/
 //
 // `--port 0` picks a free port; the first line printed is `edgellm demo: <url>`.
 // Needs `./build.sh build` first (it generates pkg/wasm/).
@@ -12,6 +14,7 @@ import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { VENDOR } from './vendor-map.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const arg = (name, dflt) => {
@@ -40,7 +43,7 @@ const server = http.createServer((req, res) => {
     return res.end();
   }
   if (!ALLOWED.some((a) => rel.startsWith(a))) return send(res, 404, 'not found');
-  let file = path.join(root, rel);
+  let file = path.join(root, VENDOR[rel] || rel);
   if (!file.startsWith(root + path.sep)) return send(res, 404, 'not found');
   if (rel.endsWith('/')) file = path.join(file, 'index.html');
   let st;
@@ -78,8 +81,9 @@ function send(res, code, text) {
 }
 
 server.listen(port, host, () => {
-  const models = fs.existsSync(path.join(root, 'models')) ? fs.readdirSync(path.join(root, 'models')).filter((f) => f.endsWith('.gguf')) : [];
-  const q = [models.length ? `model=/models/${models[0]}` : '', query].filter(Boolean).join('&');
-  console.log(`edgellm demo: http://${host}:${server.address().port}/www/${q ? `?${q}` : ''}`);
+  console.log(`edgellm demo: http://${host}:${server.address().port}/www/${query ? `?${query}` : ''}`);
   if (!fs.existsSync(path.join(root, 'pkg/wasm/edgellm_bg.wasm'))) console.log('note: pkg/wasm/ is missing: run ./build.sh build first');
+  for (const [url, file] of Object.entries(VENDOR)) if (!fs.existsSync(path.join(root, file))) console.log(`note: ${file} is missing (for /${url}): run ./build.sh setup`);
+  const models = fs.existsSync(path.join(root, 'models')) ? fs.readdirSync(path.join(root, 'models')).filter((f) => f.endsWith('.gguf')) : [];
+  console.log(`models: ${models.length ? models.map((m) => `/models/${m}`).join(', ') : 'none in models/ (run ./build.sh model)'}`);
 });

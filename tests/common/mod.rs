@@ -8,12 +8,22 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The real default model (Gemma 3 270M Q4_K_M), fetched by `./build.sh model`.
+/// The real default model (Gemma 3 270M Q4_K_M, base), fetched by `./build.sh model`.
 ///
 /// Returns `None` (and says so) when it is absent, so `cargo test` works on a machine without
 /// it; `./build.sh test` sets `EDGELLM_REQUIRE_MODEL=1`, which turns absence into a failure.
 pub fn real_model() -> Option<PathBuf> {
-    let p = root().join("models/gemma-3-270m-q4_k_m.gguf");
+    model_file("gemma-3-270m-q4_k_m.gguf")
+}
+
+/// The catalog's chat model (SmolLM2 135M Instruct Q4_1, llama architecture, byte-level BPE),
+/// fetched by `./build.sh model`; absent or required as `real_model`.
+pub fn chat_model() -> Option<PathBuf> {
+    model_file("SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+fn model_file(name: &str) -> Option<PathBuf> {
+    let p = root().join("models").join(name);
     if p.is_file() {
         return Some(p);
     }

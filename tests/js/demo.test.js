@@ -1,12 +1,16 @@
 // The demo page (www/) end to end in real Chromium (playwright-core + /usr/bin/chromium): the
-// page served by www/serve.js itself (COOP/COEP), the real model, and the native server
-// (`edgellm serve`, CORS for the page's origin) for the routing cases — all on 127.0.0.1,
-// started and stopped here. Steps share one page and run in order:
+// page served by www/serve.js itself (COOP/COEP), the real chat model (SmolLM2 135M Instruct,
+// the catalog's default) and, for the routing cases, a throwaway OpenAI-compatible server on
+// 127.0.0.1 whose answer is hostile Markdown — all started and stopped here. Steps share one
+// page and run in order, as a user would:
 //
-//   load by URL → chat round trip (figures on screen = the answer's usage; memory gauge = the
-//   engine's figures) → stop, regenerate (multi-turn) → screenshots → over the KV budget goes
-//   to the server, private refuses with a typed error and sends nothing → offline reload (network
-//   blocked, static server stopped) still chats → no console errors.
+//   the catalog (facts, "Will it fit?") → pick the chat model → three questions (answers,
+//   metrics, token meter) → edit the first message → copy / regenerate → a second conversation
+//   and back, rename → a hostile answer from the server renders as safe Markdown; Private sends
+//   nothing → reload (conversations and the chosen model survive; the model comes back from the
+//   cache) → offline reload still chats → 390×844 (the same controls, no sideways scrolling) →
+//   delete the cached model (storage shrinks), delete a conversation → no console errors, no
+//   request off 127.0.0.1.
 //
 // Screenshots go to out/screenshots/ (git-ignored).
 import { test, before, after } from 'node:test';
@@ -16,25 +20,29 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 
-import { ROOT, MODEL_SIZE, CHROMIUM, CHROMIUM_ARGS, REQUIRED, modelMissing, wasmMissing, cliPath } from './helpers.js';
-import { startEdgeServer, serverRequests, cliCanServe } from './router-helpers.js';
-import { fmtMs, fmtTpot, fmtRate, fmtInt, fmtBytes, routeText } from '../../www/format.js';
+import { ROOT, CHROMIUM, CHROMIUM_ARGS, REQUIRED, wasmMissing } from './helpers.js';
+import { startFake } from './router-helpers.js';
+import { fmtMs, fmtTpot, fmtRate, fmtInt, fmtBytes } from '../../www/format.js';
+import { CATALOG, DEFAULT_ENTRY } from '../../www/catalog.js';
 
-const skip =
-  modelMissing() ||
-  wasmMissing() ||
-  (!fs.existsSync(CHROMIUM) && `no Chromium at ${CHROMIUM}`) ||
-  (cliCanServe() ? false : REQUIRED ? false : `native CLI with 'serve' not built (${cliPath() || 'none'})`);
+const CHAT = DEFAULT_ENTRY;
+const CHAT_FILE = path.join(ROOT, 'models', CHAT.file);
+const chatMissing = () => {
+  if (fs.existsSync(CHAT_FILE)) return false;
+  if (REQUIRED) throw new Error(`chat model missing at ${CHAT_FILE} (run ./build.sh model)`);
+  return `chat model not present at ${CHAT_FILE}`;
+};
+const skip = chatMissing() || wasmMissing() || (!fs.existsSync(CHROMIUM) && `no Chromium at ${CHROMIUM}`);
 const SHOTS = path.join(ROOT, 'out/screenshots');
 
 let web; // www/serve.js
-let srv; // edgellm serve
+let fake; // the OpenAI-compatible server with a hostile answer
 let context;
 let page;
 let userDataDir;
 const consoleErrors = [];
 const requests = [];
-const report = {};
+const report = { screenshots: [] };
 
 /** Starts `node www/serve.js --port 0`; resolves with its origin once it listens. */
 async function startWeb() {
@@ -62,16 +70,59 @@ async function startWeb() {
   };
 }
 
+// What the hostile server answers: Markdown with a table, a list and code, plus every way a
+// model's text could try to become markup, script or a request.
+const HOSTILE = [
+  'Here is **the plan**:\n\n',
+  '1. first <img src=x onerror="window.__pwned=1">\n2. second\n\n',
+  '| fruit | colour |\n|---|---|\n| apple | red |\n| kiwi | green |\n\n',
+  '<script>window.__pwned=2</script>\n\n',
+  '[click me](javascript:window.__pwned=3) and [docs](https://example.org/x) ',
+  'and ![leak](LEAK_URL)\n\n',
+  '```html\n<b onclick="window.__pwned=4">x</b>\n```\n',
+  'Done.',
+];
+
+function hostileServer(origin) {
+  const cors = { 'Access-Control-Allow-Origin': origin, 'Access-Control-Allow-Headers': '*', 'Access-Control-Allow-Methods': 'GET, POST, OPTIONS', 'Cross-Origin-Resource-Policy': 'cross-origin' };
+  return startFake((req, res) => {
+    if (req.method === 'OPTIONS') {
+      res.writeHead(204, cors);
+      return res.end();
+    }
+    if (req.url === '/health') {
+      res.writeHead(200, { 'Content-Type': 'application/json', ...cors });
+      return res.end('{"status":"ok"}');
+    }
+    if (req.url === '/v1/models') {
+      res.writeHead(200, { 'Content-Type': 'application/json', ...cors });
+      return res.end('{"object":"list","data":[{"id":"hostile"}]}');
+    }
+    if (req.url === '/leak.png') {
+      res.writeHead(200, { 'Content-Type': 'image/png', ...cors });
+      return res.end();
+    }
+    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', ...cors });
+    const leak = `${fake.baseURL.replace(/\/v1$/, '')}/leak.png`;
+    const ev = (obj) => res.write(`data: ${JSON.stringify(obj)}\n\n`);
+    const base = { id: 'chatcmpl-hostile', object: 'chat.completion.chunk', created: 1, model: 'hostile' };
+    ev({ ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] });
+    // Small pieces, so the renderer sees every construct split across chunks.
+    for (const part of HOSTILE.map((p) => p.replace('LEAK_URL', leak))) {
+      for (let i = 0; i < part.length; i += 5) ev({ ...base, choices: [{ index: 0, delta: { content: part.slice(i, i + 5) }, finish_reason: null }] });
+    }
+    ev({ ...base, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
+    ev({ ...base, choices: [], usage: { prompt_tokens: 12, completion_tokens: 90, total_tokens: 102 } });
+    res.end('data: [DONE]\n\n');
+  });
+}
+
 const state = () => page.evaluate(() => document.body.dataset.state);
 const waitState = (states, timeout = 120_000) => page.waitForFunction((s) => s.includes(document.body.dataset.state), states, { timeout });
 
-/** Types a message in the composer and sends it with Enter; waits for the answer to finish. */
-async function ask(text, { timeout = 120_000 } = {}) {
-  await page.fill('#prompt', text);
-  await page.press('#prompt', 'Enter');
-  await waitState(['generating'], 10_000).catch(() => {});
-  await waitState(['ready', 'empty'], timeout);
-  return page.evaluate(() => {
+/** The last answer block as the page shows it, and the app's record of it. */
+const lastAnswer = () =>
+  page.evaluate(() => {
     const answers = document.querySelectorAll('#transcript .answer');
     const last = answers[answers.length - 1];
     const badge = last.querySelector('.badge.route');
@@ -85,10 +136,18 @@ async function ask(text, { timeout = 120_000 } = {}) {
       figures: last.querySelector('.figures').textContent,
       reply: window.edgellmApp.lastReply,
       usage: window.edgellmApp.lastUsage,
-      route: window.edgellmApp.lastRoute,
       lastError: window.edgellmApp.lastError,
+      meter: window.edgellmApp.meter,
     };
   });
+
+/** Types a message in the composer and sends it with Enter; waits for the answer to finish. */
+async function ask(text, { timeout = 180_000 } = {}) {
+  await page.fill('#prompt', text);
+  await page.press('#prompt', 'Enter');
+  await waitState(['generating'], 10_000).catch(() => {});
+  await waitState(['ready', 'empty'], timeout);
+  return lastAnswer();
 }
 
 async function shot(name, { fullPage = false } = {}) {
@@ -99,83 +158,357 @@ async function shot(name, { fullPage = false } = {}) {
     window.scrollTo(0, 0);
     document.activeElement && document.activeElement.blur();
   });
-  // One frame for the chart's canvas to repaint at the new size.
   await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
   const file = path.join(SHOTS, name);
   await page.screenshot({ path: file, fullPage });
   return file;
 }
 
+const storageUsage = () => page.evaluate(async () => (await navigator.storage.estimate()).usage);
+const conversations = () => page.evaluate(() => window.edgellmApp.store.items.map((c) => ({ id: c.id, title: c.title, turns: c.turns.map((t) => [t.user, t.assistant]) })));
+
 before(async () => {
   if (skip) return;
   const { chromium } = await import('playwright-core');
   web = await startWeb();
-  [srv, context] = await Promise.all([
-    startEdgeServer(['--cors-origin', web.origin]),
-    (async () => {
-      userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgellm-demo-'));
-      return chromium.launchPersistentContext(userDataDir, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, viewport: { width: 1280, height: 800 } });
-    })(),
-  ]);
+  fake = await hostileServer(web.origin);
+  userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'edgellm-demo-'));
+  context = await chromium.launchPersistentContext(userDataDir, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, viewport: { width: 1280, height: 800 } });
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: web.origin });
   page = context.pages()[0] || (await context.newPage());
   page.on('console', (m) => {
     if (m.type() === 'error') consoleErrors.push(m.text());
   });
   page.on('pageerror', (e) => consoleErrors.push(`pageerror: ${e.message}`));
-  page.on('request', (r) => requests.push(`${r.method()} ${r.url()}`));
-  await page.goto(`${web.origin}/www/?server=${encodeURIComponent(srv.baseURL)}`);
+  context.on('request', (r) => requests.push(`${r.method()} ${r.url()}`));
+  await page.goto(`${web.origin}/www/`);
   await waitState(['empty', 'failed'], 60_000);
   assert.equal(await state(), 'empty', await page.textContent('#status'));
 });
 
 after(async () => {
   if (context) await context.close();
-  if (srv) await srv.kill();
+  if (fake) await fake.close();
   if (web) await web.kill();
   if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
   if (Object.keys(report).length) console.log(`demo figures: ${JSON.stringify(report)}`);
   if (consoleErrors.length) console.log(`page console errors:\n${consoleErrors.join('\n')}`);
 });
 
-test('the page is cross-origin isolated and loads the default model by URL, with progress', { skip }, async () => {
+test('the catalog lists each model with its facts, nothing cached yet; "Will it fit?" is the engine\'s estimate', { skip }, async () => {
   assert.equal(await page.evaluate(() => self.crossOriginIsolated), true, 'COOP/COEP from www/serve.js');
-  // "Will it fit?" (when the engine can estimate): the header's estimate, before any download.
-  if (await page.evaluate(() => typeof window.edgellmApp.engine.estimate === 'function')) {
-    await page.click('#estimate');
-    await page.waitForFunction(() => document.getElementById('estimate-result').dataset.peak, null, { timeout: 30_000 });
-    const e = await page.evaluate(async () => ({
-      shown: document.getElementById('estimate-result').textContent,
-      fits: document.getElementById('estimate-result').dataset.fits,
-      est: await window.edgellmApp.engine.estimate(document.getElementById('model-url').value, { kv: { tokens: 4096, dtype: 'f16' } }),
-    }));
-    assert.ok(e.shown.startsWith(`Needs about ${fmtBytes(e.est.peak)} here (weights ${fmtBytes(e.est.terms.weights)}`), e.shown);
-    assert.equal(e.fits, String(e.est.fits));
-    report.estimate_peak = e.est.peak;
-  }
+  const rows = await page.evaluate(() =>
+    [...document.querySelectorAll('#catalog-list .cat-entry')].map((li) => ({
+      id: li.dataset.entry,
+      kind: li.dataset.kind,
+      name: li.querySelector('.cat-name').textContent,
+      facts: li.querySelector('.cat-facts').textContent,
+      cached: !li.querySelector('.cat-cached').hidden,
+      chosen: li.classList.contains('chosen'),
+    })),
+  );
+  assert.deepEqual(rows.map((r) => [r.id, r.kind, r.name]), CATALOG.map((e) => [e.id, e.kind, e.name]));
+  for (const [i, e] of CATALOG.entries()) assert.ok(rows[i].facts.startsWith(`${fmtBytes(e.bytes)} · ${e.quantization} · context ${Math.round(e.context / 1024)}k`), rows[i].facts);
+  assert.deepEqual(rows.map((r) => r.cached), [false, false]);
+  assert.deepEqual(rows.map((r) => r.chosen), [true, false], 'the chat model is the default choice');
+  assert.equal(await page.textContent('#cache-usage'), 'No model kept in this browser yet.');
+
+  const row = `#catalog-list .cat-entry[data-entry="${CHAT.id}"]`;
+  await page.click(`${row} .cat-fit`);
+  await page.waitForFunction((sel) => document.querySelector(`${sel} .cat-fit-result`).dataset.peak, row, { timeout: 30_000 });
+  const fit = await page.evaluate(async (sel) => {
+    const out = document.querySelector(`${sel} .cat-fit-result`);
+    const url = new URL('../models/' + window.edgellmApp.settings.model_url.split('/').pop(), location.href).href;
+    return { text: out.textContent, fits: out.dataset.fits, est: await window.edgellmApp.engine.estimate(url, { kv: { tokens: 4096, dtype: 'f16' } }) };
+  }, row);
+  assert.ok(fit.text.startsWith(`needs about ${fmtBytes(fit.est.peak)}`), fit.text);
+  assert.equal(fit.fits, String(fit.est.fits));
+  assert.ok(fit.est.terms.weights > 0.8 * CHAT.bytes && fit.est.terms.weights < CHAT.bytes, JSON.stringify(fit.est.terms));
+  report.chat_estimate_peak = fit.est.peak;
+});
+
+test('picking the chat model from the catalog loads it (sha256-checked), marks it cached and applies its chat defaults', { skip }, async () => {
   const t0 = Date.now();
-  await page.click('#load-url');
+  await page.click(`#catalog-list .cat-entry[data-entry="${CHAT.id}"] .cat-load`);
   await waitState(['ready', 'empty'], 180_000);
   report.load_ms = Date.now() - t0;
   const r = await page.evaluate(() => ({
     model: window.edgellmApp.lastModel,
-    progress: window.edgellmApp.progress,
     error: window.edgellmApp.lastError,
-    text: document.getElementById('progress-text').textContent,
-    source: document.getElementById('model-source').textContent,
+    progress: window.edgellmApp.progress,
+    cached: !document.querySelector('.cat-entry[data-entry="smollm2-135m-instruct"] .cat-cached').hidden,
+    loaded: !document.querySelector('.cat-entry[data-entry="smollm2-135m-instruct"] .cat-loaded').hidden,
+    usage: document.getElementById('cache-usage').dataset.bytes,
+    settings: ['system', 'temperature', 'top-p', 'min-p', 'repetition-penalty', 'max-tokens'].map((id) => document.getElementById(id).value),
+    raw: document.getElementById('raw').checked,
   }));
   assert.equal(await state(), 'ready', JSON.stringify(r.error));
   assert.equal(r.model.source, 'network');
-  assert.equal(r.model.file_size, MODEL_SIZE);
+  assert.equal(r.model.file_size, CHAT.bytes);
   const last = r.progress[r.progress.length - 1];
-  assert.deepEqual([last.loaded, last.total], [MODEL_SIZE, MODEL_SIZE]);
-  for (let i = 1; i < r.progress.length; i++) assert.ok(r.progress[i].loaded >= r.progress[i - 1].loaded, 'progress never goes back');
-  assert.match(r.text, new RegExp(fmtBytes(MODEL_SIZE).replace('.', '\\.')));
-  assert.match(r.source, /downloaded/);
+  assert.deepEqual([last.loaded, last.total], [CHAT.bytes, CHAT.bytes]);
+  assert.ok(r.cached && r.loaded, JSON.stringify(r));
+  assert.equal(r.usage, String(CHAT.bytes));
+  const d = CHAT.defaults;
+  assert.deepEqual(r.settings, [d.system, d.temperature, d.top_p, d.min_p, d.repetition_penalty, d.max_tokens].map(String));
+  assert.equal(r.raw, false);
+});
+
+test('three questions: each answered, figures = the usage, the token meter = the conversation size', { skip }, async () => {
+  // Greedy and short, so the run is bounded and repeatable (the defaults are measured elsewhere).
+  await page.fill('#temperature', '0');
+  await page.fill('#max-tokens', '48');
+  const questions = ['What is the capital of France?', 'How many legs does a dog have?', 'Name one primary colour.'];
+  const answers = [];
+  for (const q of questions) {
+    const a = await ask(q);
+    assert.equal(a.error, false, JSON.stringify(a.lastError));
+    assert.ok(a.reply.trim().length > 0, `an answer to ${q}`);
+    assert.deepEqual([a.badge.target, a.badge.reason], ['local', 'local-only'], 'no server configured: this device only');
+    const u = a.usage;
+    const shown = await page.evaluate(() => Object.fromEntries(['u-ttft', 'u-tpot', 'u-prefill', 'u-decode', 'u-completion'].map((id) => [id, document.getElementById(id).textContent])));
+    assert.deepEqual(shown, { 'u-ttft': fmtMs(u.ttft_ms), 'u-tpot': fmtTpot(u.tpot_ms), 'u-prefill': fmtRate(u.prefill_tokens_per_s), 'u-decode': fmtRate(u.decode_tokens_per_s), 'u-completion': fmtInt(u.completion_tokens) });
+    assert.ok(a.figures.includes(fmtMs(u.ttft_ms)), a.figures);
+    // The meter: the engine's count of the whole conversation (template included) once idle —
+    // the prompt and the answer, plus the answer's closing tag and the next generation prompt.
+    const meter = await page.waitForFunction(() => window.edgellmApp.meter && window.edgellmApp.meter.source === 'count' && window.edgellmApp.meter, null, { timeout: 30_000 }).then((h) => h.jsonValue());
+    const spoken = u.prompt_tokens + u.completion_tokens;
+    assert.ok(meter.tokens >= spoken && meter.tokens <= spoken + 8, `meter ${meter.tokens} vs usage ${spoken}`);
+    assert.equal(meter.budget, 4096);
+    assert.equal(await page.textContent('#meter-text'), `${fmtInt(meter.tokens)} of 4096 tokens`);
+    // usage.prompt_tokens_details.cached_tokens (KV reuse), when the engine reports it, is on screen.
+    if (u.prompt_tokens_details && typeof u.prompt_tokens_details.cached_tokens === 'number') assert.match(a.figures, new RegExp(`${u.prompt_tokens_details.cached_tokens} of ${u.prompt_tokens} prompt tokens reused`));
+    answers.push(a.reply);
+  }
+  report.answers = answers;
+  assert.match(answers[0], /Paris/, 'greedy SmolLM2 with the default system prompt knows this');
+  // Every turn is in the next prompt (the chat template renders the history).
+  const turns = await conversations();
+  assert.equal(turns.length, 1);
+  assert.deepEqual(turns[0].turns.map((t) => t[0]), questions);
+  assert.equal(turns[0].title, questions[0]);
+  // The meter's count agrees with the engine's own countTokens of the conversation.
+  const counted = await page.evaluate(async () => {
+    const c = window.edgellmApp.store.open;
+    const msgs = [{ role: 'system', content: document.getElementById('system').value }];
+    for (const t of c.turns) msgs.push({ role: 'user', content: t.user }, { role: 'assistant', content: t.assistant });
+    return (await window.edgellmApp.engine.countTokens({ messages: msgs })).prompt_tokens;
+  });
+  assert.equal(await page.evaluate(() => window.edgellmApp.meter.tokens), counted);
+});
+
+test('editing the first message resends it and replaces the history after it; copy and regenerate any answer', { skip }, async () => {
+  await page.click('#transcript .turn-user >> nth=0 >> .edit');
+  await page.fill('#transcript .edit-text', 'What is the capital of Italy?');
+  await page.click('#transcript .edit-box button[type=submit]');
+  await waitState(['generating'], 10_000).catch(() => {});
+  await waitState(['ready'], 180_000);
+  const a = await lastAnswer();
+  assert.equal(a.error, false, JSON.stringify(a.lastError));
+  assert.equal(a.answers, 1, 'the answers after the edited message are gone');
+  assert.match(a.reply, /Rome/);
+  const conv = (await conversations())[0];
+  assert.deepEqual(conv.turns.map((t) => t[0]), ['What is the capital of Italy?']);
+  assert.equal(await page.locator('#transcript .msg.user').count(), 1);
+  report.edited_answer = a.reply;
+
+  await page.click('#transcript .answer >> nth=0 >> .copy-answer');
+  await page.waitForFunction(() => document.querySelector('#transcript .copy-answer').dataset.copied === '1', null, { timeout: 5000 });
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), a.reply);
+
+  // A second turn, then Regenerate the FIRST answer: the turn after it goes, one answer stays.
+  await ask('And of Spain?');
+  assert.equal((await conversations())[0].turns.length, 2);
+  await page.click('#transcript .answer >> nth=0 >> .regen');
+  await waitState(['generating'], 10_000).catch(() => {});
+  await waitState(['ready'], 180_000);
+  const r = await lastAnswer();
+  assert.equal(r.error, false);
+  assert.equal(r.answers, 1);
+  assert.equal(r.reply, a.reply, 'greedy: the same answer again');
+  assert.equal((await conversations())[0].turns.length, 1);
+});
+
+test('a second conversation and back: each keeps its own messages; rename', { skip }, async () => {
+  const first = (await conversations())[0];
+  await page.click('#conv-new');
+  assert.equal(await page.locator('#transcript .answer').count(), 0);
+  assert.equal(await page.evaluate(() => window.edgellmApp.meter.tokens), 0);
+  const b = await ask('Say hello.');
+  assert.ok(b.reply.trim().length > 0);
+  const list = await conversations();
+  assert.equal(list.length, 2);
+  assert.deepEqual(list[0].turns.map((t) => t[0]), ['Say hello.'], 'the newest first');
+  // Back to the first: its messages, its size (counted by the engine), its KV session when the
+  // engine can restore one.
+  await page.click(`#conv-list .conv[data-id="${first.id}"] .conv-open`);
+  await page.waitForFunction(() => window.edgellmApp.meter && window.edgellmApp.meter.source === 'count', null, { timeout: 30_000 });
+  const shown = await page.evaluate(() => ({ users: [...document.querySelectorAll('#transcript .msg.user')].map((e) => e.textContent), answers: [...document.querySelectorAll('#transcript .msg.assistant')].map((e) => e.textContent), title: document.getElementById('chat-h').textContent, session: window.edgellmApp.session, hasSession: !!window.edgellmApp.engine.session }));
+  assert.deepEqual(shown.users, ['What is the capital of Italy?']);
+  assert.equal(shown.answers.length, 1);
+  assert.match(shown.answers[0], /Rome/);
+  assert.equal(shown.title, 'What is the capital of Italy?');
+  if (shown.hasSession) assert.ok(shown.session.restored === first.id || shown.session.error, JSON.stringify(shown.session));
+  report.session_api = shown.hasSession ? 'present' : 'absent (issue 14 adds it)';
+
+  await page.click(`#conv-list .conv[data-id="${first.id}"] .conv-rename`);
+  await page.fill('#conv-list .conv-rename-input', 'Capitals');
+  await page.press('#conv-list .conv-rename-input', 'Enter');
+  assert.equal((await conversations()).find((c) => c.id === first.id).title, 'Capitals');
+  assert.equal(await page.textContent('#chat-h'), 'Capitals');
+});
+
+test('a hostile answer from the server renders as Markdown (list, table, code) and never as markup, script or a request; Private sends nothing', { skip }, async () => {
+  await page.fill('#server-url', fake.baseURL);
+  await page.click('label[for=mode-remote-only]'); // the radio itself is visually hidden
+  await page.click('#conv-new');
+  const before = fake.log.length;
+  const a = await ask('Make a plan.');
+  assert.equal(a.error, false, JSON.stringify(a.lastError));
+  assert.equal(a.badge.target, 'remote');
+  const dom = await page.evaluate(() => {
+    const out = document.querySelectorAll('#transcript .msg.assistant');
+    const m = out[out.length - 1];
+    return {
+      tags: [...new Set([...m.querySelectorAll('*')].map((e) => e.tagName.toLowerCase()))].sort(),
+      handlers: [...m.querySelectorAll('*')].flatMap((e) => [...e.attributes].map((x) => x.name)).filter((n) => n.startsWith('on')),
+      links: [...m.querySelectorAll('a')].map((x) => [x.textContent, x.getAttribute('href'), x.rel]),
+      cells: [...m.querySelectorAll('td, th')].map((x) => x.textContent.trim()),
+      items: [...m.querySelectorAll('ol > li')].length,
+      code: [...m.querySelectorAll('pre code')].map((x) => [x.dataset.lang, x.textContent]),
+      copyButtons: m.querySelectorAll('.code .copy').length,
+      pwned: window.__pwned,
+      text: m.textContent,
+    };
+  });
+  for (const t of ['img', 'script', 'iframe', 'b', 'object', 'embed']) assert.ok(!dom.tags.includes(t), `no <${t}> from model text: ${dom.tags}`);
+  assert.deepEqual(dom.handlers, []);
+  assert.equal(dom.pwned, undefined);
+  assert.deepEqual(dom.cells, ['fruit', 'colour', 'apple', 'red', 'kiwi', 'green']);
+  assert.equal(dom.items, 2);
+  assert.deepEqual(dom.code, [['html', '<b onclick="window.__pwned=4">x</b>']]);
+  assert.equal(dom.copyButtons, 1);
+  const click = dom.links.find((l) => l[0] === 'click me');
+  assert.equal(click[1], null, 'a javascript: link has no href');
+  assert.deepEqual(dom.links.find((l) => l[0] === 'docs'), ['docs', 'https://example.org/x', 'noopener noreferrer nofollow']);
+  // HTML in model text shows as text (Markdown still applies: `__pwned=1…__` is emphasis).
+  assert.match(dom.text, /<img src=x onerror="window\.\w*pwned=1">/);
+  assert.match(dom.text, /<script>window\.\w*pwned=2<\/script>/);
+  assert.match(dom.text, /image not loaded/);
+  assert.ok(!fake.log.some((l) => l.includes('/leak.png')), 'the image was never fetched');
+  assert.ok(fake.log.length > before, 'the server answered');
+
+  // Private: the same request, nothing goes to the server (nor anywhere else) — it runs here.
+  await page.click('label[for=mode-prefer-remote]');
+  await page.check('#private');
+  const sent = fake.log.length;
+  const mark = requests.length;
+  const p = await ask('Say hi.');
+  assert.equal(p.error, false, JSON.stringify(p.lastError));
+  assert.equal(p.badge.target, 'local');
+  assert.equal(fake.log.length, sent, 'the server received nothing');
+  assert.deepEqual(requests.slice(mark).filter((q) => !q.includes(`//${new URL(web.origin).host}/`)), [], 'Private: no request left the page’s own origin');
+  await page.uncheck('#private');
+  await page.fill('#server-url', '');
+  await page.click('label[for=mode-prefer-local]');
+  report.screenshots.push(await shot('demo-markdown-1280x800.png'));
+});
+
+test('after a reload: the conversations, the open one and the chosen model come back (from the cache)', { skip }, async () => {
+  const before = await conversations();
+  const openId = await page.evaluate(() => window.edgellmApp.store.openId);
+  await page.reload();
+  await waitState(['ready', 'failed', 'empty'], 120_000);
+  const r = await page.evaluate(() => ({ state: document.body.dataset.state, model: window.edgellmApp.lastModel, err: window.edgellmApp.lastError, openId: window.edgellmApp.store.openId, temp: document.getElementById('temperature').value, session: window.edgellmApp.session, hasSession: !!window.edgellmApp.engine.session, chosen: document.querySelector('.cat-entry.chosen').dataset.entry }));
+  assert.equal(r.state, 'ready', JSON.stringify(r.err));
+  assert.equal(r.model.source, 'cache');
+  assert.equal(r.chosen, CHAT.id);
+  assert.equal(r.openId, openId);
+  assert.equal(r.temp, '0', 'the chat settings are remembered per model');
+  assert.deepEqual(await conversations(), before);
+  const tables = await page.locator('#transcript .msg.assistant table').count();
+  assert.equal(tables, 1, 'the stored answer renders as Markdown again');
+  if (r.hasSession) assert.ok(r.session.restored === openId || r.session.error, JSON.stringify(r.session));
+  // Back to the conversation with the questions, and on with it.
+  await page.click(`#conv-list .conv[data-id="${before.find((c) => c.title === 'Capitals').id}"] .conv-open`);
+  const a = await ask('And of Germany?');
+  assert.equal(a.error, false, JSON.stringify(a.lastError));
+  assert.ok(a.reply.trim().length > 0);
+  report.screenshots.push(await shot('demo-1280x800.png'));
+  await page.emulateMedia({ colorScheme: 'dark' });
+  report.screenshots.push(await shot('demo-dark-1280x800.png'));
+  await page.emulateMedia({ colorScheme: 'light' });
+});
+
+test('offline: a reload without network still loads the chosen model from the cache and chats', { skip }, async () => {
+  await page.waitForFunction(() => document.body.dataset.offlineReady === '1', null, { timeout: 30_000 });
+  await context.setOffline(true);
+  try {
+    await page.reload();
+    await waitState(['ready', 'empty', 'failed'], 120_000);
+    const r = await page.evaluate(() => ({ state: document.body.dataset.state, model: window.edgellmApp.lastModel, err: window.edgellmApp.lastError }));
+    assert.equal(r.state, 'ready', JSON.stringify(r.err));
+    assert.equal(r.model.source, 'cache');
+    assert.match(await page.textContent('#where-pill'), /Offline/);
+    const a = await ask('Say hello.');
+    assert.equal(a.error, false, JSON.stringify(a.lastError));
+    assert.match(a.badge.text, /offline/);
+  } finally {
+    await context.setOffline(false);
+  }
+});
+
+test('390×844: the same controls work in one column, without sideways scrolling', { skip }, async () => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  assert.ok(overflow <= 0, `no horizontal scrolling at 390 px (${overflow} px too wide)`);
+  report.screenshots.push(await shot('demo-390x844.png'), await shot('demo-390x844-full.png', { fullPage: true }));
+  // The catalog (folded away once a model runs) opens; the conversations switch; a message is
+  // asked and edited.
+  await page.click('#catalog > summary');
+  assert.ok(await page.isVisible(`#catalog-list .cat-entry[data-entry="${CHAT.id}"] .cat-load`));
+  await page.click('#catalog > summary');
+  await page.click('#conv-new');
+  const a = await ask('What colour is the sky?');
+  assert.ok(a.reply.trim().length > 0);
+  await page.click('#transcript .turn-user >> nth=0 >> .edit');
+  await page.fill('#transcript .edit-text', 'What colour is grass?');
+  await page.click('#transcript .edit-box button[type=submit]');
+  await waitState(['generating'], 10_000).catch(() => {});
+  await waitState(['ready'], 180_000);
+  const b = await lastAnswer();
+  assert.equal(b.answers, 1);
+  assert.ok(b.reply.trim().length > 0);
+  report.screenshots.push(await shot('demo-chat-390x844.png'));
+  const overflow2 = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  assert.ok(overflow2 <= 0, `no horizontal scrolling at 390 px with answers (${overflow2} px too wide)`);
+  await page.setViewportSize({ width: 1280, height: 800 });
+});
+
+test('deleting the cached model frees the storage; deleting a conversation removes it', { skip }, async () => {
+  await page.click('#catalog > summary').catch(() => {});
+  if (!(await page.evaluate(() => document.getElementById('catalog').open))) await page.click('#catalog > summary');
+  const before = await storageUsage();
+  await page.click(`#catalog-list .cat-entry[data-entry="${CHAT.id}"] .cat-delete`);
+  await page.waitForFunction((id) => document.querySelector(`.cat-entry[data-entry="${id}"] .cat-cached`).hidden, CHAT.id, { timeout: 30_000 });
+  const after = await storageUsage();
+  assert.ok(before - after > 0.9 * CHAT.bytes, `storage ${before} -> ${after}`);
+  assert.equal(await page.textContent('#cache-usage'), 'No model kept in this browser yet.');
+  assert.equal(await page.evaluate(() => window.edgellmApp.engine.cache.list()).then((l) => l.length), 0);
+  report.storage_freed = before - after;
+
+  const list = await conversations();
+  const victim = list[list.length - 1];
+  await page.hover(`#conv-list .conv[data-id="${victim.id}"]`); // its tools show on hover (or when open)
+  await page.click(`#conv-list .conv[data-id="${victim.id}"] .conv-delete`);
+  const left = await conversations();
+  assert.equal(left.length, list.length - 1);
+  assert.ok(!left.some((c) => c.id === victim.id));
+  const s = await page.evaluate(() => ({ session: window.edgellmApp.session, has: !!window.edgellmApp.engine.session }));
+  if (s.has) assert.ok(s.session.deleted === victim.id || s.session.error, JSON.stringify(s.session));
 });
 
 test('the memory gauge draws a ledger snapshot: each term estimated vs measured, against the budget, by level', { skip }, async () => {
-  // The gauge's own rendering, fed a snapshot of the ledger's documented shape (the real one is
-  // compared with the engine's in the next step when the engine has a ledger).
   const snap = {
     level: 'elevated',
     budget_bytes: 400e6,
@@ -194,251 +527,34 @@ test('the memory gauge draws a ledger snapshot: each term estimated vs measured,
       terms[row.dataset.term] = {};
       for (const c of row.querySelectorAll('td[data-kind]')) terms[row.dataset.term][c.dataset.kind] = [c.dataset.value, c.textContent];
     }
-    const bars = [...g.querySelectorAll('.bar')].map((b) => ({ segs: [...b.querySelectorAll('.seg')].map((x) => [x.className, x.style.width]), mark: b.querySelector('.budget-mark') ? b.querySelector('.budget-mark').style.left : null }));
-    return { cls: g.className, level: g.querySelector('[data-field=level]').textContent, terms, bars, hw: g.querySelector('[data-field=high_water_bytes]').dataset.value };
+    return { cls: g.className, level: g.querySelector('[data-field=level]').textContent, terms, hw: g.querySelector('[data-field=high_water_bytes]').dataset.value };
   }, snap);
   assert.equal(r.cls, 'gauge level-elevated');
-  assert.equal(r.level, 'elevated');
   assert.deepEqual(r.terms.kv, { estimated: ['20000000', fmtBytes(20e6)], measured: ['18000000', fmtBytes(18e6)] });
   assert.deepEqual(r.terms.activations.measured, ['', '–'], 'a term not measured shows a dash, not a number');
-  assert.deepEqual(r.terms.total.measured, ['273500000', fmtBytes(273.5e6)]);
   assert.equal(r.hw, '310000000');
-  // Against the budget: the measured terms, the budget at the end of the scale.
-  assert.equal(r.bars.length, 3);
-  assert.deepEqual(r.bars[0].segs.map((x) => x[0]), ['seg seg-weights', 'seg seg-kv', 'seg seg-runtime']);
-  assert.equal(r.bars[0].segs[0][1], '61.625%'); // 246.5 MB of the 400 MB budget
-  assert.equal(r.bars[0].mark, '100%');
-  // The split, estimated vs measured, at the scale of the larger total (279 MB).
-  assert.deepEqual(r.bars[1].segs.map((x) => x[0]), ['seg seg-weights', 'seg seg-kv', 'seg seg-activations', 'seg seg-runtime']);
-  assert.equal(r.bars[1].segs[0][1], `${((246e6 / 279e6) * 100).toFixed(3).replace(/0+$/, '')}%`);
-  assert.deepEqual(r.bars[2].segs.map((x) => x[0]), ['seg seg-weights', 'seg seg-kv', 'seg seg-runtime']);
-  assert.equal(r.bars[2].mark, null);
 });
 
-test('markdown-ish rendering builds DOM nodes: code blocks, inline code, bold; model text never becomes markup', { skip }, async () => {
-  const text = 'Here: <b>not bold</b> `x < 1` and **strong**.\n```js\nconst s = "<img src=x onerror=alert(1)>";\n```\nDone.';
+test('streamed Markdown is the same DOM however the text is chunked', { skip }, async () => {
+  const text = 'Intro **bold** and *em* `x < 1`.\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```js\nconst s = "<i>";\n```\nEnd.';
   const r = await page.evaluate(async (t) => {
     const { StreamRenderer } = await import('./markdown.js');
     const out = [];
-    // Whole, and split at every possible point into streamed pieces of 1..7 characters.
     for (const step of [t.length, 1, 2, 3, 7]) {
       const root = document.createElement('div');
       const r = new StreamRenderer(root);
       for (let i = 0; i < t.length; i += step) r.push(t.slice(i, i + step));
       r.end();
-      out.push({
-        tags: [...root.querySelectorAll('*')].map((e) => e.tagName.toLowerCase()),
-        code: [...root.querySelectorAll('pre code')].map((c) => [c.dataset.lang, c.textContent]),
-        inline: [...root.querySelectorAll('code.inline')].map((c) => c.textContent),
-        strong: [...root.querySelectorAll('strong')].map((c) => c.textContent),
-        text: root.textContent,
-      });
+      out.push({ html: root.innerHTML.replace(/<button[^>]*><\/button>/g, '') });
     }
     return out;
   }, text);
-  for (const x of r) {
-    assert.deepEqual(x, r[0], 'the same DOM whatever the chunking');
-  }
-  const x = r[0];
-  assert.deepEqual(x.code, [['js', 'const s = "<img src=x onerror=alert(1)>";\n']]);
-  assert.deepEqual(x.inline, ['x < 1']);
-  assert.deepEqual(x.strong, ['strong']);
-  assert.ok(!x.tags.includes('img') && !x.tags.includes('b'), x.tags.join(','));
-  assert.match(x.text, /^Here: <b>not bold<\/b> x < 1 and strong\./);
-  assert.match(x.text, /Done\.$/);
+  for (const x of r) assert.equal(x.html, r[0].html, 'the same DOM whatever the chunking');
+  for (const tag of ['<strong>bold</strong>', '<em>em</em>', '<code>x &lt; 1</code>', '<li>one</li>', '<td> 2 </td>', 'const s = "&lt;i&gt;";']) assert.ok(r[0].html.includes(tag), `${tag} in ${r[0].html}`);
 });
 
-test('a chat round trip with the real model: streamed answer, figures = the usage, memory = the engine', { skip }, async () => {
-  await page.fill('#temperature', '0');
-  await page.fill('#max-tokens', '12');
-  const a = await ask('Write a haiku about the sea.');
-  assert.equal(a.error, false, JSON.stringify(a.lastError));
-  assert.ok(a.reply.length > 0, 'the model answered');
-  const norm = (s) => s.replace(/```[^\n]*\n?/g, '').replace(/[`*\s]/g, '');
-  assert.equal(norm(a.text), norm(a.reply), 'what is shown is what was streamed');
-  assert.deepEqual(a.badge && [a.badge.target, a.badge.reason], ['local', 'prefer-local'], JSON.stringify(a.badge));
-  // The metrics panel shows this answer's usage, formatted by the page's own formatter.
-  const shown = await page.evaluate(() => {
-    const t = (id) => document.getElementById(id).textContent;
-    return { usage: JSON.parse(document.getElementById('metrics').dataset.usage), ttft: t('u-ttft'), tpot: t('u-tpot'), prefill: t('u-prefill'), decode: t('u-decode'), prompt: t('u-prompt'), completion: t('u-completion') };
-  });
-  const u = a.usage;
-  assert.deepEqual(shown.usage, u);
-  assert.equal(shown.ttft, fmtMs(u.ttft_ms));
-  assert.equal(shown.tpot, fmtTpot(u.tpot_ms));
-  assert.equal(shown.prefill, fmtRate(u.prefill_tokens_per_s));
-  assert.equal(shown.decode, fmtRate(u.decode_tokens_per_s));
-  assert.equal(shown.prompt, fmtInt(u.prompt_tokens));
-  assert.equal(shown.completion, fmtInt(u.completion_tokens));
-  assert.ok(u.ttft_ms > 0 && u.completion_tokens >= 1 && u.completion_tokens <= 12, JSON.stringify(u));
-  assert.ok(a.figures.includes(fmtMs(u.ttft_ms)) && a.figures.includes(fmtTpot(u.tpot_ms)), a.figures);
-  report.ttft_ms = Math.round(u.ttft_ms);
-  report.decode_tok_s = Number(u.decode_tokens_per_s.toFixed(1));
-  // The live chart got one point per streamed chunk after the first.
-  const chart = await page.evaluate(() => ({ points: window.edgellmApp.chart.points.length, times: window.edgellmApp.chart.times.length, summary: document.getElementById('tps-summary').textContent }));
-  assert.ok(chart.points >= 1 && chart.points === chart.times - 1, JSON.stringify(chart));
-  assert.match(chart.summary, /peak .* sustained .* tok\/s/);
-
-  // The memory gauge: the engine's latest memory snapshot when the ledger exists; otherwise
-  // what the engine reports (wasm memory, weights from the header) and nothing invented.
-  const mem = await page.evaluate(async () => {
-    const app = window.edgellmApp;
-    const g = document.getElementById('memory');
-    const fields = {};
-    for (const e of g.querySelectorAll('[data-field]')) fields[e.dataset.field] = { value: e.dataset.value ?? null, text: e.textContent };
-    const terms = {};
-    for (const row of g.querySelectorAll('tr[data-term]')) {
-      terms[row.dataset.term] = {};
-      for (const c of row.querySelectorAll('td[data-kind]')) terms[row.dataset.term][c.dataset.kind] = { value: c.dataset.value, text: c.textContent };
-    }
-    const snapshot = app.ledger ? await app.engine.memory() : null;
-    const status = await app.engine.status();
-    return { ledger: g.dataset.ledger, level: g.dataset.level, fields, terms, snapshot, status };
-  });
-  const asShown = (v) => (typeof v === 'number' ? String(v) : '');
-  if (mem.ledger === '1') {
-    const s = mem.snapshot;
-    assert.equal(mem.level, s.level);
-    for (const t of ['weights', 'kv', 'activations', 'runtime']) {
-      for (const k of ['estimated', 'measured']) {
-        assert.equal(mem.terms[t][k].value, asShown(s.terms[t][k]), `${t}.${k}`);
-        assert.equal(mem.terms[t][k].text, fmtBytes(s.terms[t][k]), `${t}.${k} text`);
-      }
-    }
-    for (const k of ['estimated', 'measured']) {
-      assert.equal(mem.terms.total[k].value, asShown(s.total[k]));
-      assert.equal(mem.terms.load_peak[k].value, asShown(s.load_peak[k]));
-    }
-    assert.equal(mem.fields.wasm_memory_bytes.value, asShown(s.wasm_memory_bytes));
-    assert.equal(mem.fields.high_water_bytes.value, asShown(s.high_water_bytes));
-    report.memory_ledger = 'shown';
-  } else {
-    assert.equal(mem.ledger, '0');
-    assert.equal(mem.fields.wasm_memory_bytes.value, String(mem.status.wasm_memory_bytes));
-    assert.equal(mem.fields.wasm_memory_bytes.text, fmtBytes(mem.status.wasm_memory_bytes));
-    assert.equal(mem.fields.weights_bytes.value, String(mem.status.model.weights_bytes));
-    report.memory_ledger = 'absent in this engine build (wasm memory + header weights shown)';
-  }
-  // KV occupancy: the engine's own figures when it reports them.
-  const kv = await page.evaluate(() => ({ source: document.getElementById('kv').dataset.source, held: document.getElementById('kv-held').dataset.value, evicted: document.getElementById('kv-evicted').dataset.value }));
-  if (u.kv) assert.deepEqual(kv, { source: 'engine', held: String(u.kv.tokens_held), evicted: String(u.kv.evicted) });
-  else assert.deepEqual(kv, { source: 'usage', held: String(u.prompt_tokens + u.completion_tokens), evicted: '' });
-  report.kv = u.kv ? 'engine' : 'from usage (engine reports none)';
-});
-
-test('stop keeps the partial answer; regenerate re-asks with the conversation so far', { skip }, async () => {
-  const first = await page.evaluate(() => window.edgellmApp.lastUsage);
-  await page.fill('#max-tokens', '64');
-  await page.fill('#prompt', 'Tell me a long story about a dragon who learns to cook.');
-  await page.click('#send');
-  // Stop after a few streamed characters.
-  await page.waitForFunction(() => {
-    const a = document.querySelectorAll('#transcript .msg.assistant');
-    return a.length && a[a.length - 1].textContent.length >= 8;
-  }, null, { timeout: 60_000 });
-  const t0 = Date.now();
-  await page.click('#stop');
-  await waitState(['ready'], 5_000);
-  report.stop_ms = Date.now() - t0;
-  const stopped = await page.evaluate(() => {
-    const answers = document.querySelectorAll('#transcript .answer');
-    const last = answers[answers.length - 1];
-    return { n: answers.length, flags: [...last.querySelectorAll('.flag')].map((f) => f.textContent), text: last.querySelector('.msg.assistant').textContent, err: window.edgellmApp.lastError };
-  });
-  assert.equal(stopped.err && stopped.err.code, 'ABORTED');
-  assert.deepEqual(stopped.flags, ['stopped']);
-  assert.ok(stopped.text.length >= 8, 'the partial answer stays');
-  assert.equal(stopped.n, 2);
-
-  await page.fill('#max-tokens', '8');
-  await page.click('#regenerate');
-  await waitState(['generating'], 10_000).catch(() => {});
-  await waitState(['ready'], 120_000);
-  const r = await page.evaluate(() => ({ n: document.querySelectorAll('#transcript .answer').length, usage: window.edgellmApp.lastUsage, err: window.edgellmApp.lastError, flags: [...document.querySelectorAll('#transcript .answer:last-child .flag')].map((f) => f.textContent) }));
-  assert.equal(r.err, null);
-  assert.equal(r.n, 2, 'the stopped answer was replaced, not added to');
-  // Turn 1 (question + answer) is in the prompt of turn 2, through the chat template.
-  assert.ok(r.usage.prompt_tokens > first.prompt_tokens + first.completion_tokens, `${r.usage.prompt_tokens} vs ${JSON.stringify(first)}`);
-  assert.ok(!r.flags.includes('stopped'));
-
-  report.screenshots = [await shot('demo-1280x800.png')];
-  await page.emulateMedia({ colorScheme: 'dark' });
-  report.screenshots.push(await shot('demo-dark-1280x800.png'));
-  await page.emulateMedia({ colorScheme: 'light' });
-  await page.setViewportSize({ width: 390, height: 844 });
-  report.screenshots.push(await shot('demo-390x844.png'), await shot('demo-390x844-full.png', { fullPage: true }));
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
-  assert.ok(overflow <= 0, `no horizontal scrolling at 390 px (${overflow} px too wide)`);
-  await page.setViewportSize({ width: 1280, height: 800 });
-});
-
-test('over the KV budget under prefer-local: answered by the server; private: a typed error and nothing sent', { skip }, async () => {
-  await page.click('#clear');
-  await page.fill('#kv-tokens', '24');
-  await page.fill('#max-tokens', '8');
-  const long = 'Summarise in one sentence: apple banana cherry date elderberry fig grape kiwi lemon mango nectarine orange papaya quince raspberry strawberry.';
-  const before0 = await serverRequests(srv);
-  const a = await ask(long);
-  assert.equal(a.error, false, JSON.stringify(a.lastError));
-  assert.deepEqual([a.badge.target, a.badge.reason], ['remote', 'prompt_over_kv_budget'], JSON.stringify(a.badge));
-  assert.match(a.badge.text, /server · prompt over the KV budget/);
-  assert.ok(a.route.prompt_tokens > 24 && a.route.kv_budget === 24, JSON.stringify(a.route));
-  assert.ok(a.reply.length > 0);
-  assert.ok((await serverRequests(srv)) > before0, 'the server answered');
-  assert.ok(requests.some((q) => q.startsWith('POST') && q.includes(`${srv.url}/v1/chat/completions`)));
-
-  await page.check('#private');
-  assert.match(await page.textContent('#where-pill'), /Private/);
-  requests.length = 0;
-  const before1 = await serverRequests(srv);
-  const b = await ask(long);
-  assert.equal(b.error, true);
-  assert.equal(b.code, 'PRIVATE_REMOTE_FORBIDDEN');
-  assert.equal(b.lastError.detail, 'PROMPT_OVER_KV_BUDGET');
-  assert.match(b.text, /PRIVATE_REMOTE_FORBIDDEN/);
-  assert.match(b.badge.text, /^not sent · this device: prompt over the KV budget · server: private/);
-  assert.equal(await page.evaluate(() => document.getElementById('status').dataset.code), 'PRIVATE_REMOTE_FORBIDDEN');
-  assert.deepEqual(requests.filter((q) => q.includes(srv.url)), [], 'the browser sent nothing to the server');
-  assert.equal(await serverRequests(srv), before1, 'the server received nothing');
-  report.screenshots.push(await shot('demo-routing-1280x800.png'));
-});
-
-test('offline: after the first visit, a reload without network still loads the model and chats', { skip }, async () => {
-  await page.fill('#kv-tokens', '4096');
-  await page.uncheck('#private');
-  await page.waitForFunction(() => document.body.dataset.offlineReady === '1', null, { timeout: 30_000 });
-  // Block the network and stop the static server: only the service worker and the model cache
-  // can bring the page back.
-  await context.setOffline(true);
-  await web.kill();
-  requests.length = 0;
-  await page.goto(`${web.origin}/www/?autoload=1`);
-  await waitState(['ready', 'empty', 'failed'], 120_000);
-  const r = await page.evaluate(() => ({ state: document.body.dataset.state, model: window.edgellmApp.lastModel, err: window.edgellmApp.lastError, tag: document.getElementById('model-source').textContent, online: navigator.onLine }));
-  assert.equal(r.state, 'ready', JSON.stringify(r.err));
-  assert.equal(r.model.source, 'cache');
-  assert.equal(r.tag, 'loaded from cache');
-  assert.match(await page.textContent('#where-pill'), /Offline/);
-  // The settings came back from localStorage (this URL carries none of them).
-  const kept = await page.evaluate(() => ['temperature', 'max-tokens', 'kv-tokens', 'server-url'].map((id) => document.getElementById(id).value));
-  assert.deepEqual(kept, ['0', '8', '4096', srv.baseURL]);
-  const a = await ask('Say hello.');
-  assert.equal(a.error, false, JSON.stringify(a.lastError));
-  assert.ok(a.reply.length > 0);
-  assert.deepEqual([a.badge.target, a.badge.reason], ['local', 'local-only']);
-  assert.match(a.badge.text, /offline/);
-  report.screenshots.push(await shot('demo-offline-1280x800.png'));
-  await context.setOffline(false);
-});
-
-test('route badges say where and why, failovers included (format.js, no browser)', () => {
-  assert.equal(routeText({ target: 'local', reason: 'prefer-local' }), 'this device · preferred: this device');
-  assert.equal(routeText({ target: 'remote', reason: 'prompt_over_kv_budget' }), 'server · prompt over the KV budget');
-  assert.equal(routeText({ target: 'local', reason: 'remote_error_503', fallback_from: 'remote' }), 'this device · server error 503 (fell back from server)');
-  assert.equal(routeText({ target: 'remote', reason: 'engine_crashed', fallback_from: 'local' }), 'server · the local engine crashed (fell back from this device)');
-  assert.equal(routeText({ target: null, reason: 'no_route', ruled_out: { remote: 'private', local: 'prompt_over_kv_budget' } }), 'not sent · this device: prompt over the KV budget · server: private');
-});
-
-test('no console errors during the run', { skip }, () => {
+test('no console errors and no request off 127.0.0.1 during the run', { skip }, () => {
   assert.deepEqual(consoleErrors, []);
+  const off = requests.filter((q) => !/^[A-Z]+ (http:\/\/127\.0\.0\.1[:/]|blob:|data:)/.test(q));
+  assert.deepEqual(off, []);
 });

@@ -18,6 +18,7 @@
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
+import { VENDOR } from '../../www/vendor-map.js';
 
 const MIME = {
   '.html': 'text/html; charset=utf-8',
@@ -183,7 +184,7 @@ export async function startServer(opts) {
     } else {
       const rel = p.replace(/^\/+/, '');
       if (staticDirs.some((d) => rel === d || rel.startsWith(d + '/'))) {
-        file = path.join(root, rel);
+        file = path.join(root, VENDOR[rel] || rel); // npm modules the page imports (www/vendor-map.js)
         if (!file.startsWith(root)) file = null;
         else if (rel.endsWith('/') || (fs.existsSync(file) && fs.statSync(file).isDirectory())) file = path.join(file, 'index.html');
       }

@@ -1,7 +1,8 @@
 // Records llama.cpp's tokenization of tests/data/tok_corpus.json, through node-llama-cpp
-// 3.21.1 (its bundled llama.cpp), for the Gemma model and each synthetic BPE vocabulary.
+// 3.21.1 (its bundled llama.cpp), for the real models (Gemma 3, SmolLM2) and each synthetic
+// vocabulary.
 //
-//   cd tools && npm ci && node tokenizer/gen_expected.mjs
+//   cd tools && npm ci && node tokenizer/gen_expected.mjs [name,name,...]   (default: all)
 //
 // node-llama-cpp's `model.tokenize(text, specialTokens)` calls llama.cpp's
 // `common_tokenize(vocab, text, add_special = false, parse_special = specialTokens)`: it never
@@ -23,13 +24,17 @@ const corpus = JSON.parse(fs.readFileSync(path.join(root, "tests/data/tok_corpus
 
 const models = [
     ["gemma", path.join(root, "models/gemma-3-270m-q4_k_m.gguf")],
+    ["smollm2", path.join(root, "models/SmolLM2-135M-Instruct.Q4_1.gguf")],
     ["spm_llama", path.join(root, "tests/data/tok_spm_llama.gguf")],
     ...["default", "gpt_2", "llama_bpe", "qwen2", "smollm"].map((p) =>
         [`bpe_${p}`, path.join(root, `tests/data/tok_bpe_${p}.gguf`)]),
 ];
 
+const only = process.argv[2] ? new Set(process.argv[2].split(",")) : null;
+
 const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
 for (const [name, file] of models) {
+    if (only && !only.has(name)) continue;
     if (!fs.existsSync(file)) {
         console.error(`skipping ${name}: ${file} is missing`);
         continue;

@@ -1,21 +1,27 @@
 #!/usr/bin/env python3
-"""Builds tests/data/fwd_gemma_greedy.json and tests/data/fwd_gemma_logits.json.
+"""Builds the forward-pass fixtures of a real model: tests/data/fwd_<model>_greedy.json and
+tests/data/fwd_<model>_logits.json, for --model gemma (Gemma 3 270M Q4_K_M, the default) or
+--model smollm2 (SmolLM2 135M Instruct Q4_1, llama architecture).
 
-Rerun (from the repository root; ~10-15 minutes on 2 cores, ~3 GB RAM):
+Rerun (from the repository root; gemma ~10-15 minutes on 2 cores, ~3 GB RAM; smollm2 ~2-4 min):
   (cd tools && npm ci)                      # node-llama-cpp 3.21.1 with prebuilt CPU binaries
   python3 tools/prompts/make_forward_prompts.py   # only if the corpus changed
-  python3 tools/reference/make_gemma_fixtures.py [--reuse]
+  python3 tools/reference/make_forward_fixtures.py [--model gemma|smollm2] [--reuse]
+
+The prompts: gemma takes the whole corpus (tools/prompts/forward_prompts.json); smollm2 its
+prompts of at most SHORT_CHARS characters (the tests keep to short prompts) plus the ChatML
+conversations in CHATML_PROMPTS, rendered as SmolLM2's template renders them.
 
 Steps:
   1. node tools/reference/llama_ref.mjs on every prompt of tools/prompts/forward_prompts.json
-     (raw output: out/ref/llama_gemma.json; --reuse skips this step when that file exists).
+     (raw output: out/ref/llama_<model>.json; --reuse skips this step when that file exists).
   2. float64 reference (ref_forward.py) over prompt ids + the first 47 greedy tokens, logits at
      the 48 positions where llama.cpp chose a token -> f64 argmax/margin per greedy step.
   3. For the LOGIT_PROMPTS: llama.cpp top-40 log-probs (whole batch and token by token) and the
      f64 top-40 (raw logits and log-probs) at the last prompt position, plus distances.
-  4. Graph checks on long_gpl_600: distance to llama.cpp of the f64 pass with gemma3 graph
-     variants (no sliding window / global rope base on local layers / extra +1 on norm weights),
-     to show which reading of the GGUF llama.cpp uses.
+  4. (gemma) Graph checks on long_gpl_600: distance to llama.cpp of the f64 pass with gemma3
+     graph variants (no sliding window / global rope base on local layers / extra +1 on norm
+     weights), to show which reading of the GGUF llama.cpp uses.
 """
 from __future__ import annotations
 
@@ -33,15 +39,57 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 from ref_forward import RefModel, log_softmax  # noqa: E402
 
-MODEL = os.path.join(ROOT, "models", "gemma-3-270m-q4_k_m.gguf")
 PROMPTS = os.path.join(ROOT, "tools", "prompts", "forward_prompts.json")
-RAW = os.path.join(ROOT, "out", "ref", "llama_gemma.json")
-OUT_GREEDY = os.path.join(ROOT, "tests", "data", "fwd_gemma_greedy.json")
-OUT_LOGITS = os.path.join(ROOT, "tests", "data", "fwd_gemma_logits.json")
-LOGIT_PROMPTS = ["en_capital", "code_python", "zh_beijing", "arith_add", "chat_haiku",
-                 "long_gpl_400", "long_gpl_600", "long_gpl_chat_750"]
 STEPS = 48
 TOP = 40
+SHORT_CHARS = 100
+
+
+def chatml(turns):
+    """SmolLM2's chat template (its GGUF's tokenizer.chat_template) with the generation prompt."""
+    return "".join(f"<|im_start|>{r}\n{c}<|im_end|>\n" for r, c in turns) + "<|im_start|>assistant\n"
+
+
+CHATML_PROMPTS = [
+    {"name": "chatml_capital", "special": True, "kind": "chat",
+     "text": chatml([("system", "You are a helpful assistant."), ("user", "What is the capital of France?")])},
+    {"name": "chatml_legs", "special": True, "kind": "chat",
+     "text": chatml([("system", "You are a helpful assistant."), ("user", "How many legs does a dog have?")])},
+    {"name": "chatml_template_default", "special": True, "kind": "chat",
+     "text": chatml([("system", "You are a helpful AI assistant named SmolLM, trained by Hugging Face"),
+                     ("user", "What is the capital of France?")])},
+    {"name": "chatml_multi", "special": True, "kind": "chat",
+     "text": chatml([("system", "You are a helpful assistant."), ("user", "What is the capital of Italy?"),
+                     ("assistant", "The capital of Italy is Rome."), ("user", "And the capital of Spain?")])},
+]
+
+MODELS = {
+    "gemma": {
+        "file": "gemma-3-270m-q4_k_m.gguf", "title": "Gemma 3 270M Q4_K_M",
+        "logit_prompts": ["en_capital", "code_python", "zh_beijing", "arith_add", "chat_haiku",
+                          "long_gpl_400", "long_gpl_600", "long_gpl_chat_750"],
+        "graph_checks": True,
+    },
+    "smollm2": {
+        "file": "SmolLM2-135M-Instruct.Q4_1.gguf", "title": "SmolLM2 135M Instruct Q4_1",
+        "logit_prompts": ["en_capital", "code_python", "zh_beijing", "arith_add", "chatml_capital",
+                          "chatml_template_default", "chatml_multi"],
+        "graph_checks": False,
+    },
+}
+
+
+def prompts_for(name: str) -> str:
+    """The prompts file llama_ref.mjs reads for this model."""
+    if name == "gemma":
+        return PROMPTS
+    corpus = json.load(open(PROMPTS))["prompts"]
+    chosen = [p for p in corpus if 0 < len(p["text"]) <= SHORT_CHARS and p["kind"] != "chat"] + CHATML_PROMPTS
+    path_ = os.path.join(ROOT, "out", "ref", f"prompts_{name}.json")
+    os.makedirs(os.path.dirname(path_), exist_ok=True)
+    with open(path_, "w", encoding="utf-8") as f:
+        json.dump({"prompts": chosen}, f, ensure_ascii=False)
+    return path_
 
 
 def r6(x):
@@ -58,11 +106,18 @@ def dist_on(ids, a: dict, b: dict):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reuse", action="store_true", help="reuse out/ref/llama_gemma.json")
+    ap.add_argument("--model", choices=sorted(MODELS), default="gemma")
+    ap.add_argument("--reuse", action="store_true", help="reuse out/ref/llama_<model>.json")
     args = ap.parse_args()
+    cfg = MODELS[args.model]
+    MODEL = os.path.join(ROOT, "models", cfg["file"])
+    RAW = os.path.join(ROOT, "out", "ref", f"llama_{args.model}.json")
+    OUT_GREEDY = os.path.join(ROOT, "tests", "data", f"fwd_{args.model}_greedy.json")
+    OUT_LOGITS = os.path.join(ROOT, "tests", "data", f"fwd_{args.model}_logits.json")
+    LOGIT_PROMPTS = cfg["logit_prompts"]
 
     if not (args.reuse and os.path.exists(RAW)):
-        cmd = ["node", os.path.join(HERE, "llama_ref.mjs"), "--model", MODEL, "--prompts", PROMPTS,
+        cmd = ["node", os.path.join(HERE, "llama_ref.mjs"), "--model", MODEL, "--prompts", prompts_for(args.model),
                "--out", RAW, "--steps", str(STEPS), "--top", str(TOP), "--spread", ",".join(LOGIT_PROMPTS)]
         print(" ".join(cmd), file=sys.stderr)
         subprocess.run(cmd, check=True)
@@ -157,7 +212,7 @@ def main():
     # ---- graph checks (variants of the gemma3 reading) on one long and one short prompt
     checks = {}
     by_name = {p["name"]: p for p in raw["prompts"]}
-    for pname in ["long_gpl_600", "en_capital"]:
+    for pname in (["long_gpl_600", "en_capital"] if cfg["graph_checks"] else []):
         p = by_name[pname]
         l_whole = {t: v for t, v in p["last_top"]}
         top20_l = [t for t, _ in p["last_top"][:20]]
@@ -187,17 +242,17 @@ def main():
 
     eng = raw["engine"]
     conv_greedy = (
-        "Per prompt: ids = llama.cpp tokenization (node-llama-cpp model.tokenize(text, special)) with BOS "
-        "prepended because tokenizer.ggml.add_bos_token is true; tokens = 48 greedy steps of llama.cpp "
+        "Per prompt: ids = llama.cpp tokenization (node-llama-cpp model.tokenize(text, special)), with BOS "
+        "prepended when tokenizer.ggml.add_bos_token is true (bos_added); tokens = 48 greedy steps of llama.cpp "
         "(argmax of the full distribution; each chosen token is fed back, EOS/<end_of_turn> included; no "
         "penalties); step k is predicted at position len(ids)-1+k. top1_logprob/top2/top2_logprob/margin: "
         "llama.cpp natural-log probabilities (log-softmax over the full vocabulary), margin = top1 - top2 "
         "(equal to the logit margin). f64_*: the float64 reference evaluated on ids + tokens[:-1] at the same "
         "positions: its argmax, its logit margin top1-top2, and its log-prob of llama.cpp's token.")
     greedy_doc = {
-        "about": "llama.cpp greedy decoding reference for Gemma 3 270M Q4_K_M; generated by "
-                 "tools/reference/make_gemma_fixtures.py",
-        "model": "gemma-3-270m-q4_k_m.gguf", "engine": eng, "steps": STEPS, "conventions": conv_greedy,
+        "about": f"llama.cpp greedy decoding reference for {cfg['title']}; generated by "
+                 f"tools/reference/make_forward_fixtures.py --model {args.model}",
+        "model": cfg["file"], "engine": eng, "steps": STEPS, "conventions": conv_greedy,
         "summary": {"prompts": len(greedy_out), "steps": n_steps, "steps_margin_ge_0_5": n_margin_05,
                     "steps_margin_ge_1_0": n_margin_1,
                     "f64_argmax_agrees": n_agree, "f64_argmax_agrees_where_margin_ge_0_5": n_agree_05,
@@ -228,9 +283,9 @@ def main():
         "prompts": len(figs),
     }
     logits_doc = {
-        "about": "Last-prompt-position distributions: llama.cpp vs the float64 reference, Gemma 3 270M "
-                 "Q4_K_M; generated by tools/reference/make_gemma_fixtures.py",
-        "model": "gemma-3-270m-q4_k_m.gguf", "engine": eng, "conventions": conv_logits,
+        "about": f"Last-prompt-position distributions: llama.cpp vs the float64 reference, {cfg['title']}; "
+                 f"generated by tools/reference/make_forward_fixtures.py --model {args.model}",
+        "model": cfg["file"], "engine": eng, "conventions": conv_logits,
         "summary": summary, "graph_checks": {
             "about": "f64 pass with a changed reading of the gemma3 graph vs llama.cpp's whole-batch "
                      "top-20 log-probs (rms / max |diff|); the smallest distance is the reading llama.cpp uses",
