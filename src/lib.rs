@@ -8,6 +8,7 @@ pub mod engine;
 pub mod gguf;
 pub mod host;
 pub mod kv;
+pub mod limits;
 pub mod memory;
 pub mod metrics;
 pub mod model;
