@@ -85,6 +85,11 @@ export interface EngineOptions {
   workerUrl?: string | URL;
   /** Milliseconds to wait for the worker and wasm to start (default 60000). */
   initTimeoutMs?: number;
+  /**
+   * Milliseconds an aborted operation's worker has to stop (default 5000); past it the worker
+   * is taken as stuck, terminated and restarted (the request has already rejected ABORTED).
+   */
+  abortGraceMs?: number;
   /** Older name of `memory.budget_bytes`. */
   memoryBudget?: number;
   /**
@@ -494,6 +499,11 @@ export interface SamplingParams extends RouteParams {
   frequency_penalty?: number | null;
   seed?: number | null;
   stop?: string | string[] | null;
+  /**
+   * Parse special-token text inside user and tool contents (default false: it is literal text,
+   * so a user typing `<start_of_turn>` cannot forge a turn).
+   */
+  raw_special_tokens?: boolean;
   /** Only 1 is supported. */
   n?: number | null;
   signal?: AbortSignal;

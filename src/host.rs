@@ -168,6 +168,10 @@ pub struct GenerateRequest {
     pub seed: Option<u64>,
     #[serde(default)]
     pub stop: Option<Vec<String>>,
+    /// Parse special-token text inside user and tool contents too (default: literal text, so a
+    /// user cannot forge turns; `tokenizer::ContentSpecials`).
+    #[serde(default)]
+    pub raw_special_tokens: Option<bool>,
 }
 
 impl GenerateRequest {
@@ -378,7 +382,7 @@ impl Host {
     pub fn set_kv_options(&mut self, kv: Option<KvOptions>) -> Result<Option<&ModelInfo>, HostError> {
         if let Some(o) = &kv {
             // What can be checked without a model (a budget in tokens, sinks), checked now.
-            o.to_config(usize::MAX).map_err(|e| HostError::new(e.code(), e.to_string()))?;
+            o.check().map_err(|e| HostError::new(e.code(), e.to_string()))?;
         }
         if let Some(model) = self.loaded.as_ref().map(|l| l.model.clone()) {
             let (session, max_context) = self.make_session(&model, kv.as_ref())?;
@@ -439,7 +443,7 @@ impl Host {
         let prompt = match req.kind.as_deref().unwrap_or(if req.messages.is_some() { "chat" } else { "completion" }) {
             "chat" => {
                 let messages = req.messages.as_deref().filter(|m| !m.is_empty()).ok_or_else(|| HostError::new("INVALID_REQUEST", "messages must be a non-empty list"))?;
-                l.tokenizer.encode_chat(messages, true)?
+                l.tokenizer.encode_chat_with(messages, true, crate::tokenizer::ContentSpecials::from_opt_in(req.raw_special_tokens))?
             }
             "completion" => {
                 let prompt = req.prompt.as_deref().ok_or_else(|| HostError::new("INVALID_REQUEST", "prompt is required"))?;
@@ -450,6 +454,7 @@ impl Host {
         if prompt.is_empty() {
             return Err(HostError::new("INVALID_REQUEST", "the prompt has no tokens"));
         }
+        req.max_tokens.map_or(Ok(()), |n| crate::limits::check_new_tokens("max_tokens", n))?;
         let max_context = l.info.max_context;
         let policy = l.kv_options.as_ref().map(|_| l.session.kv().policy());
         let max_tokens = match policy {

@@ -9,6 +9,7 @@ pub mod generate;
 pub mod gguf;
 pub mod host;
 pub mod kv;
+pub mod limits;
 pub mod memory;
 pub mod metrics;
 pub mod model;

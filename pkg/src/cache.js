@@ -2,12 +2,20 @@
 // under Node. Entries are keyed by URL.
 //
 // Trust rule: an entry is two files, `<key>.gguf` (the bytes) and `<key>.json` (its record:
-// url, size, sha256, etag). The record is written only AFTER the whole download was received and
-// its sha256 computed, and it is deleted BEFORE a new download starts writing the bytes. So a
-// record always describes complete bytes; on use, the size is checked before reading and the
-// sha256 is recomputed while the bytes stream into the engine and compared before the load is
-// declared good. A missing record, a size mismatch or a digest mismatch evicts the entry and the
-// model is fetched again.
+// url, size, sha256, etag, `verified: true`). The record is written only AFTER the whole
+// download was received, its sha256 computed and checked, and the engine loaded those very bytes
+// (`commit` is called after a successful load), and it is deleted BEFORE a new download starts
+// writing the bytes. So a record always vouches for complete bytes that the engine has parsed and
+// run: an entry is verified before it is parsed again. On use, the size is checked before
+// reading and the sha256 is recomputed while the bytes stream in and compared before the load is
+// declared good. A missing or unverified record, a size mismatch or a digest mismatch evicts the
+// entry and the model is fetched again.
+//
+// Crash rule: a load from the cache first writes `<key>.loading` (`hit.begin()`) and removes it
+// once the load succeeded (`hit.done()`). If the engine dies in between (a worker crash, an
+// out-of-memory kill: nothing runs to evict the entry), the marker is still there at the next
+// lookup, which evicts the entry instead of loading it again: a crashing entry costs one crash,
+// never a loop.
 
 import { readBlob, readPath } from './loader.js';
 
@@ -21,8 +29,18 @@ export async function keyOf(url) {
 }
 
 function validRecord(r, url) {
-  return r && typeof r === 'object' && r.url === url && Number.isSafeInteger(r.size) && r.size >= 0 && /^[0-9a-f]{64}$/.test(r.sha256 || '');
+  return (
+    r &&
+    typeof r === 'object' &&
+    r.url === url &&
+    r.verified === true &&
+    Number.isSafeInteger(r.size) &&
+    r.size >= 0 &&
+    /^[0-9a-f]{64}$/.test(r.sha256 || '')
+  );
 }
+
+const CRASHED = 'a previous load of this entry did not finish (the engine crashed or was killed)';
 
 /** No cache: every lookup misses, nothing is written. */
 export class NoCache {
@@ -71,8 +89,21 @@ export class OpfsCache {
     }
   }
 
+  async #exists(name) {
+    try {
+      await this.dir.getFileHandle(name);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   async lookup(url) {
     const key = await keyOf(url);
+    if (await this.#exists(`${key}.loading`)) {
+      await this.evict(url);
+      return { stale: true, reason: CRASHED };
+    }
     const record = await this.#readRecord(key);
     if (!validRecord(record, url)) {
       if (record) await this.evict(url);
@@ -89,7 +120,13 @@ export class OpfsCache {
       await this.evict(url);
       return { stale: true, reason: `cached file has ${file.size} bytes, its record says ${record.size}` };
     }
-    return { record, size: file.size, read: (opts) => readBlob(file, opts) };
+    return {
+      record,
+      size: file.size,
+      read: (opts) => readBlob(file, opts),
+      begin: () => this.#writeText(`${key}.loading`, url),
+      done: () => this.#remove(`${key}.loading`),
+    };
   }
 
   async writer(url) {
@@ -154,8 +191,11 @@ export class OpfsCache {
   }
 
   async #writeRecord(key, record) {
-    const fh = await this.dir.getFileHandle(`${key}.json`, { create: true });
-    const text = JSON.stringify({ ...record, stored_at: new Date().toISOString() });
+    await this.#writeText(`${key}.json`, JSON.stringify({ ...record, verified: true, stored_at: new Date().toISOString() }));
+  }
+
+  async #writeText(name, text) {
+    const fh = await this.dir.getFileHandle(name, { create: true });
     if (typeof fh.createWritable === 'function') {
       const w = await fh.createWritable({ keepExistingData: false });
       await w.write(text);
@@ -173,6 +213,7 @@ export class OpfsCache {
     const key = await keyOf(url);
     await this.#remove(`${key}.json`);
     await this.#remove(`${key}.gguf`);
+    await this.#remove(`${key}.loading`);
   }
 
   async list() {
@@ -215,6 +256,10 @@ export class FsCache {
 
   async lookup(url) {
     const key = await keyOf(url);
+    if (this.fs.existsSync(this.#file(`${key}.loading`))) {
+      await this.evict(url);
+      return { stale: true, reason: CRASHED };
+    }
     let record = null;
     try {
       record = JSON.parse(await this.fs.promises.readFile(this.#file(`${key}.json`), 'utf8'));
@@ -237,7 +282,14 @@ export class FsCache {
       return { stale: true, reason: `cached file has ${size} bytes, its record says ${record.size}` };
     }
     const p = this.#file(`${key}.gguf`);
-    return { record, size, read: (opts) => readPath(this.fs, p, opts) };
+    const marker = this.#file(`${key}.loading`);
+    return {
+      record,
+      size,
+      read: (opts) => readPath(this.fs, p, opts),
+      begin: () => this.fs.promises.writeFile(marker, url),
+      done: () => this.fs.promises.rm(marker, { force: true }),
+    };
   }
 
   async writer(url) {
@@ -260,7 +312,7 @@ export class FsCache {
       commit: async (record) => {
         this.fs.fsyncSync(fd);
         close();
-        const text = JSON.stringify({ ...record, url, stored_at: new Date().toISOString() });
+        const text = JSON.stringify({ ...record, url, verified: true, stored_at: new Date().toISOString() });
         const tmp = this.#file(`${key}.json.tmp`);
         await this.fs.promises.writeFile(tmp, text);
         await this.fs.promises.rename(tmp, this.#file(`${key}.json`));
@@ -280,6 +332,7 @@ export class FsCache {
     const key = await keyOf(url);
     await this.fs.promises.rm(this.#file(`${key}.json`), { force: true });
     await this.fs.promises.rm(this.#file(`${key}.gguf`), { force: true });
+    await this.fs.promises.rm(this.#file(`${key}.loading`), { force: true });
   }
 
   async list() {

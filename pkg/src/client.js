@@ -12,6 +12,7 @@ import { EdgeLLMError, ErrorCode, errorFromPayload, abortedError } from './error
 import { Router } from './router.js';
 import { memoryOptions } from './memory.js';
 import { SIMD_OPTIONS } from './tier.js';
+import { strictBoolean } from './strict.js';
 
 let idCounter = 0;
 const nextId = () => ++idCounter;
@@ -82,6 +83,10 @@ function samplingParams(p) {
 /** OpenAI-style parameters → the worker's GenerateRequest (validated). */
 function buildRequest(kind, params) {
   const request = { kind, ...samplingParams(params) };
+  // Opt-in: special-token text in user/tool contents is parsed (default: literal, no forged turns).
+  strictBoolean(params, 'private'); // no router here: nothing leaves the device, but "true" is still refused
+  const raw = strictBoolean(params, 'raw_special_tokens');
+  if (raw !== undefined) request.raw_special_tokens = raw;
   if (kind === 'chat') {
     if (!Array.isArray(params.messages) || params.messages.length === 0) throw invalid('messages must be a non-empty array');
     request.messages = params.messages.map((m, i) => {
@@ -247,6 +252,7 @@ export class Engine {
   #memoryOpts; // the core's MemoryOptions: budget and pressure thresholds
   #lastMemory = null; // the latest MemorySnapshot from the worker
   #listeners = new Map(); // event name → Set of callbacks
+  #abandoned = new Map(); // id of an aborted operation → its grace timer (see #watchAbort)
 
   /** Info about the loaded model (null when none). */
   model = null;
@@ -374,6 +380,10 @@ export class Engine {
       this.#onFatal(worker, err);
       return;
     }
+    if ((msg.type === Ev.RESULT || msg.type === Ev.ERROR) && this.#abandoned.has(msg.id)) {
+      clearTimeout(this.#abandoned.get(msg.id)); // the worker did stop: it is not stuck
+      this.#abandoned.delete(msg.id);
+    }
     const p = this.#pending.get(msg.id);
     if (!p) return; // settled already (aborted) or unknown
     if (msg.type === Ev.RESULT) {
@@ -447,8 +457,26 @@ export class Engine {
       } catch {
         /* worker gone */
       }
+      this.#watchAbort(this.#worker, id);
     }
     p.reject(err);
+  }
+
+  /**
+   * A worker stuck inside one wasm call cannot even read the ABORT. If it has not answered the
+   * aborted operation within `abortGraceMs` (default 5000), it is terminated as crashed: the
+   * next request starts a new worker (and reloads the model).
+   */
+  #watchAbort(worker, id) {
+    const grace = this.#opts.abortGraceMs ?? 5000;
+    const timer = setTimeout(() => {
+      this.#abandoned.delete(id);
+      if (this.#worker === worker) {
+        this.#onFatal(worker, new EdgeLLMError(ErrorCode.ENGINE_CRASHED, `the engine worker did not stop within ${grace} ms of an abort; it was restarted`));
+      }
+    }, grace);
+    if (typeof timer === 'object' && timer.unref) timer.unref(); // Node: never keeps the process alive
+    this.#abandoned.set(id, timer);
   }
 
   async #request(msg, onEvent, signal) {

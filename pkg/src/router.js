@@ -24,6 +24,7 @@ import { decide, noRouteError, MODES, other } from './router/decision.js';
 import { Estimates } from './router/estimates.js';
 import { RemoteState } from './router/health.js';
 import { RemoteClient, remoteRetriable } from './router/remote.js';
+import { strictBoolean } from './strict.js';
 
 const invalid = (m) => new EdgeLLMError(ErrorCode.INVALID_REQUEST, m);
 const LOCAL_FAILOVER = new Set([ErrorCode.OVER_MEMORY_BUDGET, ErrorCode.ENGINE_CRASHED]);
@@ -126,12 +127,15 @@ export class Router {
     if (typeof ro !== 'object') throw invalid('route must be an object such as {mode: "prefer-local"}');
     const mode = ro.mode ?? this.mode;
     if (!MODES.includes(mode)) throw invalid(`route.mode must be one of ${MODES.join(', ')}; got ${JSON.stringify(mode)}`);
+    // An engine configured local-only stays local-only: no request can widen it.
+    if (this.mode === 'local-only' && mode !== 'local-only') throw invalid(`this engine is local-only; route.mode ${JSON.stringify(mode)} is not allowed`);
     const clean = { ...params };
     for (const k of ROUTER_PARAMS) delete clean[k];
     if (kind === 'chat' && (!Array.isArray(clean.messages) || clean.messages.length === 0)) throw invalid('messages must be a non-empty array');
     if (kind !== 'chat' && typeof clean.prompt !== 'string' && !Array.isArray(clean.prompt)) throw invalid('prompt must be a string');
 
-    let isPrivate = params.private === true;
+    // Only a real boolean: `private: "true"` or `1` is refused, never read as "not private".
+    let isPrivate = strictBoolean(params, 'private') === true;
     if (!isPrivate && this.config.isSensitive) {
       isPrivate = !!(await this.config.isSensitive(kind === 'chat' ? clean.messages : clean.prompt, params));
     }

@@ -266,6 +266,8 @@ export class Runtime {
 
   async #loadInner(msg, signal) {
     this.#requireEngine();
+    // Bad KV options are refused before anything is unloaded: the current model stays.
+    if (this.engine.check_kv_options) this.#call(() => this.engine.check_kv_options(JSON.stringify(msg.kv ?? null)));
     // Free the previous model first: holding two models at once would double the peak.
     this.#unload();
     const t0 = now();
@@ -309,14 +311,23 @@ export class Runtime {
           await this.cache.evict(src.url);
         } else {
           try {
+            await hit.begin?.(); // crash marker (cache.js): a crash here evicts at the next lookup
             const info = await this.#stream({ ...ctx, phase: 'cache', total: hit.size, chunks: hit.read({ signal: ctx.signal }), sha256: hit.record.sha256, fromCache: true });
+            await hit.done?.();
             info.source = 'cache';
             return info;
           } catch (e) {
             // A corrupt or unreadable entry (digest mismatch, bad bytes, read error): drop it and
-            // download again. Errors that are not about the bytes are final.
-            if (e instanceof Fatal || !(e instanceof EdgeLLMError)) throw e;
-            if ([ErrorCode.ABORTED, ErrorCode.OVER_MEMORY_BUDGET, ErrorCode.UNSUPPORTED_MODEL].includes(e.code)) throw e;
+            // download again. Errors that are not about the bytes are final — and an engine crash
+            // evicts the entry before it is rethrown, so the next load does not crash again.
+            if (e instanceof Fatal || !(e instanceof EdgeLLMError)) {
+              await this.cache.evict(src.url).catch(() => {});
+              throw e;
+            }
+            if ([ErrorCode.ABORTED, ErrorCode.OVER_MEMORY_BUDGET, ErrorCode.UNSUPPORTED_MODEL].includes(e.code)) {
+              await hit.done?.(); // the entry is not at fault: keep it
+              throw e;
+            }
             this.#log('warn', `cache entry for ${src.url} rejected (${e.message}); downloading again`);
             await this.cache.evict(src.url).catch(() => {});
           }

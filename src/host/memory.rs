@@ -163,7 +163,11 @@ pub(super) fn admit_header(mem: &mut MemoryState, kv: Option<&KvOptions>, header
 impl Host {
     fn estimate_for(&self, header: &GgufHeader, stats: &HeaderStats, req: &EstimateRequest) -> Result<(Estimate, ModelGeometry), HostError> {
         let g = ModelGeometry::from_header(header).map_err(model_error)?;
+        if let Some(kv) = &req.kv {
+            kv.check().map_err(|e| HostError::new(e.code(), e.to_string()))?;
+        }
         let o = estimate_options(&g, self.kv_options.as_ref(), req);
+        o.check()?;
         Ok((Estimate::new(&g, stats, &o), g))
     }
 

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::KvError;
+use crate::limits::{MAX_CONTEXT_TOKENS, MAX_KV_BYTES};
 
 /// Element type of the stored keys and values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -130,10 +131,21 @@ impl KvConfig {
     /// The checks that need no model: a non-zero budget, room for a window after the sinks.
     pub fn check(&self) -> Result<(), KvError> {
         if self.context_limit {
-            return Ok(());
+            return match self.budget {
+                KvBudget::Tokens(t) if t > MAX_CONTEXT_TOKENS => {
+                    Err(KvError::BadConfig(format!("a context of {t} tokens is more than the {MAX_CONTEXT_TOKENS} supported")))
+                }
+                _ => Ok(()),
+            };
         }
         match self.budget {
             KvBudget::Tokens(0) | KvBudget::Bytes(0) => Err(KvError::BadConfig("the budget must be at least 1 token".into())),
+            KvBudget::Tokens(t) if t > MAX_CONTEXT_TOKENS => {
+                Err(KvError::BadConfig(format!("a budget of {t} tokens is more than the {MAX_CONTEXT_TOKENS} supported")))
+            }
+            KvBudget::Bytes(b) if b as u64 > MAX_KV_BYTES => {
+                Err(KvError::BadConfig(format!("a budget of {b} bytes is more than the {MAX_KV_BYTES} supported")))
+            }
             KvBudget::Tokens(t) if self.policy == KvPolicy::WindowSinks && t <= self.n_sink => Err(KvError::BadConfig(format!(
                 "a budget of {t} tokens leaves no room for a window after {} sinks",
                 self.n_sink
@@ -163,6 +175,11 @@ pub struct KvOptions {
 }
 
 impl KvOptions {
+    /// The checks that need no model, as `to_config` makes them.
+    pub fn check(&self) -> Result<(), KvError> {
+        self.to_config(MAX_CONTEXT_TOKENS).map(drop)
+    }
+
     /// The configuration these options ask for (`default_tokens` when neither `tokens` nor
     /// `bytes` is given), with the checks that need no model.
     pub fn to_config(&self, default_tokens: usize) -> Result<KvConfig, KvError> {

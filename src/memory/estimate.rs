@@ -16,7 +16,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::gguf::GgufHeader;
+use std::collections::HashMap;
+
+use crate::gguf::{GgufHeader, TensorInfo};
+use crate::limits::{mul, MAX_CONTEXT_TOKENS};
+use crate::model::validate::{hparams_of, tensor_index};
 use crate::model::{HParams, ModelError};
 use crate::ops::attention::{KV_CHUNK, SCORE_BUDGET};
 
@@ -59,6 +63,15 @@ impl Default for EstimateOptions {
     }
 }
 
+impl EstimateOptions {
+    /// The caller-supplied sizes within the engine's limits (`crate::limits`).
+    pub fn check(&self) -> Result<(), crate::limits::LimitError> {
+        crate::limits::check_context("kv tokens", self.kv_tokens)?;
+        crate::limits::check_batch("batch", self.batch)?;
+        crate::limits::check_range("load_chunk", self.load_chunk, 1, 1 << 32)
+    }
+}
+
 /// The model's shape as far as memory is concerned.
 #[derive(Clone, Debug)]
 pub struct ModelGeometry {
@@ -75,8 +88,9 @@ pub struct ModelGeometry {
     pub weight_bytes: u64,
 }
 
-fn act_row(h: &GgufHeader, name: &str, n_in: usize) -> usize {
-    h.tensor(name)
+fn act_row(index: &HashMap<&str, &TensorInfo>, name: &str, n_in: usize) -> usize {
+    index
+        .get(name)
         .map(|t| {
             let act = crate::quant::vec_dot_type(t.ggml_type);
             crate::quant::row_bytes(act, n_in).unwrap_or(4 * n_in)
@@ -85,14 +99,13 @@ fn act_row(h: &GgufHeader, name: &str, n_in: usize) -> usize {
 }
 
 impl ModelGeometry {
-    /// From a header (a full one or the skimmer's light one).
+    /// From a header (a full one or the skimmer's light one). The hyper-parameters are checked
+    /// against the tensor index first (`model::validate`), so nothing here is sized by a value
+    /// the tensors do not back.
     pub fn from_header(h: &GgufHeader) -> Result<ModelGeometry, ModelError> {
-        let embd = h.tensor("token_embd.weight").ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
-        if embd.dims.len() != 2 {
-            return Err(ModelError::BadTensorShape { name: "token_embd.weight".into(), expected: vec![0, 0], got: embd.dims.clone() });
-        }
-        let n_vocab = embd.dims[1] as usize;
-        let hp = HParams::from_header(h, n_vocab)?;
+        let hp = hparams_of(h)?;
+        let n_vocab = hp.n_vocab;
+        let index = tensor_index(h);
         let d = hp.n_embd;
         let aw = hp.n_head * hp.head_dim_v;
         let windows = (0..hp.n_layer).map(|il| if hp.swa_layers.get(il).copied().unwrap_or(false) { hp.sliding_window } else { None }).collect();
@@ -100,18 +113,18 @@ impl ModelGeometry {
             .map(|il| {
                 let n = |s: &str| format!("blk.{il}.{s}.weight");
                 [
-                    act_row(h, &n("attn_q"), d),
-                    act_row(h, &n("attn_k"), d),
-                    act_row(h, &n("attn_v"), d),
-                    act_row(h, &n("attn_output"), aw),
-                    act_row(h, &n("ffn_gate"), d),
-                    act_row(h, &n("ffn_up"), d),
-                    act_row(h, &n("ffn_down"), hp.n_ff),
+                    act_row(&index, &n("attn_q"), d),
+                    act_row(&index, &n("attn_k"), d),
+                    act_row(&index, &n("attn_v"), d),
+                    act_row(&index, &n("attn_output"), aw),
+                    act_row(&index, &n("ffn_gate"), d),
+                    act_row(&index, &n("ffn_up"), d),
+                    act_row(&index, &n("ffn_down"), hp.n_ff),
                 ]
             })
             .collect();
-        let out_name = if h.tensor("output.weight").is_some() { "output.weight" } else { "token_embd.weight" };
-        let out_act_row = act_row(h, out_name, d);
+        let out_name = if index.contains_key("output.weight") { "output.weight" } else { "token_embd.weight" };
+        let out_act_row = act_row(&index, out_name, d);
         let weight_bytes = h.tensor_data_bytes();
         Ok(ModelGeometry { hparams: hp, n_vocab, windows, act_rows, out_act_row, weight_bytes })
     }
@@ -127,16 +140,16 @@ impl ModelGeometry {
 /// × (K row + V row)`. At the budget this is the cache's full allocation (the `kv` module's
 /// `KvLayout::bytes_at` is the same sum).
 pub fn kv_cache_bytes(windows: &[Option<usize>], row_bytes: usize, tokens: usize) -> u64 {
-    windows.iter().map(|w| (w.map_or(tokens, |w| w.min(tokens)) * row_bytes) as u64).sum()
+    windows.iter().fold(0u64, |sum, w| sum.saturating_add(mul(w.map_or(tokens, |w| w.min(tokens)), row_bytes)))
 }
 
 /// The largest budget in tokens whose KV storage fits in `bytes` (the `kv` module's
-/// `tokens_for_bytes`).
+/// `tokens_for_bytes`), at most [`MAX_CONTEXT_TOKENS`].
 pub fn kv_tokens_for_bytes(windows: &[Option<usize>], row_bytes: usize, bytes: u64) -> usize {
     if row_bytes == 0 || windows.is_empty() {
         return 0;
     }
-    let (mut lo, mut hi) = (0usize, (bytes / row_bytes as u64) as usize + 1);
+    let (mut lo, mut hi) = (0usize, (bytes / row_bytes as u64).min(MAX_CONTEXT_TOKENS as u64) as usize + 1);
     while lo + 1 < hi {
         let mid = lo + (hi - lo) / 2;
         if kv_cache_bytes(windows, row_bytes, mid) <= bytes {
@@ -148,28 +161,246 @@ pub fn kv_tokens_for_bytes(windows: &[Option<usize>], row_bytes: usize, bytes: u
     lo
 }
 
+/// `Σ terms`, saturating (a saturated figure is refused by any budget, never wrapped).
+fn sum(terms: &[u64]) -> u64 {
+    terms.iter().fold(0u64, |t, &x| t.saturating_add(x))
+}
+
 /// A `Vec`'s capacity as `resize`/`extend` grow it (the standard library's amortized rule:
-/// `max(2 × cap, needed)`, at least 4 elements, 8 for bytes).
-#[derive(Clone, Copy, Debug, Default)]
+/// `max(2 × cap, needed)`, at least 4 elements, 8 for bytes). In u64 and saturating: a figure
+/// from hostile sizes is refused by the budget, never wrapped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Cap {
-    cap: usize,
-    elem: usize,
+    cap: u64,
+    elem: u64,
 }
 
 impl Cap {
     fn of(elem: usize) -> Cap {
-        Cap { cap: 0, elem }
+        Cap { cap: 0, elem: elem as u64 }
     }
 
-    fn need(&mut self, len: usize) {
-        if len > self.cap {
-            let min = if self.elem == 1 { 8 } else if self.elem <= 1024 { 4 } else { 1 };
-            self.cap = (2 * self.cap).max(len).max(min);
+    /// Grows to hold `len` elements; whether it grew.
+    fn need(&mut self, len: u64) -> bool {
+        if len <= self.cap {
+            return false;
+        }
+        let min = if self.elem == 1 { 8 } else if self.elem <= 1024 { 4 } else { 1 };
+        self.cap = self.cap.saturating_mul(2).max(len).max(min);
+        true
+    }
+
+    /// `need(step × p)` for `p = from..=to` in order, in O(log) steps: only the needs that
+    /// outgrow the capacity change it, and the first such `p` is `cap / step + 1`.
+    fn need_linear(&mut self, step: u64, from: u64, to: u64) {
+        if step == 0 {
+            return;
+        }
+        loop {
+            let p = (self.cap / step).saturating_add(1).max(from);
+            // (A saturated capacity cannot grow: stop there too.)
+            if p > to || !self.need(step.saturating_mul(p)) {
+                break;
+            }
         }
     }
 
     fn bytes(&self) -> u64 {
-        (self.cap * self.elem) as u64
+        self.cap.saturating_mul(self.elem)
+    }
+}
+
+/// The buffers of a forward pass whose sizes depend only on the batch (everything but the
+/// attention scores), as `ForwardScratch`, the session and the KV cache size them.
+#[derive(Clone, Debug, PartialEq)]
+struct PassBuffers {
+    x: Cap,
+    xn: Cap,
+    q: Cap,
+    k: Cap,
+    v: Cap,
+    att: Cap,
+    tmp: Cap,
+    gate: Cap,
+    up: Cap,
+    cs: Cap,
+    sel: Cap,
+    act: Cap,
+    aq: Cap,
+    ak: Cap,
+    av: Cap,
+    out: Cap,
+    logits: Cap,
+    stage_k: Cap,
+    stage_v: Cap,
+}
+
+impl PassBuffers {
+    fn new() -> PassBuffers {
+        let f = Cap::of(4);
+        PassBuffers {
+            x: f,
+            xn: f,
+            q: f,
+            k: f,
+            v: f,
+            att: f,
+            tmp: f,
+            gate: f,
+            up: f,
+            cs: f,
+            sel: Cap::of(std::mem::size_of::<usize>()),
+            act: Cap::of(1),
+            aq: f,
+            ak: f,
+            av: f,
+            out: f,
+            logits: f,
+            stage_k: Cap::of(1),
+            stage_v: Cap::of(1),
+        }
+    }
+
+    /// One forward pass of `n` tokens (the same `resize` calls in the same order as
+    /// `model::forward`, scores aside); whether any buffer grew.
+    fn pass(&mut self, g: &ModelGeometry, o: &EstimateOptions, n: usize) -> bool {
+        let hp = &g.hparams;
+        let d = hp.n_embd;
+        let (qw, kw, vw) = (hp.n_head * hp.head_dim_k, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v);
+        let aw = hp.n_head * hp.head_dim_v;
+        let last = hp.n_layer.saturating_sub(1);
+        let mut grew = false;
+        grew |= self.sel.need(1);
+        grew |= self.stage_k.need(mul(n, o.kv_dtype.row_bytes(kw)));
+        grew |= self.stage_v.need(mul(n, o.kv_dtype.row_bytes(vw)));
+        grew |= self.x.need(mul(n, d));
+        grew |= self.cs.need(hp.n_rot as u64);
+        let all_rows = n == 1;
+        let mut n_cur = n;
+        for il in 0..hp.n_layer {
+            let ab = g.act_rows[il];
+            grew |= self.xn.need(mul(n_cur, d));
+            grew |= self.q.need(mul(n_cur, qw));
+            grew |= self.k.need(mul(n_cur, kw));
+            grew |= self.v.need(mul(n_cur, vw));
+            for a in &ab[..3] {
+                grew |= self.act.need(mul(n_cur, *a));
+            }
+            grew |= self.att.need(mul(n_cur, aw));
+            // attention(): the rounded queries, one chunk of keys and values (its scores are
+            // `scores_cap`'s).
+            grew |= self.aq.need(mul(n_cur, qw));
+            grew |= self.ak.need(mul(KV_CHUNK, kw));
+            grew |= self.av.need(mul(KV_CHUNK, vw));
+            if il == last && !all_rows {
+                // gather_rows(att), gather_rows(x): each swaps its buffer with `tmp`.
+                grew |= self.tmp.need(aw as u64);
+                std::mem::swap(&mut self.att, &mut self.tmp);
+                grew |= self.tmp.need(d as u64);
+                std::mem::swap(&mut self.x, &mut self.tmp);
+                n_cur = 1;
+            }
+            grew |= self.tmp.need(mul(n_cur, d));
+            grew |= self.act.need(mul(n_cur, ab[3]));
+            grew |= self.xn.need(mul(n_cur, d));
+            grew |= self.gate.need(mul(n_cur, hp.n_ff));
+            grew |= self.up.need(mul(n_cur, hp.n_ff));
+            for a in &ab[4..] {
+                grew |= self.act.need(mul(n_cur, *a));
+            }
+        }
+        grew |= self.xn.need(mul(n_cur, d));
+        grew |= self.out.need(mul(n_cur, g.n_vocab));
+        grew |= self.act.need(mul(n_cur, g.out_act_row));
+        // The session swaps its output row with the current logits after each pass.
+        std::mem::swap(&mut self.out, &mut self.logits);
+        grew
+    }
+
+    /// `count` passes of `n` tokens. Once six passes in a row grow nothing, the rest cannot
+    /// either: a pass only permutes buffers (`att`/`tmp`/`x` in a 3-cycle, `out`/`logits` in a
+    /// 2-cycle), so six quiet passes have shown every buffer in every role, and any multiple of
+    /// six passes more is the identity. The cost is independent of `count`.
+    fn passes(&mut self, g: &ModelGeometry, o: &EstimateOptions, n: usize, count: usize) {
+        const PERIOD: usize = 6;
+        let (mut done, mut quiet) = (0, 0);
+        while done < count {
+            if quiet >= PERIOD {
+                done += (count - done) / PERIOD * PERIOD;
+                quiet = 0;
+                continue;
+            }
+            quiet = if self.pass(g, o, n) { 0 } else { quiet + 1 };
+            done += 1;
+        }
+    }
+}
+
+/// The attention-score buffer over the run: `attention()` holds the scores of one tile of
+/// queries against the keys they see. Layers of one window ask for the same sizes in a pass,
+/// so each distinct window (in layer order) is replayed once per pass; a window layer whose
+/// span stopped moving asks for what it asked before; and with one query per tile the sizes
+/// grow by `n_head` per position, which [`Cap::need_linear`] jumps over. The cost depends on
+/// neither the context nor the layer count.
+fn scores_cap(g: &ModelGeometry, b: usize, batch: usize, prompt: usize) -> Cap {
+    let nh = g.hparams.n_head;
+    let mut kinds: Vec<Option<usize>> = Vec::new();
+    for w in &g.windows {
+        if !kinds.contains(w) {
+            kinds.push(*w);
+        }
+    }
+    let mut s = Cap::of(4);
+    let one_per_tile = |n_past: usize, n: usize| SCORE_BUDGET as u64 / mul(nh, n_past + n).max(1) <= 1;
+    let mut n_past = 0usize;
+    while n_past < prompt {
+        let n = batch.min(prompt - n_past);
+        let settled = |w: &Option<usize>| w.is_some_and(|w| n_past >= w.min(b).saturating_add(batch) && n == batch);
+        // From here on every full pass asks for `n_head × position` (one query per tile, every
+        // window layer settled or wider than the budget): all of them in one jump.
+        let only_growing_spans = kinds.iter().all(|w| settled(w) || w.map_or(true, |w| w >= b));
+        if n == batch && one_per_tile(n_past, n) && only_growing_spans {
+            let m = (prompt - n_past) / batch;
+            if kinds.iter().any(|w| !settled(w)) {
+                s.need_linear(nh as u64, n_past as u64 + 1, (n_past + m * batch) as u64);
+            }
+            n_past += m * batch;
+            continue;
+        }
+        for w in kinds.iter().filter(|w| !settled(w)) {
+            tile_scores(&mut s, nh, b, *w, n, n_past);
+        }
+        n_past += n;
+    }
+    for w in &kinds {
+        tile_scores(&mut s, nh, b, *w, 1, n_past);
+    }
+    s
+}
+
+/// The score sizes one layer of window `window` asks for in a pass of `n_cur` tokens after
+/// `n_past` (as `ops::attention` tiles its queries).
+fn tile_scores(s: &mut Cap, nh: usize, b: usize, window: Option<usize>, n_cur: usize, n_past: usize) {
+    let (q0, w) = match window {
+        Some(w) => (n_past.min(w.min(b)), Some(w)),
+        None => (n_past.min(b - n_cur.min(b)), None),
+    };
+    let lo = |pos: usize| w.map_or(0, |w| (pos + 1).saturating_sub(w));
+    let span_max = (q0 + n_cur) - lo(q0 + n_cur - 1).min(lo(q0));
+    let tile = (SCORE_BUDGET as u64 / mul(nh, span_max).max(1)).clamp(1, n_cur as u64) as usize;
+    if tile == 1 {
+        // Query q0 + t sees min(q0 + t + 1, window) keys: non-decreasing, so only the growing
+        // part can grow the buffer.
+        let top = w.map_or(q0 + n_cur, |w| (q0 + n_cur).min(w));
+        s.need_linear(nh as u64, (q0 + 1).min(top) as u64, top as u64);
+        return;
+    }
+    let mut t0 = 0;
+    while t0 < n_cur {
+        let t1 = (t0 + tile).min(n_cur);
+        let span = (q0 + t1) - lo(q0 + t0);
+        s.need(mul(t1 - t0, nh).saturating_mul(span as u64));
+        t0 = t1;
     }
 }
 
@@ -189,108 +420,30 @@ pub struct ScratchPlan {
 
 impl ScratchPlan {
     pub fn total(&self) -> u64 {
-        self.forward + self.logits + self.sampler + self.kv_staging
+        sum(&[self.forward, self.logits, self.sampler, self.kv_staging])
     }
 
     /// Replays the forward pass's buffer sizing for a prompt that fills `kv_tokens` in batches
     /// of `batch` (each batch ends with the last row's logits, as the host's prefill chunks
-    /// do), then one decode step.
+    /// do), then one decode step. Exact, in a time independent of `kv_tokens` and of
+    /// `batch` (see `PassBuffers::passes` and `scores_cap`).
     pub fn new(g: &ModelGeometry, o: &EstimateOptions) -> ScratchPlan {
-        let hp = &g.hparams;
-        let d = hp.n_embd;
-        let (qw, kw, vw) = (hp.n_head * hp.head_dim_k, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v);
-        let aw = hp.n_head * hp.head_dim_v;
-        let nh = hp.n_head;
         let b = o.kv_tokens.max(1);
         let batch = o.batch.clamp(1, b);
-        // ForwardScratch { x, xn, q, k, v, att, tmp, gate, up, cs, sel, mm, attn }.
-        let (mut x, mut xn, mut q, mut k, mut v) = (Cap::of(4), Cap::of(4), Cap::of(4), Cap::of(4), Cap::of(4));
-        let (mut att, mut tmp, mut gate, mut up, mut cs) = (Cap::of(4), Cap::of(4), Cap::of(4), Cap::of(4), Cap::of(4));
-        let mut sel = Cap::of(std::mem::size_of::<usize>());
-        let mut act = Cap::of(1);
-        let (mut aq, mut ak, mut av, mut scores) = (Cap::of(4), Cap::of(4), Cap::of(4), Cap::of(4));
-        let mut out = Cap::of(4);
-        let mut logits = Cap::of(4);
-        let (mut stage_k, mut stage_v) = (Cap::of(1), Cap::of(1));
-        let kr = o.kv_dtype.row_bytes(kw);
-        let vr = o.kv_dtype.row_bytes(vw);
-        let last = hp.n_layer.saturating_sub(1);
-
-        let mut n_past = 0usize;
-        let mut forward = |n: usize, n_past: usize| {
-            sel.need(1);
-            stage_k.need(n * kr);
-            stage_v.need(n * vr);
-            x.need(n * d);
-            cs.need(hp.n_rot);
-            let all_rows = n == 1;
-            let mut n_cur = n;
-            for il in 0..hp.n_layer {
-                let ab = g.act_rows[il];
-                xn.need(n_cur * d);
-                q.need(n_cur * qw);
-                k.need(n_cur * kw);
-                v.need(n_cur * vw);
-                act.need(n_cur * ab[0]);
-                act.need(n_cur * ab[1]);
-                act.need(n_cur * ab[2]);
-                att.need(n_cur * aw);
-                // attention(): the rounded queries, one chunk of keys and values, the scores
-                // of each tile of queries.
-                aq.need(n_cur * qw);
-                ak.need(KV_CHUNK * kw);
-                av.need(KV_CHUNK * vw);
-                let (q0, w) = match g.windows[il] {
-                    Some(w) => (n_past.min(w.min(b)), Some(w)),
-                    None => (n_past.min(b - n_cur.min(b)), None),
-                };
-                let lo = |pos: usize| w.map_or(0, |w| (pos + 1).saturating_sub(w));
-                let span_max = (q0 + n_cur) - lo(q0 + n_cur - 1).min(lo(q0));
-                let tile = (SCORE_BUDGET / (nh * span_max).max(1)).clamp(1, n_cur);
-                let mut t0 = 0;
-                while t0 < n_cur {
-                    let t1 = (t0 + tile).min(n_cur);
-                    let span = (q0 + t1) - lo(q0 + t0);
-                    scores.need((t1 - t0) * nh * span);
-                    t0 = t1;
-                }
-                if il == last && !all_rows {
-                    // gather_rows(att), gather_rows(x): each swaps its buffer with `tmp`.
-                    tmp.need(aw);
-                    std::mem::swap(&mut att, &mut tmp);
-                    tmp.need(d);
-                    std::mem::swap(&mut x, &mut tmp);
-                    n_cur = 1;
-                }
-                tmp.need(n_cur * d);
-                act.need(n_cur * ab[3]);
-                xn.need(n_cur * d);
-                gate.need(n_cur * hp.n_ff);
-                up.need(n_cur * hp.n_ff);
-                act.need(n_cur * ab[4]);
-                act.need(n_cur * ab[5]);
-                act.need(n_cur * ab[6]);
-            }
-            xn.need(n_cur * d);
-            out.need(n_cur * g.n_vocab);
-            act.need(n_cur * g.out_act_row);
-            // The session swaps its output row with the current logits after each pass.
-            std::mem::swap(&mut out, &mut logits);
-        };
         // The prompt, then one decode step.
         let prompt = b.saturating_sub(1).max(1);
-        while n_past < prompt {
-            let n = batch.min(prompt - n_past);
-            forward(n, n_past);
-            n_past += n;
+        let mut bufs = PassBuffers::new();
+        bufs.passes(g, o, batch, prompt / batch);
+        if prompt % batch > 0 {
+            bufs.pass(g, o, prompt % batch);
         }
-        forward(1, n_past);
-        let f = [x, xn, q, k, v, att, tmp, gate, up, cs].iter().map(Cap::bytes).sum::<u64>()
-            + sel.bytes()
-            + act.bytes()
-            + [aq, ak, av, scores].iter().map(Cap::bytes).sum::<u64>();
-        let sampler = if o.sampling { (8 * g.n_vocab) as u64 } else { 0 };
-        ScratchPlan { forward: f, logits: out.bytes() + logits.bytes(), sampler, kv_staging: stage_k.bytes() + stage_v.bytes() }
+        bufs.pass(g, o, 1);
+        let scores = scores_cap(g, b, batch, prompt);
+        let PassBuffers { x, xn, q, k, v, att, tmp, gate, up, cs, sel, act, aq, ak, av, out, logits, stage_k, stage_v } = bufs;
+        let caps = |caps: &[Cap]| sum(&caps.iter().map(Cap::bytes).collect::<Vec<_>>());
+        let forward = caps(&[x, xn, q, k, v, att, tmp, gate, up, cs, sel, act, aq, ak, av, scores]);
+        let sampler = if o.sampling { mul(8, g.n_vocab) } else { 0 };
+        ScratchPlan { forward, logits: caps(&[out, logits]), sampler, kv_staging: caps(&[stage_k, stage_v]) }
     }
 }
 
@@ -308,7 +461,7 @@ pub struct RuntimeParts {
 
 impl RuntimeParts {
     pub fn total(&self) -> u64 {
-        self.module + self.header + self.tokenizer + self.model + self.fragmentation
+        sum(&[self.module, self.header, self.tokenizer, self.model, self.fragmentation])
     }
 }
 
@@ -370,7 +523,7 @@ impl Estimate {
         let act = ScratchPlan::new(g, o);
         let hp = &g.hparams;
         // Per layer: the Layer struct with its seven Weight structs and norm vectors.
-        let model = (hp.n_layer as u64) * 512 + 1024;
+        let model = mul(hp.n_layer, 512) + 1024;
         let header = stats.parsed_heap_bytes;
         let tokenizer = tokenizer_bytes(stats);
         let frag = FRAGMENTATION_MIN + (g.weight_bytes as f64 * FRAGMENTATION_FRACTION) as u64;
@@ -378,14 +531,14 @@ impl Estimate {
         let weights = g.weight_bytes;
         let activations = act.total();
         let runtime_total = runtime.total();
-        let total = weights + kv + activations + runtime_total;
+        let total = sum(&[weights, kv, activations, runtime_total]);
         // Loading: the header is buffered (its capacity doubling) and parsed while the buffer is
         // alive, one pushed chunk beside them; then tensors fill the buffer's hole (so do the
         // later chunk copies, when they fit in it) and memory grows to the weights + runtime.
-        let header_buf = stats.header_len.next_power_of_two();
-        let header_phase = MODULE_BYTES + header_buf + header + o.load_chunk;
+        let header_buf = stats.header_len.checked_next_power_of_two().unwrap_or(u64::MAX);
+        let header_phase = sum(&[MODULE_BYTES, header_buf, header, o.load_chunk]);
         let load_transient = o.load_chunk.saturating_sub(header_buf);
-        let load_end = weights + runtime_total + load_transient;
+        let load_end = sum(&[weights, runtime_total, load_transient]);
         let load_peak = header_phase.max(load_end);
         Estimate {
             weights,
@@ -397,7 +550,7 @@ impl Estimate {
             peak: total.max(load_peak),
             kv_tokens: o.kv_tokens,
             kv_dtype: o.kv_dtype,
-            kv_bytes_per_token: (row * g.windows.len()) as u64,
+            kv_bytes_per_token: mul(row, g.windows.len()),
             batch: o.batch,
             activation_parts: act,
             runtime_parts: runtime,
@@ -409,5 +562,117 @@ impl Estimate {
     pub fn from_header(h: &GgufHeader, header_len: u64, o: &EstimateOptions) -> Result<Estimate, ModelError> {
         let g = ModelGeometry::from_header(h)?;
         Ok(Estimate::new(&g, &HeaderStats::of(h, header_len), o))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Arch, RopeScaling};
+
+    /// The forward pass's sizing replayed position by position, as the plan did before it
+    /// learned to skip: the reference the fast plan must equal exactly.
+    fn naive(g: &ModelGeometry, o: &EstimateOptions) -> (u64, u64, u64) {
+        let hp = &g.hparams;
+        let b = o.kv_tokens.max(1);
+        let batch = o.batch.clamp(1, b);
+        let prompt = b.saturating_sub(1).max(1);
+        let mut bufs = PassBuffers::new();
+        let mut scores = Cap::of(4);
+        let mut n_past = 0;
+        let mut run = |bufs: &mut PassBuffers, n: usize, n_past: usize| {
+            bufs.pass(g, o, n);
+            for il in 0..hp.n_layer {
+                let (q0, w) = match g.windows[il] {
+                    Some(w) => (n_past.min(w.min(b)), Some(w)),
+                    None => (n_past.min(b - n.min(b)), None),
+                };
+                let lo = |pos: usize| w.map_or(0, |w| (pos + 1).saturating_sub(w));
+                let span_max = (q0 + n) - lo(q0 + n - 1).min(lo(q0));
+                let tile = (SCORE_BUDGET / (hp.n_head * span_max).max(1)).clamp(1, n);
+                let mut t0 = 0;
+                while t0 < n {
+                    let t1 = (t0 + tile).min(n);
+                    scores.need(((t1 - t0) * hp.n_head * ((q0 + t1) - lo(q0 + t0))) as u64);
+                    t0 = t1;
+                }
+            }
+        };
+        while n_past < prompt {
+            let n = batch.min(prompt - n_past);
+            run(&mut bufs, n, n_past);
+            n_past += n;
+        }
+        run(&mut bufs, 1, n_past);
+        let p = &bufs;
+        let f = [p.x, p.xn, p.q, p.k, p.v, p.att, p.tmp, p.gate, p.up, p.cs, p.sel, p.act, p.aq, p.ak, p.av, scores];
+        (f.iter().map(Cap::bytes).sum(), p.out.bytes() + p.logits.bytes(), p.stage_k.bytes() + p.stage_v.bytes())
+    }
+
+    fn geometry(n_layer: usize, n_head: usize, window: Option<usize>, period: usize) -> ModelGeometry {
+        let swa_layers: Vec<bool> = (0..n_layer).map(|il| window.is_some() && il % period != period - 1).collect();
+        let hparams = HParams {
+            arch: Arch::Gemma3,
+            n_vocab: 300,
+            n_ctx_train: 0,
+            n_embd: 64,
+            n_layer,
+            n_ff: 96,
+            n_head,
+            n_head_kv: 1,
+            head_dim_k: 16,
+            head_dim_v: 16,
+            n_rot: 16,
+            rms_eps: 1e-6,
+            rope_base: 1e4,
+            rope_scaling: RopeScaling::None,
+            rope_base_swa: None,
+            sliding_window: window,
+            swa_layers: swa_layers.clone(),
+            attn_scale: 0.25,
+            final_logit_softcap: None,
+        };
+        // Layers with different activation rows, so the per-layer replay matters.
+        let act_rows = (0..n_layer).map(|il| [34 + 2 * (il % 3), 34, 34, 68, 34, 34, 36 * (1 + il % 2)]).collect();
+        let windows = swa_layers.iter().map(|&s| if s { window } else { None }).collect();
+        ModelGeometry { hparams, n_vocab: 300, windows, act_rows, out_act_row: 34, weight_bytes: 1000 }
+    }
+
+    #[test]
+    fn fast_plan_equals_the_position_by_position_replay() {
+        let mut cases = 0;
+        for (n_layer, n_head, window, period) in [(1, 1, None, 1), (4, 2, None, 1), (7, 4, Some(24), 3), (6, 8, Some(5), 6), (5, 64, Some(300), 2)] {
+            let g = geometry(n_layer, n_head, window, period);
+            for kv_tokens in [1, 2, 3, 17, 64, 65, 200, 513, 5000, 40_000] {
+                for batch in [1, 2, 7, 64, 512] {
+                    for kv_dtype in [KvElem::F16, KvElem::Q8] {
+                        let o = EstimateOptions { kv_tokens, batch, kv_dtype, ..EstimateOptions::default() };
+                        let p = ScratchPlan::new(&g, &o);
+                        assert_eq!((p.forward, p.logits, p.kv_staging), naive(&g, &o), "{n_layer} layers, {n_head} heads, window {window:?}, {kv_tokens} tokens, batch {batch}");
+                        cases += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(cases, 500);
+    }
+
+    #[test]
+    fn plan_cost_does_not_grow_with_declared_sizes() {
+        // 4 M tokens in batches of one: position by position this is millions of layer passes;
+        // the plan takes a few hundred. Counted, not timed: the passes that grow nothing are
+        // skipped six at a time, the score sizes jump.
+        let g = geometry(4096, 64, Some(512), 6);
+        let o = EstimateOptions { kv_tokens: crate::limits::MAX_CONTEXT_TOKENS, batch: 1, ..EstimateOptions::default() };
+        let t = std::time::Instant::now();
+        let p = ScratchPlan::new(&g, &o);
+        assert!(p.forward > 0);
+        // Not a speed test: the position-by-position replay of this is ~10^13 steps (hours on
+        // any machine), the plan a few hundred passes; a minute separates the two anywhere.
+        assert!(t.elapsed() < std::time::Duration::from_secs(60), "{:?}", t.elapsed());
+        // Saturated figures, never wrapped.
+        let huge = EstimateOptions { kv_tokens: usize::MAX, batch: usize::MAX, load_chunk: u64::MAX, ..EstimateOptions::default() };
+        let e = Estimate::new(&g, &HeaderStats::default(), &huge);
+        assert!(e.peak >= e.total && e.total >= e.kv && e.kv > 0);
     }
 }

@@ -2,6 +2,7 @@
 //! llama.cpp applies where the file is silent.
 
 use crate::gguf::{Array, GgufHeader};
+use crate::limits::{MAX_DIM, MAX_HEADS, MAX_LAYERS};
 use crate::ops::RopeMode;
 
 use super::ModelError;
@@ -106,14 +107,29 @@ impl HParams {
         let n_ff = m.per_layer_uniform("feed_forward_length", n_layer)?.ok_or_else(|| m.missing("feed_forward_length"))?;
         let n_head = m.per_layer_uniform("attention.head_count", n_layer)?.ok_or_else(|| m.missing("attention.head_count"))?;
         let n_head_kv = m.per_layer_uniform("attention.head_count_kv", n_layer)?.unwrap_or(n_head);
-        if n_embd == 0 || n_layer == 0 || n_head == 0 || n_head_kv == 0 || n_ff == 0 {
-            return Err(m.bad("embedding_length", "zero dimension"));
+        // Caps before anything is sized by these values (`swa_layers` below, every estimate).
+        for (key, v, max) in [
+            ("embedding_length", n_embd, MAX_DIM),
+            ("block_count", n_layer, MAX_LAYERS),
+            ("feed_forward_length", n_ff, MAX_DIM),
+            ("attention.head_count", n_head, MAX_HEADS),
+            ("attention.head_count_kv", n_head_kv, MAX_HEADS),
+        ] {
+            if v == 0 || v > max {
+                return Err(m.bad(key, &format!("{v} (1 to {max} supported)")));
+            }
         }
         if n_head % n_head_kv != 0 {
             return Err(m.bad("attention.head_count_kv", &format!("{n_head} heads not a multiple of {n_head_kv} kv heads")));
         }
         let head_dim_k = m.opt_usize("attention.key_length")?.unwrap_or(n_embd / n_head);
         let head_dim_v = m.opt_usize("attention.value_length")?.unwrap_or(n_embd / n_head);
+        for (key, v, heads) in [("attention.key_length", head_dim_k, n_head), ("attention.value_length", head_dim_v, n_head)] {
+            // The widest row any buffer gets is `heads × head dim`: it must fit a dimension.
+            if v == 0 || v.saturating_mul(heads) > MAX_DIM {
+                return Err(m.bad(key, &format!("{v} per head × {heads} heads (1 to {MAX_DIM} values per row supported)")));
+            }
+        }
         let n_rot = m.opt_usize("rope.dimension_count")?.unwrap_or(head_dim_k);
         if n_rot == 0 || n_rot % 2 != 0 || n_rot > head_dim_k {
             return Err(m.bad("rope.dimension_count", &format!("{n_rot} (head dim {head_dim_k})")));
@@ -287,7 +303,7 @@ impl Meta<'_> {
             if vals.len() != n_layer || vals.windows(2).any(|w| w[0] != w[1]) {
                 return Err(ModelError::UnsupportedModel(format!("{} varies per layer", self.key(name))));
             }
-            return Ok(vals.first().map(|&v| v as usize));
+            return Ok(vals.first().map(|&v| usize::try_from(v).unwrap_or(usize::MAX)));
         }
         self.opt_usize(name)
     }

@@ -14,6 +14,7 @@ mod gemma3;
 pub mod hparams;
 mod llama;
 mod tensors;
+pub mod validate;
 
 pub use forward::{ForwardScratch, LogitRows};
 pub use hparams::{Arch, HParams, RopeScaling};
@@ -182,16 +183,8 @@ impl Model {
     /// Builds the model from a loaded file, taking ownership of every tensor's bytes.
     pub fn from_store(store: TensorStore) -> Result<Model, ModelError> {
         let (header, mut t) = Tensors::from_store(store);
-        let embd = t.info("token_embd.weight").ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
-        if embd.dims.len() != 2 {
-            return Err(ModelError::BadTensorShape {
-                name: "token_embd.weight".into(),
-                expected: vec![0, 0],
-                got: embd.dims.clone(),
-            });
-        }
-        let n_vocab = embd.dims[1] as usize;
-        let hp = HParams::from_header(&header, n_vocab)?;
+        let hp = validate::hparams_of(&header)?;
+        let n_vocab = hp.n_vocab;
         let tok_embd = t.weight("token_embd.weight", hp.n_embd, n_vocab)?;
         let output = t.weight_opt("output.weight", hp.n_embd, n_vocab)?;
         let output_norm = t.vector("output_norm.weight", hp.n_embd)?;

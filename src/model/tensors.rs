@@ -23,10 +23,6 @@ impl Tensors {
         (header, Tensors { infos, data: data.into_iter().map(Some).collect(), by_name })
     }
 
-    pub(crate) fn info(&self, name: &str) -> Option<&TensorInfo> {
-        self.by_name.get(name).map(|&i| &self.infos[i])
-    }
-
     pub(crate) fn has(&self, name: &str) -> bool {
         self.by_name.contains_key(name)
     }

@@ -1,11 +1,21 @@
-//! Who may call: the optional bearer token, and CORS for the configured browser origins.
+//! Who may call: the `Host` the request was sent to, the browser origin it comes from, the
+//! optional bearer token, and CORS for the configured browser origins.
 //!
 //! `/health` and CORS preflights (`OPTIONS`) need no token; every `/v1/*` route does when the
 //! server was given one. CORS headers are added only for an `Origin` in the configured list
 //! (or any origin when the list holds `*`); other origins get no CORS headers, so a browser
 //! refuses to hand them the response.
+//!
+//! Without a token a page on any site could still *send* a request (a "simple" `text/plain`
+//! POST needs no preflight) or reach the server through DNS rebinding (a hostile name that
+//! resolves to 127.0.0.1). So, on every route: the `Host` header must be an IP address,
+//! `localhost`, or a name given with `--allowed-host` (`host_not_allowed`, 403), and a request
+//! that carries an `Origin` outside the CORS list is refused before its body is read
+//! (`origin_not_allowed`, 403) — browsers always send `Origin` on cross-origin POSTs, other
+//! clients (curl, SDKs) send none.
 
-use hyper::header::{HeaderMap, HeaderValue, AUTHORIZATION, ORIGIN};
+use hyper::header::{HeaderMap, HeaderValue, AUTHORIZATION, HOST, ORIGIN};
+use hyper::Method;
 
 use super::errors::ApiError;
 
@@ -29,6 +39,49 @@ pub fn check_bearer(headers: &HeaderMap, key: Option<&str>) -> Result<(), ApiErr
         Some(g) if same(g.as_bytes(), key.as_bytes()) => Ok(()),
         _ => Err(ApiError::unauthorized()),
     }
+}
+
+/// The host part of a `Host` header value (`name`, `1.2.3.4`, `[::1]`; port dropped).
+fn host_name(v: &str) -> &str {
+    if let Some(rest) = v.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("");
+    }
+    v.rsplit_once(':').map_or(v, |(h, port)| if port.bytes().all(|b| b.is_ascii_digit()) { h } else { v })
+}
+
+/// The `Host` header names this server: an IP address (a name cannot rebind to it), `localhost`,
+/// or one of `allowed` (`*`: any).
+pub fn check_host(headers: &HeaderMap, allowed: &[String]) -> Result<(), ApiError> {
+    let host = headers.get(HOST).and_then(|v| v.to_str().ok()).map(host_name).unwrap_or("");
+    let ok = !host.is_empty()
+        && (host.parse::<std::net::IpAddr>().is_ok()
+            || host.eq_ignore_ascii_case("localhost")
+            || allowed.iter().any(|a| a == "*" || host_name(a).eq_ignore_ascii_case(host)));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            403,
+            "invalid_request_error",
+            "host_not_allowed",
+            format!("Host {host:?} is not this server's address; allow a name with --allowed-host"),
+        ))
+    }
+}
+
+/// A request (other than a preflight) from a browser origin outside the CORS list is refused:
+/// the browser would hide the answer from that page anyway, and the model must not run for it.
+pub fn check_origin(headers: &HeaderMap, method: &Method, allowed: &[String]) -> Result<(), ApiError> {
+    if method == Method::OPTIONS || method == Method::GET || headers.get(ORIGIN).is_none() || allowed_origin(headers, allowed).is_some() {
+        return Ok(());
+    }
+    let origin = headers.get(ORIGIN).and_then(|v| v.to_str().ok()).unwrap_or("?");
+    Err(ApiError::new(
+        403,
+        "invalid_request_error",
+        "origin_not_allowed",
+        format!("requests from the browser origin {origin:?} are not allowed; allow it with --cors-origin"),
+    ))
 }
 
 /// The `Access-Control-Allow-Origin` value for this request, if its origin is allowed.
@@ -73,6 +126,34 @@ mod tests {
         h.insert(AUTHORIZATION, HeaderValue::from_static("Bearer k2"));
         assert!(check_bearer(&h, Some("k")).is_err());
         assert!(check_bearer(&h, Some("k2")).is_ok());
+    }
+
+    #[test]
+    fn hosts() {
+        let with = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(HOST, HeaderValue::from_static(v));
+            h
+        };
+        for ok in ["127.0.0.1:8080", "localhost:1", "LOCALHOST", "[::1]:80", "10.0.0.7", "192.168.1.2:9"] {
+            assert!(check_host(&with(ok), &[]).is_ok(), "{ok}");
+        }
+        for bad in ["evil.test", "evil.test:8080", "localhost.evil.test", "127.0.0.1.nip.io:80"] {
+            assert_eq!(check_host(&with(bad), &[]).unwrap_err().code, "host_not_allowed", "{bad}");
+        }
+        assert_eq!(check_host(&HeaderMap::new(), &[]).unwrap_err().status, 403);
+        assert!(check_host(&with("llm.lan:8080"), &["llm.lan".into()]).is_ok());
+        assert!(check_host(&with("anything"), &["*".into()]).is_ok());
+    }
+
+    #[test]
+    fn foreign_origins_cannot_post() {
+        let mut h = HeaderMap::new();
+        assert!(check_origin(&h, &Method::POST, &[]).is_ok(), "no Origin: not a browser");
+        h.insert(ORIGIN, HeaderValue::from_static("http://evil.test"));
+        assert_eq!(check_origin(&h, &Method::POST, &[]).unwrap_err().code, "origin_not_allowed");
+        assert!(check_origin(&h, &Method::POST, &["http://evil.test".into()]).is_ok());
+        assert!(check_origin(&h, &Method::OPTIONS, &[]).is_ok());
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! * [`openai`]: request parsing/validation and response shapes;
 //! * [`sse`]: the streamed response body;
 //! * [`queue`]: the bounded queue and the one inference thread;
-//! * [`access`]: bearer token and CORS;
+//! * [`access`]: Host and Origin checks, bearer token and CORS;
+//! * `conns`: open connections, the oldest idle one evicted when all slots are taken;
 //! * [`errors`]: OpenAI-shaped errors with stable codes.
 //!
 //! Threads: one for I/O (a current-thread tokio runtime: parsing and relaying only) and one for
@@ -15,6 +16,7 @@
 //! the body limit bounds what each may hold, so memory stays bounded under any load.
 
 mod access;
+mod conns;
 pub mod errors;
 pub mod openai;
 pub mod queue;
@@ -32,7 +34,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::oneshot;
 
 use crate::host::Host;
 use crate::metrics::native_clock;
@@ -63,8 +65,19 @@ pub struct ServerConfig {
     pub max_prompt_tokens: Option<usize>,
     /// The model id in responses and `/v1/models` (default: the GGUF's `general.name`).
     pub model_id: Option<String>,
-    /// Most connections open at once; further ones wait to be accepted.
+    /// Most connections open at once; a new one evicts the oldest idle connection (see
+    /// `conns`), so slow clients cannot hold them all.
     pub max_connections: usize,
+    /// `Host` names accepted besides IP addresses and `localhost` (`*`: any), against DNS
+    /// rebinding (see `access`).
+    pub allowed_hosts: Vec<String>,
+    /// Time a client has to send a request's headers.
+    pub header_timeout: Duration,
+    /// Time a client has to send a request's body once its headers are in.
+    pub body_timeout: Duration,
+    /// Longest prefill of one request: past it the request fails (`prefill_timeout`) and the
+    /// queue moves on.
+    pub max_prefill: Option<Duration>,
 }
 
 impl ServerConfig {
@@ -81,6 +94,10 @@ impl ServerConfig {
             max_prompt_tokens: None,
             model_id: None,
             max_connections: 256,
+            allowed_hosts: Vec::new(),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_prefill: Some(Duration::from_secs(120)),
         }
     }
 }
@@ -272,12 +289,8 @@ async fn accept_loop(listener: TcpListener, state: Arc<routes::State>, mut shutd
             return;
         }
     };
-    let slots = Arc::new(Semaphore::new(max_connections));
+    let conns = conns::Conns::new(max_connections);
     loop {
-        let permit = tokio::select! {
-            _ = &mut shutdown => return,
-            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-        };
         let stream = tokio::select! {
             _ = &mut shutdown => return,
             r = listener.accept() => match r {
@@ -290,19 +303,25 @@ async fn accept_loop(listener: TcpListener, state: Arc<routes::State>, mut shutd
                 }
             },
         };
+        // Every slot busy (bounded by the queue): closed at once, the client may retry.
+        let Some(conn) = conns.admit() else { continue };
         let _ = stream.set_nodelay(true);
         let st = state.clone();
+        let header_timeout = st.cfg.header_timeout;
         tokio::spawn(async move {
-            let svc = service_fn(move |req| {
+            let c = conn.clone();
+            let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
                 let st = st.clone();
-                async move { Ok::<_, std::convert::Infallible>(routes::handle(st, req).await) }
+                let mark = conns::RequestMark::new(c.clone());
+                req.extensions_mut().insert(mark.clone());
+                async move { Ok::<_, std::convert::Infallible>(routes::handle(st, req).await.map(|b| conns::Tracked::new(b, mark))) }
             });
-            let _ = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30))
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-            drop(permit);
+            let serve = http1::Builder::new().timer(TokioTimer::new()).header_read_timeout(header_timeout).serve_connection(TokioIo::new(stream), svc);
+            tokio::select! {
+                _ = serve => {}
+                _ = conn.evicted() => {}
+            }
+            conn.close();
         });
     }
 }

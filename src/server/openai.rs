@@ -189,6 +189,8 @@ pub fn parse(kind: Kind, body: &[u8], limits: Limits) -> Result<Parsed, ApiError
         }
         Some(_) => return Err(bad("stop must be a string or an array of at most 16 strings")),
     };
+    // Extension: parse special-token text in user/tool contents (default: literal text).
+    gen.raw_special_tokens = Some(boolean(o, "raw_special_tokens")?);
     let stream = boolean(o, "stream")?;
     let include_usage = match o.get("stream_options") {
         None | Some(Value::Null) => false,

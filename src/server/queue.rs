@@ -40,6 +40,8 @@ pub struct Job {
     pub request: GenerateRequest,
     /// Refuse prompts with more tokens (`context_length_exceeded`).
     pub max_prompt_tokens: usize,
+    /// Fail the request (`prefill_timeout`) when its prefill runs longer.
+    pub max_prefill: Option<std::time::Duration>,
     pub events: mpsc::UnboundedSender<Event>,
     pub enqueued: Instant,
 }
@@ -183,10 +185,15 @@ fn run(host: &mut Host, job: &Job) -> Outcome {
         host.generate_cancel();
         return Outcome::Cancelled;
     }
+    let prefill_started = Instant::now();
     loop {
         if tx.is_closed() {
             host.generate_cancel();
             return Outcome::Cancelled;
+        }
+        if job.max_prefill.is_some_and(|m| prefill_started.elapsed() > m) {
+            let msg = format!("reading the {}-token prompt took longer than this server allows; send a shorter prompt", started.prompt_tokens);
+            return fail(host, ApiError::new(413, "invalid_request_error", "prefill_timeout", msg));
         }
         match host.prefill_chunk() {
             Ok(p) if p.done => break,

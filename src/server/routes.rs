@@ -20,7 +20,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::access::{allowed_origin, check_bearer, cors_headers, preflight_headers};
+use super::conns::RequestMark;
+use super::access::{allowed_origin, check_bearer, check_host, check_origin, cors_headers, preflight_headers};
 use super::errors::ApiError;
 use super::openai::{self, Envelope, Kind, Limits};
 use super::queue::{Event, Job, Queue};
@@ -73,6 +74,8 @@ async fn route(st: &State, req: Request<Incoming>) -> Result<Response<ResBody>, 
     r.total.fetch_add(1, Ordering::Relaxed);
     let path = req.uri().path().to_string();
     let method = req.method().clone();
+    check_host(req.headers(), &st.cfg.allowed_hosts)?;
+    check_origin(req.headers(), &method, &st.cfg.cors_origins)?;
     if method == Method::OPTIONS {
         r.preflight.fetch_add(1, Ordering::Relaxed);
         let mut resp = empty(StatusCode::NO_CONTENT);
@@ -164,12 +167,19 @@ fn models(st: &State) -> Value {
     })
 }
 
-async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, ApiError> {
+async fn read_body(req: Request<Incoming>, limit: usize, timeout: std::time::Duration) -> Result<Bytes, ApiError> {
     let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(ApiError::body_too_large(limit));
     }
-    match Limited::new(req.into_body(), limit).collect().await {
+    let mark = req.extensions().get::<Arc<RequestMark>>().cloned();
+    let read = tokio::time::timeout(timeout, Limited::new(req.into_body(), limit).collect()).await.map_err(|_| {
+        ApiError::new(408, "invalid_request_error", "body_timeout", format!("the request body did not arrive within {} s", timeout.as_secs_f64()))
+    })?;
+    if let Some(m) = mark {
+        m.read();
+    }
+    match read {
         Ok(b) => Ok(b.to_bytes()),
         Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ApiError::body_too_large(limit)),
         Err(e) => Err(ApiError::invalid("body_read_error", format!("could not read the request body: {e}"))),
@@ -177,14 +187,14 @@ async fn read_body(req: Request<Incoming>, limit: usize) -> Result<Bytes, ApiErr
 }
 
 async fn completion(st: &State, kind: Kind, req: Request<Incoming>) -> Result<Response<ResBody>, ApiError> {
-    let body = read_body(req, st.cfg.max_body_bytes).await?;
+    let body = read_body(req, st.cfg.max_body_bytes, st.cfg.body_timeout).await?;
     let parsed = openai::parse(kind, &body, Limits { max_tokens: st.cfg.max_tokens })?;
     let mut request = parsed.gen;
     if request.seed.is_none() {
         request.seed = Some(random_u64());
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
-    st.queue.try_submit(Job { request, max_prompt_tokens: st.max_prompt_tokens, events: tx, enqueued: Instant::now() })?;
+    st.queue.try_submit(Job { request, max_prompt_tokens: st.max_prompt_tokens, max_prefill: st.cfg.max_prefill, events: tx, enqueued: Instant::now() })?;
     let env = Envelope { kind, id: random_id(kind.id_prefix()), created: unix_now(), model: st.card.id.clone() };
     // Wait for the inference thread to take the request: until then, an error is a plain JSON
     // error response (status and all), also for a streamed request.

@@ -11,7 +11,46 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::TokenizerError;
+use super::literal::Literals;
 use super::{DecodeOptions, Tokenizer};
+
+/// Fuel (template instructions) one rendering may burn: a base far above what real templates
+/// need for a short chat (hundreds), plus an allowance per message, so that a long
+/// conversation renders and a template looping 10^10 times stops within a fraction of a second.
+pub const TEMPLATE_FUEL_BASE: u64 = 2_000_000;
+pub const TEMPLATE_FUEL_PER_MESSAGE: u64 = 20_000;
+/// Most bytes a rendering may write: 1 MiB plus 4 × the messages' bytes (a template repeats a
+/// content a few times at most; one that writes gigabytes is stopped here).
+pub const TEMPLATE_OUTPUT_BASE: usize = 1 << 20;
+
+/// How special-token text inside message contents is tokenized by [`Tokenizer::encode_chat_with`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ContentSpecials {
+    /// The default: the contents of user, tool and any other role but `system`, `developer`
+    /// and `assistant` are literal text (`<start_of_turn>` typed by a user is text, not a
+    /// turn); the instructions, the model's own turns and the template's markup are parsed.
+    #[default]
+    Literal,
+    /// Every content is parsed for special tokens (the explicit opt-in `raw_special_tokens`):
+    /// for callers that build turns themselves and trust every message.
+    Parse,
+}
+
+impl ContentSpecials {
+    /// From a request's `raw_special_tokens` opt-in (absent or false: literal).
+    pub fn from_opt_in(raw_special_tokens: Option<bool>) -> ContentSpecials {
+        if raw_special_tokens == Some(true) {
+            ContentSpecials::Parse
+        } else {
+            ContentSpecials::Literal
+        }
+    }
+}
+
+/// Whether a role's content is someone else's text, kept literal by default.
+fn literal_role(role: &str) -> bool {
+    !matches!(role, "system" | "developer" | "assistant")
+}
 
 /// One chat turn. `role` is usually "system", "user" or "assistant".
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,6 +282,8 @@ fn render_jinja(
     env.add_function("strftime_now", |fmt: String| {
         strftime(&fmt, now_unix_seconds())
     });
+    let fuel = TEMPLATE_FUEL_BASE.saturating_add(TEMPLATE_FUEL_PER_MESSAGE.saturating_mul(messages.len() as u64));
+    env.set_fuel(Some(fuel));
     env.add_template("chat", source).map_err(template_error)?;
     let tmpl = env.get_template("chat").map_err(template_error)?;
     let ctx = minijinja::context! {
@@ -251,7 +292,37 @@ fn render_jinja(
         bos_token => bos_token,
         eos_token => eos_token,
     };
-    tmpl.render(ctx).map_err(template_error)
+    let content: usize = messages.iter().map(|m| m.content.len() + m.role.len()).sum();
+    let mut out = CappedWriter { bytes: Vec::new(), limit: TEMPLATE_OUTPUT_BASE.saturating_add(content.saturating_mul(4)), over: false };
+    let rendered = tmpl.render_captured_to(ctx, &mut out).map(drop);
+    match rendered {
+        Ok(_) => Ok(String::from_utf8(out.bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())),
+        Err(_) if out.over => Err(TokenizerError::ChatTemplateOutputTooLarge { limit: out.limit }),
+        Err(e) if e.kind() == minijinja::ErrorKind::OutOfFuel => Err(TokenizerError::ChatTemplateTooCostly { fuel }),
+        Err(e) => Err(template_error(e)),
+    }
+}
+
+/// The rendering's output, refusing to grow past `limit` bytes.
+struct CappedWriter {
+    bytes: Vec<u8>,
+    limit: usize,
+    over: bool,
+}
+
+impl std::io::Write for CappedWriter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len().saturating_add(b.len()) > self.limit {
+            self.over = true;
+            return Err(std::io::Error::other("chat template output limit"));
+        }
+        self.bytes.extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -341,14 +412,54 @@ impl Tokenizer {
     }
 
     /// The prompt ids for a conversation: the rendered template tokenized with BOS added per
-    /// the metadata and special tokens parsed (so exactly one BOS).
+    /// the metadata and special tokens parsed (so exactly one BOS), user and tool contents as
+    /// literal text ([`ContentSpecials::Literal`]).
     pub fn encode_chat(
         &self,
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<Vec<u32>, TokenizerError> {
-        let text = self.apply_chat_template(messages, add_generation_prompt)?;
-        Ok(self.encode(&text, true, true))
+        self.encode_chat_with(messages, add_generation_prompt, ContentSpecials::Literal)
+    }
+
+    /// [`Tokenizer::encode_chat`] with the choice of how contents' special-token text is read.
+    pub fn encode_chat_with(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        specials: ContentSpecials,
+    ) -> Result<Vec<u32>, TokenizerError> {
+        ChatTemplate::for_tokenizer(self).encode(self, messages, add_generation_prompt, specials)
+    }
+}
+
+impl ChatTemplate {
+    /// Renders the conversation and tokenizes it with `tok` (BOS per the metadata, special
+    /// tokens of the markup parsed), contents read as `specials` says (see `literal`).
+    pub fn encode(
+        &self,
+        tok: &Tokenizer,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        specials: ContentSpecials,
+    ) -> Result<Vec<u32>, TokenizerError> {
+        let mut literals = Literals::default();
+        let protected;
+        let messages = match specials {
+            ContentSpecials::Parse => messages,
+            ContentSpecials::Literal => {
+                protected = messages
+                    .iter()
+                    .map(|m| {
+                        let content = if literal_role(&m.role) { literals.protect(tok, &m.content)? } else { m.content.clone() };
+                        Ok(ChatMessage { role: m.role.clone(), content })
+                    })
+                    .collect::<Result<Vec<_>, TokenizerError>>()?;
+                &protected[..]
+            }
+        };
+        let text = self.apply(messages, add_generation_prompt)?;
+        Ok(tok.encode_restoring(&text, true, true, &literals))
     }
 }
 
@@ -430,6 +541,28 @@ mod tests {
         };
         let e = raising.apply(&[], false).unwrap_err();
         assert!(e.to_string().contains("roles must alternate"), "{e}");
+    }
+
+    fn jinja(source: &str) -> ChatTemplate {
+        ChatTemplate::Jinja { source: source.into(), bos_token: String::new(), eos_token: String::new(), strip_bos: false, strip_eos: false }
+    }
+
+    #[test]
+    fn hostile_templates_stop_with_typed_errors() {
+        let m = vec![ChatMessage::new("user", "hi")];
+        // Nested loops of 10^10 iterations: out of fuel, quickly.
+        let e = jinja("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}").apply(&m, true).unwrap_err();
+        assert_eq!(e.code(), "CHAT_TEMPLATE_TOO_COSTLY");
+        // 100 KB per iteration: stopped at the output limit, not after gigabytes.
+        let e = jinja("{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}").apply(&m, true).unwrap_err();
+        assert_eq!(e.code(), "CHAT_TEMPLATE_OUTPUT_TOO_LARGE");
+        // Recursion: minijinja's own depth limit, a typed error too.
+        let e = jinja("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").apply(&m, true).unwrap_err();
+        assert!(e.code().starts_with("CHAT_TEMPLATE_"), "{e}");
+        // A real conversation of 1000 turns still renders.
+        let long: Vec<ChatMessage> = (0..1000).map(|i| ChatMessage::new(if i % 2 == 0 { "user" } else { "assistant" }, "some words here")).collect();
+        let t = jinja("{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</{{ m.role }}>\n{% endfor %}");
+        assert_eq!(t.apply(&long, true).unwrap().lines().count(), 1000);
     }
 
     #[test]

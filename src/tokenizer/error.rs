@@ -48,6 +48,13 @@ pub enum TokenizerError {
     InvalidTokenId { id: u32, n_tokens: usize },
     /// The chat template failed to parse or render.
     ChatTemplate { message: String },
+    /// The chat template ran out of fuel (instructions) before it finished: a template that
+    /// loops too long for its conversation.
+    ChatTemplateTooCostly { fuel: u64 },
+    /// The chat template's output grew past its limit.
+    ChatTemplateOutputTooLarge { limit: usize },
+    /// More distinct special-token texts in message contents than can be kept literal.
+    ChatTemplateTooManyLiterals,
 }
 
 impl TokenizerError {
@@ -67,6 +74,9 @@ impl TokenizerError {
             BadByteToken { .. } => "TOKENIZER_BAD_BYTE_TOKEN",
             InvalidTokenId { .. } => "TOKENIZER_INVALID_TOKEN_ID",
             ChatTemplate { .. } => "CHAT_TEMPLATE_ERROR",
+            ChatTemplateTooCostly { .. } => "CHAT_TEMPLATE_TOO_COSTLY",
+            ChatTemplateOutputTooLarge { .. } => "CHAT_TEMPLATE_OUTPUT_TOO_LARGE",
+            ChatTemplateTooManyLiterals => "CHAT_TEMPLATE_TOO_MANY_LITERALS",
         }
     }
 }
@@ -120,6 +130,15 @@ impl fmt::Display for TokenizerError {
                 )
             }
             ChatTemplate { message } => write!(f, "chat template: {message}"),
+            ChatTemplateTooCostly { fuel } => {
+                write!(f, "chat template: rendering took more than {fuel} template instructions")
+            }
+            ChatTemplateOutputTooLarge { limit } => {
+                write!(f, "chat template: the rendered prompt grew past {limit} bytes")
+            }
+            ChatTemplateTooManyLiterals => {
+                write!(f, "chat template: too many distinct special-token texts in message contents")
+            }
         }
     }
 }

@@ -14,6 +14,7 @@ mod bpe;
 pub mod chat_template;
 mod decode;
 mod error;
+mod literal;
 mod load;
 mod pretokenize;
 mod special;
@@ -26,7 +27,7 @@ mod vocab;
 #[cfg(all(test, target_arch = "wasm32", not(target_feature = "relaxed-simd")))]
 mod wasm_timing;
 
-pub use chat_template::{ChatMessage, ChatTemplate};
+pub use chat_template::{ChatMessage, ChatTemplate, ContentSpecials};
 pub use decode::{DecodeOptions, DecodeState, StreamDecoder};
 pub use error::TokenizerError;
 pub use pretokenize::PreTokenizer;
@@ -98,6 +99,12 @@ impl Tokenizer {
     /// - `parse_special`: recognise CONTROL-token text such as `<start_of_turn>` as one token.
     ///   USER_DEFINED tokens are recognised either way.
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
+        self.encode_restoring(text, add_special, parse_special, &literal::Literals::default())
+    }
+
+    /// `encode`, with each text piece (between special tokens) passed through
+    /// `literals.restore` before it is tokenized (see `literal`).
+    pub(crate) fn encode_restoring(&self, text: &str, add_special: bool, parse_special: bool, literals: &literal::Literals) -> Vec<u32> {
         let fragments = self.special.partition(text, parse_special);
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_special && self.settings.add_bos {
@@ -113,6 +120,7 @@ impl Tokenizer {
                 for f in fragments {
                     match f {
                         Fragment::Text(t) => {
+                            let t = literals.restore(t);
                             escaped.clear();
                             if self.settings.add_space_prefix && prev_special {
                                 escaped.push('\u{2581}');
@@ -133,7 +141,7 @@ impl Tokenizer {
             Kind::Bpe(bpe) => {
                 for f in fragments {
                     match f {
-                        Fragment::Text(t) => bpe.encode(&self.vocab, t, &mut out),
+                        Fragment::Text(t) => bpe.encode(&self.vocab, &literals.restore(t), &mut out),
                         Fragment::Token(id) => out.push(id),
                     }
                 }

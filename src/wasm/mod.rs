@@ -178,6 +178,14 @@ impl WasmEngine {
         json(&info)
     }
 
+    /// Checks KV options as `set_kv_options` would before touching anything (no model needed):
+    /// a load validates them before it unloads the current model.
+    pub fn check_kv_options(&self, options_json: &str) -> Result<(), JsValue> {
+        let opts: Option<crate::kv::KvOptions> = serde_json::from_str(options_json)
+            .map_err(|e| js_error(HostError::new("BAD_KV_CONFIG", format!("bad kv options: {e}"))))?;
+        opts.map_or(Ok(()), |o| o.check()).map_err(|e| js_error(HostError::new(e.code(), e.to_string())))
+    }
+
     /// The KV cache's occupancy now (`KvStats` JSON, or `null` without a model).
     pub fn kv_stats(&self) -> Result<String, JsValue> {
         json(&self.host.kv_stats())

@@ -230,3 +230,29 @@ test('router: memory budget, capability and latency rules; local crash fails ove
   assert.equal(out.choices[0].finish_reason, 'error');
   assert.equal(out.error.code, 'ENGINE_CRASHED');
 });
+
+test('router: `private` accepts only booleans; a local-only engine cannot be widened per request', async () => {
+  const log = [];
+  const remote = { baseURL: 'http://fake/v1', fetch: fakeServer(log) };
+  const state = { model: MODEL_INFO, reloadable: false, lastModel: MODEL_INFO, lastLoadError: null, memoryBudget: null };
+  const r = new Router(fakeHooks(state), { mode: 'prefer-remote', remote });
+  // "true", 1, "yes" used to read as not private, and the prompt went to the server.
+  for (const v of ['true', 1, 'yes', 0, {}, 'false']) {
+    await assert.rejects(r.create('chat', chat({ private: v })), { code: 'INVALID_REQUEST' }, JSON.stringify(v));
+  }
+  assert.deepEqual(log, [], 'not a single request left (not even a health check)');
+  assert.equal((await r.create('chat', chat({ private: true }))).route.target, 'local');
+  assert.ok(!log.some((l) => l.includes('/chat/completions')), 'a private request is never sent');
+  assert.equal((await r.create('chat', chat({ private: false }))).route.target, 'remote');
+  // An engine configured local-only (a server is configured, but not to be used).
+  log.length = 0;
+  const lo = new Router(fakeHooks(state), { mode: 'local-only', remote });
+  for (const mode of ['prefer-remote', 'remote-only', 'prefer-local']) {
+    await assert.rejects(lo.create('chat', chat({ route: { mode } })), { code: 'INVALID_REQUEST' }, mode);
+  }
+  assert.equal((await lo.create('chat', chat({ route: { mode: 'local-only' } }))).route.target, 'local');
+  // Even when the local engine crashes, a local-only engine does not fail over.
+  const crashing = new Router(fakeHooks(state, 'crash-before'), { mode: 'local-only', remote });
+  await assert.rejects(crashing.create('chat', chat()), { code: 'ENGINE_CRASHED' });
+  assert.deepEqual(log, [], 'a local-only engine sent nothing');
+});

@@ -64,6 +64,14 @@ impl Args {
         }
     }
 
+    /// A count within `min..=max` (the engine's limits, `edgellm::limits`): `--max-tokens
+    /// 18446744073709551615` is refused with the range instead of wrapping a sum later.
+    pub fn count(&self, name: &'static str, min: usize, max: usize) -> Result<Option<usize>, String> {
+        let Some(v) = self.parsed::<u64>(name)? else { return Ok(None) };
+        edgellm::limits::check_range(name, v, min as u64, max as u64).map_err(|e| format!("--{e} [{}]", e.code()))?;
+        Ok(Some(v as usize))
+    }
+
     /// A comma-separated list of token ids such as `2,818,5279`.
     pub fn ids(&self, name: &str) -> Result<Option<Vec<u32>>, String> {
         match self.value(name) {

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use edgellm::engine::{GenerateOptions, Session, SessionOptions};
 use edgellm::kv::{KvDtype, KvOptions, KvPolicy};
+use edgellm::limits::{MAX_CONTEXT_TOKENS, MAX_KV_BYTES, MAX_NEW_TOKENS};
 use edgellm::metrics::native_clock;
 use edgellm::model::Model;
 use edgellm::sampling::SamplerConfig;
@@ -52,8 +53,8 @@ pub fn kv_options(args: &Args) -> Result<Option<KvOptions>, String> {
         Some(s) => Some(KvPolicy::parse(s).ok_or_else(|| format!("--kv-policy: {s:?} is not window-sinks or error"))?),
     };
     Ok(Some(KvOptions {
-        tokens: args.parsed("kv-tokens")?,
-        bytes: args.parsed("kv-bytes")?,
+        tokens: args.count("kv-tokens", 1, MAX_CONTEXT_TOKENS)?,
+        bytes: args.count("kv-bytes", 1, MAX_KV_BYTES as usize)?,
         dtype,
         sinks: args.parsed("kv-sinks")?,
         policy,
@@ -103,7 +104,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
         return Err("the prompt has no tokens".into());
     }
 
-    let max_tokens: usize = args.parsed("max-tokens")?.unwrap_or(128);
+    let max_tokens = args.count("max-tokens", 1, MAX_NEW_TOKENS)?.unwrap_or(128);
     let defaults = SamplerConfig::default();
     let temperature: f32 = args.parsed("temperature")?.unwrap_or(defaults.temperature);
     let sampler = if temperature <= 0.0 {
@@ -122,7 +123,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     let trace: Option<usize> = args.parsed::<usize>("trace")?.filter(|&n| n > 0);
 
     let hp = model.hparams();
-    let want_ctx = prompt_ids.len() + max_tokens;
+    let want_ctx = prompt_ids.len().saturating_add(max_tokens).min(MAX_CONTEXT_TOKENS);
     let max_context = if hp.n_ctx_train > 0 { want_ctx.min(hp.n_ctx_train) } else { want_ctx };
     let model = Arc::new(model);
     let mut session = make_session(&model, SessionOptions { max_context, max_batch: 512, sampler, clock: native_clock }, kv.as_ref())?;

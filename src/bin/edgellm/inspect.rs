@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use edgellm::gguf::{read_header_file, Array, GgmlType, GgufHeader, Value};
+use edgellm::limits::{MAX_BATCH, MAX_CONTEXT_TOKENS};
 use edgellm::memory::{Estimate, EstimateOptions, HeaderStats, KvElem, ModelGeometry};
 use serde_json::{json, Map, Value as Json};
 
@@ -40,16 +41,13 @@ pub fn run(argv: &[String]) -> Result<(), String> {
 /// training context, at most 4096, as a session without KV options).
 fn estimate(args: &Args, header: &GgufHeader) -> Result<(), String> {
     let g = ModelGeometry::from_header(header).map_err(|e| format!("{e} [{}]", e.code()))?;
-    let ctx = args.parsed::<usize>("ctx")?.unwrap_or(if g.hparams.n_ctx_train == 0 { 4096 } else { g.hparams.n_ctx_train.min(4096) });
+    let ctx = args.count("ctx", 1, MAX_CONTEXT_TOKENS)?.unwrap_or(if g.hparams.n_ctx_train == 0 { 4096 } else { g.hparams.n_ctx_train.min(4096) });
     let dtype = match args.value("kv-dtype") {
         None => KvElem::F16,
         Some(s) => KvElem::parse(s).ok_or_else(|| format!("--kv-dtype: {s:?} is not f16 or q8 (int8)"))?,
     };
     let d = EstimateOptions::default();
-    let batch = args.parsed::<usize>("batch")?.unwrap_or(d.batch);
-    if ctx == 0 || batch == 0 {
-        return Err("--ctx and --batch must be at least 1".into());
-    }
+    let batch = args.count("batch", 1, MAX_BATCH)?.unwrap_or(d.batch);
     let o = EstimateOptions { kv_tokens: ctx, kv_dtype: dtype, batch, ..d };
     let e = Estimate::new(&g, &HeaderStats::of(header, header.data_offset), &o);
     if args.flag("json") {

@@ -1,6 +1,7 @@
 //! `edgellm serve --model M [--port 8080] [--host 127.0.0.1] [--api-key K]
 //! [--cors-origin ORIGIN]... [--queue 16] [--max-tokens 1024] [--max-prompt-tokens N]
-//! [--max-body-bytes 1048576] [--max-connections 256] [--model-id NAME]`
+//! [--max-body-bytes 1048576] [--max-connections 256] [--model-id NAME]
+//! [--allowed-host NAME,...] [--body-timeout-ms 30000] [--max-prefill-ms 120000]`
 //!
 //! The OpenAI-compatible server (see `edgellm::server`). Prints one line
 //! `edgellm serve: listening on http://HOST:PORT ...` once it accepts requests (`--port 0`
@@ -32,7 +33,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     }
     let args = Args::parse(
         &rest,
-        &["model", "port", "host", "api-key", "queue", "max-tokens", "max-prompt-tokens", "max-body-bytes", "max-connections", "model-id"],
+        &["model", "port", "host", "api-key", "queue", "max-tokens", "max-prompt-tokens", "max-body-bytes", "max-connections", "model-id", "allowed-host", "body-timeout-ms", "max-prefill-ms"],
         &[],
     )?;
     let mut cfg = ServerConfig::new(args.required("model")?);
@@ -50,8 +51,8 @@ pub fn run(argv: &[String]) -> Result<(), String> {
         }
         cfg.queue = v;
     }
-    if let Some(v) = args.parsed::<usize>("max-tokens")? {
-        cfg.max_tokens = v.max(1);
+    if let Some(v) = args.count("max-tokens", 1, edgellm::limits::MAX_NEW_TOKENS)? {
+        cfg.max_tokens = v;
     }
     cfg.max_prompt_tokens = args.parsed("max-prompt-tokens")?;
     if let Some(v) = args.parsed("max-body-bytes")? {
@@ -61,6 +62,16 @@ pub fn run(argv: &[String]) -> Result<(), String> {
         cfg.max_connections = v;
     }
     cfg.model_id = args.value("model-id").map(str::to_string);
+    if let Some(v) = args.value("allowed-host") {
+        cfg.allowed_hosts = v.split(',').map(|h| h.trim().to_string()).filter(|h| !h.is_empty()).collect();
+    }
+    if let Some(ms) = args.count("body-timeout-ms", 1, 3_600_000)? {
+        cfg.body_timeout = std::time::Duration::from_millis(ms as u64);
+    }
+    // 0 = no limit on a prefill's duration.
+    if let Some(ms) = args.count("max-prefill-ms", 0, 86_400_000)? {
+        cfg.max_prefill = (ms > 0).then(|| std::time::Duration::from_millis(ms as u64));
+    }
     let auth = if cfg.api_key.is_some() { "bearer token required" } else { "no auth" };
     let handle = start(cfg).map_err(|e| e.to_string())?;
     let m = handle.model();

@@ -1,0 +1,158 @@
+//! Open connections, and which may be closed to make room: slow clients cannot lock everyone
+//! out.
+//!
+//! A connection is *busy* from the moment its request body has been read until its response
+//! body has been sent (queued, generating, streaming); otherwise — sending headers, dribbling a
+//! body, idle between keep-alive requests — it is *idle* and may be evicted. When all
+//! `max_connections` slots are taken, a new connection evicts the oldest idle one; it is
+//! refused only when every slot is busy, and busy connections are bounded by the queue. So 256
+//! connections holding half-sent bodies cost an honest client one eviction, not a lock-out.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use hyper::body::{Body, Frame, SizeHint};
+use tokio::sync::Notify;
+
+#[derive(Debug, Default)]
+pub struct Conn {
+    /// Requests of this connection whose body was read and whose response is not yet sent.
+    busy: AtomicUsize,
+    closed: AtomicBool,
+    evict: Notify,
+}
+
+impl Conn {
+    /// Resolves when the registry evicts this connection.
+    pub async fn evicted(&self) {
+        self.evict.notified().await
+    }
+
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The open connections, oldest first.
+#[derive(Debug)]
+pub struct Conns {
+    max: usize,
+    open: Mutex<VecDeque<Arc<Conn>>>,
+}
+
+impl Conns {
+    pub fn new(max: usize) -> Conns {
+        Conns { max: max.max(1), open: Mutex::new(VecDeque::new()) }
+    }
+
+    /// Registers a new connection, evicting the oldest idle one when all slots are taken;
+    /// `None` when every slot is busy (the caller closes the socket).
+    pub fn admit(&self) -> Option<Arc<Conn>> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|c| !c.closed.load(Ordering::Relaxed));
+        if open.len() >= self.max {
+            let idle = open.iter().position(|c| c.busy.load(Ordering::Relaxed) == 0)?;
+            if let Some(victim) = open.remove(idle) {
+                victim.close();
+                victim.evict.notify_one();
+            }
+        }
+        let c = Arc::new(Conn::default());
+        open.push_back(c.clone());
+        Some(c)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.iter().filter(|c| !c.closed.load(Ordering::Relaxed)).count()
+    }
+}
+
+/// One request's mark on its connection (in the request's extensions): `read` marks the
+/// connection busy once the body is in; the response body's [`Tracked`] wrapper unmarks it
+/// when dropped (sent, or the connection gone).
+#[derive(Debug)]
+pub struct RequestMark {
+    conn: Arc<Conn>,
+    marked: AtomicBool,
+}
+
+impl RequestMark {
+    pub fn new(conn: Arc<Conn>) -> Arc<RequestMark> {
+        Arc::new(RequestMark { conn, marked: AtomicBool::new(false) })
+    }
+
+    /// The request is complete: from now on its connection is working, not idle.
+    pub fn read(&self) {
+        if !self.marked.swap(true, Ordering::Relaxed) {
+            self.conn.busy.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for RequestMark {
+    fn drop(&mut self) {
+        if *self.marked.get_mut() {
+            self.conn.busy.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A response body that keeps its request's mark alive until it is dropped.
+pub struct Tracked<B> {
+    inner: B,
+    _mark: Arc<RequestMark>,
+}
+
+impl<B> Tracked<B> {
+    pub fn new(inner: B, mark: Arc<RequestMark>) -> Tracked<B> {
+        Tracked { inner, _mark: mark }
+    }
+}
+
+impl<B: Body + Unpin> Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_idle_connection_makes_room() {
+        let c = Conns::new(2);
+        let a = c.admit().unwrap();
+        let b = c.admit().unwrap();
+        let mark = RequestMark::new(a.clone());
+        mark.read();
+        // a is busy: b (idle) is evicted for the third.
+        let _third = c.admit().unwrap();
+        assert!(b.closed.load(Ordering::Relaxed) && !a.closed.load(Ordering::Relaxed));
+        assert_eq!(c.len(), 2);
+        // Both busy: refused.
+        let m2 = RequestMark::new(_third.clone());
+        m2.read();
+        assert!(c.admit().is_none());
+        // The mark dropped with its response: a is idle again.
+        drop(mark);
+        assert!(c.admit().is_some());
+        assert!(a.closed.load(Ordering::Relaxed));
+    }
+}

@@ -1,0 +1,122 @@
+//! The server under hostile clients (issue 17): slow bodies, connection exhaustion, DNS
+//! rebinding, blind cross-site posts, and prompts that would hold the inference thread. Every
+//! server listens on 127.0.0.1 and stops inside its test; every loop is bounded.
+
+mod common;
+mod server_common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use server_common::{post_json, read_response, start_server, Resp};
+
+fn model() -> std::path::PathBuf {
+    common::data("tiny_llama.gguf")
+}
+
+/// One request written by hand (any Host, any headers), `Connection: close`.
+fn raw(addr: SocketAddr, head: &str, body: &[u8]) -> Resp {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(head.replace('\n', "\r\n").as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    read_response(s).unwrap()
+}
+
+fn chat_body() -> Vec<u8> {
+    json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "temperature": 0}).to_string().into_bytes()
+}
+
+#[test]
+fn a_foreign_host_header_is_refused_and_ips_localhost_and_allowed_names_pass() {
+    let s = start_server(&model(), |c| c.allowed_hosts = vec!["llm.lan".into()]);
+    let a = s.addr();
+    let get = |host: &str| raw(a, &format!("GET /v1/models HTTP/1.1\nHost: {host}\nConnection: close\n\n"), b"");
+    // DNS rebinding: a hostile name resolving to 127.0.0.1 is still named in Host.
+    let r = get("attacker.test:8080");
+    assert_eq!((r.status, r.error_code()), (403, "host_not_allowed".to_string()));
+    for ok in [a.to_string(), format!("localhost:{}", a.port()), "llm.lan".into()] {
+        assert_eq!(get(&ok).status, 200, "{ok}");
+    }
+}
+
+#[test]
+fn a_simple_cross_origin_post_is_refused_before_the_model_runs() {
+    let s = start_server(&model(), |c| c.cors_origins = vec!["http://app.test".into()]);
+    let a = s.addr();
+    let body = chat_body();
+    let post = |origin: &str, ctype: &str| {
+        raw(
+            a,
+            &format!("POST /v1/chat/completions HTTP/1.1\nHost: {a}\nOrigin: {origin}\nContent-Type: {ctype}\nContent-Length: {}\nConnection: close\n\n", body.len()),
+            &body,
+        )
+    };
+    // A text/plain JSON post needs no preflight: a page anywhere could send it blind.
+    let r = post("http://evil.test", "text/plain");
+    assert_eq!((r.status, r.error_code()), (403, "origin_not_allowed".to_string()));
+    assert_eq!(s.queue_stats().completed.load(std::sync::atomic::Ordering::Relaxed), 0, "the model never ran");
+    // The configured origin, and clients that send no Origin (curl, SDKs), are served.
+    assert_eq!(post("http://app.test", "application/json").status, 200);
+    assert_eq!(post_json(a, "/v1/chat/completions", &[], &serde_json::from_slice(&body).unwrap()).status, 200);
+}
+
+#[test]
+fn a_body_that_never_arrives_times_out() {
+    let s = start_server(&model(), |c| c.body_timeout = Duration::from_millis(300));
+    let a = s.addr();
+    let mut c = TcpStream::connect(a).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"mess").unwrap();
+    let r = read_response(c).unwrap();
+    assert_eq!((r.status, r.error_code()), (408, "body_timeout".to_string()));
+}
+
+#[test]
+fn connections_holding_partial_bodies_cannot_lock_everyone_out() {
+    // The default limit (256) and timeouts long enough that only eviction can save the
+    // honest client.
+    let s = start_server(&model(), |c| {
+        c.body_timeout = Duration::from_secs(300);
+        c.header_timeout = Duration::from_secs(300);
+    });
+    let a = s.addr();
+    let n = 256;
+    let mut slow = Vec::with_capacity(n + 8);
+    for _ in 0..n + 8 {
+        let mut c = TcpStream::connect(a).unwrap();
+        write!(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: {a}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{").unwrap();
+        slow.push(c);
+    }
+    // Give the server time to have taken them all in (bounded: 5 s).
+    let t0 = Instant::now();
+    let r = post_json(a, "/v1/chat/completions", &[], &serde_json::from_slice(&chat_body()).unwrap());
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(t0.elapsed() < Duration::from_secs(60));
+    // The evicted ones were closed (read gives EOF), the newest are still open.
+    let mut closed = 0;
+    for c in slow.iter_mut() {
+        // Non-blocking: a closed socket reads EOF at once, an open one would block.
+        c.set_nonblocking(true).unwrap();
+        if matches!(c.read(&mut [0u8; 64]), Ok(0)) {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 8, "{closed} slow connections were evicted");
+}
+
+#[test]
+fn a_prefill_past_its_time_limit_fails_and_the_queue_moves_on() {
+    let s = start_server(&model(), |c| c.max_prefill = Some(Duration::ZERO));
+    let a = s.addr();
+    let r = post_json(a, "/v1/chat/completions", &[], &serde_json::from_slice(&chat_body()).unwrap());
+    assert_eq!((r.status, r.error_code()), (413, "prefill_timeout".to_string()), "{}", r.text());
+    // The thread is free again: the next request is taken at once (and stopped the same way).
+    let t0 = Instant::now();
+    let r = post_json(a, "/v1/chat/completions", &[], &serde_json::from_slice(&chat_body()).unwrap());
+    assert_eq!(r.status, 413);
+    assert!(t0.elapsed() < Duration::from_secs(30));
+    assert_eq!(s.queue_stats().failed.load(std::sync::atomic::Ordering::Relaxed), 2);
+}
