@@ -12,12 +12,17 @@
 //   /models/slow.gguf           the real model at `slowBytesPerSec` (for abort-during-load)
 //   /app/...                    files from `appDir` when given (the Vite test's dist/)
 //
+// `headers` (optional) are added to every static file's response, e.g. COOP/COEP for a
+// cross-origin-isolated page.
+//
 // `stats` counts requests and body bytes per path, for assertions such as "zero network bytes
 // for the model after a reload".
 
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
+
+import { listenOnLoopback } from './loopback.js';
 
 const MIME = {
   '.html': 'text/html; charset=utf-8',
@@ -50,7 +55,7 @@ function parseRange(h, size) {
 
 /**
  * @param {{root: string, modelPath: string, dropAt?: number, truncatedLen?: number,
- *          slowBytesPerSec?: number, appDir?: string, staticDirs?: string[]}} opts
+ *          slowBytesPerSec?: number, appDir?: string, staticDirs?: string[], headers?: Record<string, string>}} opts
  */
 export async function startServer(opts) {
   const root = path.resolve(opts.root);
@@ -70,7 +75,6 @@ export async function startServer(opts) {
     stats.bytes[p] = (stats.bytes[p] || 0) + n;
   };
   let dropOnceDone = false;
-  const sockets = new Set();
 
   /** Serves [0, len) of `file` with Range support; `cut` = absolute offset to drop the socket at. */
   function serveFile(req, res, p, file, len, { cut = null, chunked = false, rate = null, type = 'application/octet-stream', tag = etag } = {}) {
@@ -184,19 +188,11 @@ export async function startServer(opts) {
       return res.end('not found\n');
     }
     const body = fs.readFileSync(file);
-    res.writeHead(200, { 'Content-Type': MIME[path.extname(file)] || 'application/octet-stream', 'Content-Length': String(body.length), 'Cache-Control': 'no-cache' });
+    res.writeHead(200, { ...opts.headers, 'Content-Type': MIME[path.extname(file)] || 'application/octet-stream', 'Content-Length': String(body.length), 'Cache-Control': 'no-cache' });
     count(p, body.length);
     res.end(body);
   });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
-  });
-  const origin = `http://127.0.0.1:${server.address().port}`;
+  const { origin, close } = await listenOnLoopback(server);
   return {
     origin,
     stats,
@@ -211,9 +207,6 @@ export async function startServer(opts) {
       stats.bytes = {};
       stats.log = [];
     },
-    async close() {
-      for (const s of sockets) s.destroy();
-      await new Promise((r) => server.close(r));
-    },
+    close,
   };
 }
