@@ -30,8 +30,10 @@ const shots = process.env.EDGELLM_SCREENSHOTS || null;
 const ISOLATION = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' };
 const figures = {};
 
+const readme = () => readSupportTable(fs.readFileSync(path.join(ROOT, 'pkg/README.md'), 'utf8'));
+
 test('pkg/README.md: the browser-support table says what support.js (and so these tests) say', () => {
-  const rows = readSupportTable(fs.readFileSync(path.join(ROOT, 'pkg/README.md'), 'utf8'));
+  const rows = readme();
   assert.deepEqual(Object.keys(rows).sort(), Object.keys(SUPPORT).sort());
   for (const [engine, want] of Object.entries(SUPPORT)) {
     const got = rows[engine];
@@ -74,6 +76,11 @@ for (const engine of selected) {
     });
     after(async () => {
       if (ctx.browser) await ctx.browser.close();
+    });
+    test('the version pkg/README.md says was tested is the one running', () => {
+      const row = readme()[engine];
+      assert.ok(row && row.version, `pkg/README.md has no version for ${engine}`);
+      assert.ok(ctx.browser.version.startsWith(row.version), `${engine} ${ctx.browser.version} runs; pkg/README.md says ${row.version} was tested: re-measure the row`);
     });
     for (const step of STEPS) {
       // Steps share one page: after a failure the rest would only report its consequences.

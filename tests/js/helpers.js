@@ -65,6 +65,9 @@ export const CHROMIUM_ARGS = [
   '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1',
   '--proxy-server=http://127.0.0.1:9',
   '--proxy-bypass-list=127.0.0.1',
+  // Background services the flags above leave on (seen by the cross-engine suite's recording
+  // proxy): form-autofill queries for a page's inputs, optimization-guide hints.
+  '--disable-features=AutofillServerCommunication,OptimizationHints,OptimizationGuideModelDownloading,OptimizationHintsFetching,OptimizationTargetPrediction',
 ];
 
 /** Waits for `cond()` to be truthy, polling; bounded. */

@@ -303,6 +303,18 @@ export const STEPS = [
     },
   },
   {
+    name: 'the demo page (www/) starts and says which tier and cache this engine has',
+    async run({ engine, expect, page, web, report }) {
+      await page.goto(`${web.origin}/www/index.html`);
+      const state = await page.waitFor(() => ['empty', 'failed'].includes(document.body.dataset.state) && document.body.dataset.state, null, { what: 'the demo page to start', timeoutMs: 60_000 });
+      const shown = await page.evaluate(() => ({ info: document.getElementById('engine-info').textContent, status: document.getElementById('status').textContent }));
+      report.demo = shown;
+      assert.equal(state, 'empty', `${engine}: ${shown.status}`);
+      assert.ok(shown.info.includes(`SIMD ${expect.tier}`), `${engine}: ${shown.info}`);
+      assert.ok(shown.info.includes(`model cache: ${expect.cache}`), `${engine}: ${shown.info}`);
+    },
+  },
+  {
     name: 'nothing tried to leave 127.0.0.1 but the browser\'s own services (refused), and the page logged no error',
     async run({ engine, expect, browser, page, remote, report }) {
       // The sink saw every attempt; only the browser's own background services (support.js,

