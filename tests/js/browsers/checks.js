@@ -43,3 +43,79 @@ export async function checkAbortMidStream(page, { engineAt = 'engine', maxLatenc
   assert.deepEqual(r.next, { n: 2, finish: 'length' });
   return r.latency;
 }
+
+/**
+ * A 150 MB memory budget refuses the 253 MB model from its header: OVER_MEMORY_BUDGET with the
+ * estimate's terms, wasm memory unchanged, only the header read (the engine's own count: a
+ * browser's network stack reads ahead of the abort, 7–33 MB seen in Chromium). Needs
+ * window.edgellm (the package) in the page. Returns the figures.
+ */
+export async function checkRefusedFromHeader(page, url, weights) {
+  const r = await page.evaluate(async (u) => {
+    const e = await window.edgellm.createEngine({ cache: false, memory: { budget_bytes: 150e6 } });
+    try {
+      const before = (await e.status()).wasm_memory_bytes;
+      let err = null;
+      try {
+        await e.load(u);
+      } catch (x) {
+        err = { code: x.code, message: x.message, terms: x.terms, budget: x.budget_bytes, read: x.estimate && x.estimate.bytes_read };
+      }
+      return { before, after: (await e.status()).wasm_memory_bytes, err };
+    } finally {
+      e.terminate();
+    }
+  }, url);
+  assert.ok(r.err, 'the load was refused');
+  assert.equal(r.err.code, 'OVER_MEMORY_BUDGET');
+  assert.equal(r.err.budget, 150e6);
+  assert.equal(r.err.terms.weights, weights);
+  for (const k of ['kv', 'activations', 'runtime']) assert.ok(r.err.terms[k] > 0, k);
+  assert.match(r.err.message, /weights .* KV .* activations .* runtime/);
+  assert.equal(r.after, r.before, `wasm memory grew from ${r.before} to ${r.after} during the refused load`);
+  assert.ok(r.err.read > 0 && r.err.read < 32 << 20, `the weights were not downloaded (the engine read ${r.err.read} bytes)`);
+  return { wasm_before: r.before, wasm_after: r.after, bytes_read: r.err.read };
+}
+
+/**
+ * Private requests through a router engine (`window.engine`, created with a remote and an
+ * `isSensitive` that flags /password/): flagged, streamed and sensitive ones run locally; one
+ * whose prompt (`tooLong`) the local side cannot take fails with PRIVATE_REMOTE_FORBIDDEN instead
+ * of going to the server. The caller checks that the server saw nothing meanwhile.
+ */
+export async function checkPrivateRequestsStayLocal(page, tooLong) {
+  const r = await page.evaluate(async (long) => {
+    const run = async (params) => {
+      try {
+        const x = await window.engine.chat.completions.create(params);
+        if (params.stream) {
+          const chunks = [];
+          for await (const c of x) chunks.push(c);
+          return { route: chunks[0].route, last: chunks[chunks.length - 1].route };
+        }
+        return { route: x.route, text: x.choices[0].message.content };
+      } catch (e) {
+        return { code: e.code, detail: e.detail, route: e.route };
+      }
+    };
+    const msg = (content) => [{ role: 'user', content }];
+    return {
+      flagged: await run({ messages: msg('Say hi.'), max_tokens: 1, temperature: 0, private: true }),
+      streamed: await run({ messages: msg('Say hi.'), max_tokens: 1, temperature: 0, private: true, stream: true }),
+      sensitive: await run({ messages: msg('My password is x.'), max_tokens: 1, temperature: 0 }),
+      infeasible: await run({ messages: msg(long), max_tokens: 1, private: true }),
+      sensitiveInfeasible: await run({ messages: msg(`My password is x. ${long}`), max_tokens: 1 }),
+    };
+  }, tooLong);
+  assert.equal(r.flagged.route && r.flagged.route.target, 'local', JSON.stringify(r.flagged));
+  assert.equal(r.flagged.route.reason, 'private');
+  assert.equal(r.streamed.route && r.streamed.route.target, 'local', JSON.stringify(r.streamed));
+  assert.equal(r.streamed.last.target, 'local');
+  assert.equal(r.sensitive.route && r.sensitive.route.target, 'local', JSON.stringify(r.sensitive));
+  assert.equal(r.sensitive.route.private, true);
+  for (const k of ['infeasible', 'sensitiveInfeasible']) {
+    assert.equal(r[k].code, 'PRIVATE_REMOTE_FORBIDDEN', `${k}: ${JSON.stringify(r[k])}`);
+    assert.equal(r[k].detail, 'PROMPT_OVER_KV_BUDGET');
+  }
+  return r;
+}

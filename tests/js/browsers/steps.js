@@ -7,14 +7,16 @@ import assert from 'node:assert/strict';
 
 import { MODEL_SIZE } from '../helpers.js';
 import { nativeGreedy, GREEDY_PROMPT, GREEDY_TOKENS } from '../native.js';
-import { checkAbortMidStream } from './checks.js';
+import { checkAbortMidStream, checkPrivateRequestsStayLocal, checkRefusedFromHeader } from './checks.js';
 
 export const MODEL_URL = '/models/good.gguf';
 export const MODEL_SHA256 = 'a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818';
 const WEIGHTS = 246_587_904;
 // The router's local limit in these tests; the privacy prompt is well over it, everything else under.
 const LOCAL_MAX_TOKENS = 256;
-const KV_TOKENS = 32;
+const KV_TOKENS = 16;
+// Over LOCAL_MAX_TOKENS: ~400 tokens.
+const LONG_PROMPT = `Summarise: ${'apple banana cherry date elderberry fig grape kiwi lemon mango '.repeat(40)}`;
 
 /** Opens the test page of `origin` and waits for the package to be imported. */
 export async function openPage(page, origin) {
@@ -196,48 +198,24 @@ export const STEPS = [
     name: 'router privacy: private and sensitive requests stay local or fail, zero requests to the server; a public one reaches it',
     async run({ page, remote, report }) {
       const before = remote.count();
-      const r = await page.evaluate(async () => {
-        const long = 'Summarise: '.concat('apple banana cherry date elderberry fig grape kiwi lemon mango '.repeat(40));
-        const run = async (params) => {
-          try {
-            const x = await window.engine.chat.completions.create(params);
-            return { route: x.route, n: x.usage.completion_tokens };
-          } catch (e) {
-            return { code: e.code, detail: e.detail || null };
-          }
-        };
-        const msg = (content) => [{ role: 'user', content }];
-        return {
-          flagged: await run({ messages: msg('Say hi.'), max_tokens: 1, temperature: 0, private: true }),
-          sensitive: await run({ messages: msg('My password is hunter2. Say hi.'), max_tokens: 1, temperature: 0 }),
-          infeasible: await run({ messages: msg(long), max_tokens: 1, private: true }),
-          sensitiveLong: await run({ messages: msg(`My password is hunter2. ${long}`), max_tokens: 1 }),
-        };
-      });
-      const during = remote.count() - before;
-      report.router = r;
-      assert.equal(r.flagged.route && r.flagged.route.target, 'local', JSON.stringify(r.flagged));
-      assert.equal(r.sensitive.route && r.sensitive.route.target, 'local', JSON.stringify(r.sensitive));
-      assert.equal(r.infeasible.code, 'PRIVATE_REMOTE_FORBIDDEN', JSON.stringify(r.infeasible));
-      assert.equal(r.sensitiveLong.code, 'PRIVATE_REMOTE_FORBIDDEN', JSON.stringify(r.sensitiveLong));
-      assert.equal(during, 0, 'requests the server received during the private ones');
+      report.router = await checkPrivateRequestsStayLocal(page, LONG_PROMPT);
+      assert.equal(remote.count() - before, 0, 'requests the server received during the private ones');
       // The same long prompt, not private: it has to go to the server (the stub refuses it), so
       // the zero above is not an artefact of a router that never calls out.
-      const pub = await page.evaluate(async () => {
-        const long = 'Summarise: '.concat('apple banana cherry date elderberry fig grape kiwi lemon mango '.repeat(40));
+      const pub = await page.evaluate(async (long) => {
         try {
           const x = await window.engine.chat.completions.create({ messages: [{ role: 'user', content: long }], max_tokens: 1 });
           return { route: x.route };
         } catch (e) {
           return { code: e.code };
         }
-      });
+      }, LONG_PROMPT);
       report.router.public = pub;
       assert.ok(remote.count() > before, `the public request reached the server (${JSON.stringify(pub)})`);
     },
   },
   {
-    name: 'reload: the model again (from OPFS where the engine has it), with a 32-token KV budget that refuses and stops',
+    name: 'reload: the model again (from OPFS where the engine has it), with a 16-token KV budget that refuses and stops',
     async run({ engine, expect, page, web, remote, report }) {
       await openPage(page, web.origin);
       web.resetStats();
@@ -280,26 +258,7 @@ export const STEPS = [
   {
     name: 'a 150 MB memory budget refuses the model from its header: OVER_MEMORY_BUDGET, wasm memory unchanged',
     async run({ page, report }) {
-      const r = await page.evaluate(async (url) => {
-        const e = await window.edgellm.createEngine({ cache: false, memory: { budget_bytes: 150e6 } });
-        try {
-          const before = (await e.status()).wasm_memory_bytes;
-          let err = null;
-          try {
-            await e.load(url);
-          } catch (x) {
-            err = { code: x.code, weights: x.terms && x.terms.weights, read: x.estimate && x.estimate.bytes_read };
-          }
-          return { before, after: (await e.status()).wasm_memory_bytes, err };
-        } finally {
-          e.terminate();
-        }
-      }, MODEL_URL);
-      report.refused = r;
-      assert.equal(r.err && r.err.code, 'OVER_MEMORY_BUDGET');
-      assert.equal(r.err.weights, WEIGHTS);
-      assert.equal(r.after, r.before);
-      assert.ok(r.err.read > 0 && r.err.read < 32 << 20, `the engine read ${r.err.read} bytes`);
+      report.refused = await checkRefusedFromHeader(page, MODEL_URL, WEIGHTS);
     },
   },
   {
