@@ -45,17 +45,12 @@ test('pkg/README.md: the browser-support table says what support.js (and so thes
 
 let web;
 let isolated;
-let remote;
 before(async () => {
   if (skipAll) return;
-  [web, isolated, remote] = await Promise.all([
-    startServer({ root: ROOT, modelPath: MODEL }),
-    startServer({ root: ROOT, modelPath: MODEL, headers: ISOLATION }),
-    startRemoteStub(),
-  ]);
+  [web, isolated] = await Promise.all([startServer({ root: ROOT, modelPath: MODEL }), startServer({ root: ROOT, modelPath: MODEL, headers: ISOLATION })]);
 });
 after(async () => {
-  await Promise.all([web && web.close(), isolated && isolated.close(), remote && remote.close()]);
+  await Promise.all([web && web.close(), isolated && isolated.close()]);
   if (Object.keys(figures).length) console.log(`cross-engine figures: ${JSON.stringify(figures)}`);
 });
 
@@ -72,10 +67,12 @@ for (const engine of selected) {
       ctx.browser = await launchBrowser(engine);
       report.version = ctx.browser.version;
       report.launch_ms = Date.now() - t0;
-      Object.assign(ctx, { page: ctx.browser.page, web, isolated, remote });
+      // The router's server: one per engine, so its count is this engine's alone.
+      Object.assign(ctx, { page: ctx.browser.page, web, isolated, remote: await startRemoteStub() });
     });
     after(async () => {
       if (ctx.browser) await ctx.browser.close();
+      if (ctx.remote) await ctx.remote.close();
     });
     test('the version pkg/README.md says was tested is the one running', () => {
       const row = readme()[engine];

@@ -18,6 +18,7 @@ export async function launch({ sink, profileDir }) {
     extraPrefsFirefox: firefoxPrefs(sink.port),
     env: { ...process.env, MOZ_REMOTE_SETTINGS_DEVTOOLS: '1' },
     protocolTimeout: 600_000,
+    timeout: 120_000, // start-up took 15 s on a loaded 2-core machine; the default is 30 s
   });
   const page = (await browser.pages())[0] || (await browser.newPage());
   return { version: (await browser.version()).replace(/^firefox\//, ''), driver: scriptedPageDriver(page), close: () => browser.close() };

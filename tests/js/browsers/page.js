@@ -83,10 +83,18 @@ export class Page {
 
   async waitFor(fn, arg, { timeoutMs = 30_000, stepMs = 100, what = 'a page condition' } = {}) {
     const t0 = Date.now();
+    let last = null;
     for (;;) {
-      const v = await this.evaluate(fn, arg, { timeoutMs: Math.max(5000, timeoutMs) });
-      if (v) return v;
-      if (Date.now() - t0 > timeoutMs) throw new Error(`${this.engine}: timed out after ${timeoutMs} ms waiting for ${what}`);
+      // Short polls, and a failed poll is retried: right after a navigation a script can be lost
+      // with the document it started in (WebKitWebDriver then never answers it).
+      try {
+        const v = await this.evaluate(fn, arg, { timeoutMs: 10_000 });
+        if (v) return v;
+        last = null;
+      } catch (e) {
+        last = e;
+      }
+      if (Date.now() - t0 > timeoutMs) throw new Error(`${this.engine}: timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last poll: ${last.message})` : ''}`);
       await new Promise((r) => setTimeout(r, stepMs));
     }
   }

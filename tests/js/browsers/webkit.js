@@ -20,6 +20,15 @@ async function freePort() {
   return port;
 }
 
+/** `promise`, or a rejection naming `what` after `ms`: selenium's client waits forever. */
+function within(ms, what, promise) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`WebKitWebDriver: no answer within ${ms / 1000} s for ${what}`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
 async function waitForDriver(url, proc, log) {
   const t0 = Date.now();
   for (;;) {
@@ -30,7 +39,7 @@ async function waitForDriver(url, proc, log) {
     } catch {
       /* not listening yet */
     }
-    if (Date.now() - t0 > 15_000) throw new Error(`WebKitWebDriver did not answer within 15 s: ${log()}`);
+    if (Date.now() - t0 > 60_000) throw new Error(`WebKitWebDriver did not answer within 60 s: ${log()}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -42,7 +51,7 @@ export async function launch({ sink }) {
   let proc = null;
   let driver = null;
   const stop = async () => {
-    if (driver) await driver.quit().catch(() => {});
+    if (driver) await within(15_000, 'the session to quit', driver.quit()).catch(() => {});
     if (proc && proc.exitCode === null) {
       const gone = new Promise((r) => proc.once('exit', r));
       proc.kill('SIGTERM');
@@ -63,7 +72,7 @@ export async function launch({ sink }) {
       browserName: 'MiniBrowser',
       'webkitgtk:browserOptions': { binary: BINARY, args: ['--automation', `--proxy=${sink.url}`, '--ignore-host=127.0.0.1'] },
     };
-    driver = await new Builder().usingServer(url).withCapabilities(caps).build();
+    driver = await within(120_000, 'the WebDriver session (MiniBrowser start-up)', new Builder().usingServer(url).withCapabilities(caps).build());
     const version = (await driver.getCapabilities()).get('browserVersion') || 'unknown';
     let scriptTimeout = null;
     return {

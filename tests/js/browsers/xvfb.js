@@ -5,7 +5,7 @@ import fs from 'node:fs';
 
 export const XVFB = process.env.XVFB_PATH || '/usr/bin/Xvfb';
 
-/** Starts Xvfb; resolves with { display: ':N', stop() }. Bounded: 15 s. */
+/** Starts Xvfb; resolves with { display: ':N', stop() }. Bounded: 30 s. */
 export async function startXvfb() {
   if (!fs.existsSync(XVFB)) throw new Error(`no Xvfb at ${XVFB} (./build.sh setup installs the Debian package xvfb)`);
   // fd 3: Xvfb writes the display number there once it accepts connections.
@@ -14,7 +14,7 @@ export async function startXvfb() {
   proc.stderr.on('data', (d) => (stderr += d));
   const display = await new Promise((resolve, reject) => {
     let out = '';
-    const timer = setTimeout(() => reject(new Error(`Xvfb did not report a display within 15 s: ${stderr}`)), 15_000);
+    const timer = setTimeout(() => reject(new Error(`Xvfb did not report a display within 30 s: ${stderr}`)), 30_000);
     proc.stdio[3].on('data', (d) => {
       out += d;
       const m = /^(\d+)\n/.exec(out);
