@@ -10,11 +10,10 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { startServer } from './server.js';
-import { ROOT, MODEL, MODEL_SIZE, CHROMIUM, CHROMIUM_ARGS, REQUIRED, modelMissing, wasmMissing, cliPath, cliCanGenerate } from './helpers.js';
+import { ROOT, MODEL, MODEL_SIZE, MODEL_SHA256, CHROMIUM, CHROMIUM_ARGS, REQUIRED, modelMissing, wasmMissing, cliPath, cliCanGenerate } from './helpers.js';
 import { nativeGreedy, nativeGenerate, GREEDY_PROMPT, GREEDY_TOKENS } from './native.js';
 import { checkAbortMidStream } from './browsers/checks.js';
 
-const MODEL_SHA256 = 'a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818';
 const skip = modelMissing() || wasmMissing() || (!fs.existsSync(CHROMIUM) && `no Chromium at ${CHROMIUM}`);
 const noCli = skip || (cliCanGenerate() ? false : REQUIRED ? false : `native CLI with 'generate' not built (${cliPath() || 'none'})`);
 const LONG_TASK_MS = 50;

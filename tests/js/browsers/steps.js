@@ -5,12 +5,11 @@
 // and runs in order on one page (later steps use the engine the load step created).
 import assert from 'node:assert/strict';
 
-import { MODEL_SIZE } from '../helpers.js';
+import { MODEL_SIZE, MODEL_SHA256 } from '../helpers.js';
 import { nativeGreedy, GREEDY_PROMPT, GREEDY_TOKENS } from '../native.js';
 import { checkAbortMidStream, checkPrivateRequestsStayLocal, checkRefusedFromHeader } from './checks.js';
 
 export const MODEL_URL = '/models/good.gguf';
-export const MODEL_SHA256 = 'a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818';
 const WEIGHTS = 246_587_904;
 // The router's local limit in these tests; the privacy prompt is well over it, everything else under.
 const LOCAL_MAX_TOKENS = 256;
