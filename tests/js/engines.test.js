@@ -18,7 +18,7 @@ import { startServer } from './server.js';
 import { ROOT, MODEL, REQUIRED, modelMissing, wasmMissing, cliPath, cliCanGenerate } from './helpers.js';
 import { ENGINES, launchBrowser, missingBinaries } from './browsers/index.js';
 import { startRemoteStub } from './browsers/remote-stub.js';
-import { STEPS } from './browsers/steps.js';
+import { STEPS, checkQuotaTooSmall } from './browsers/steps.js';
 import { SUPPORT } from './browsers/support.js';
 import { readSupportTable } from './browsers/support-table.js';
 
@@ -97,3 +97,19 @@ for (const engine of selected) {
     }
   });
 }
+
+// Quota behaviour, where a test can set the quota (a Firefox preference; WebKitGTK has no OPFS):
+// a full origin still loads the model, uncached.
+const QUOTA_KIB = 100 << 10; // a 100 MiB limit: Firefox grants one origin 20 % of it, 20 MiB
+describe('firefox with a storage quota smaller than the model', { skip: !selected.includes('firefox') ? 'firefox not selected' : skipAll || (missingBinaries('firefox').length > 0 && !REQUIRED ? 'firefox not installed' : false) }, () => {
+  const ctx = { report: (figures.firefox_small_quota = {}) };
+  before(async () => {
+    ctx.browser = await launchBrowser('firefox', { prefs: { 'dom.quotaManager.temporaryStorage.fixedLimit': QUOTA_KIB } });
+    Object.assign(ctx, { page: ctx.browser.page, web, remote: await startRemoteStub() });
+  });
+  after(async () => {
+    if (ctx.browser) await ctx.browser.close();
+    if (ctx.remote) await ctx.remote.close();
+  });
+  test('the OPFS write fails: the model loads from the network, nothing is kept, the engine says why', () => checkQuotaTooSmall(ctx));
+});

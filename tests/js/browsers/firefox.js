@@ -8,14 +8,14 @@ import { scriptedPageDriver } from './page.js';
 
 export const BINARY = process.env.FIREFOX_PATH || '/usr/bin/firefox-esr';
 
-export async function launch({ sink, profileDir }) {
+export async function launch({ sink, profileDir, prefs = {} }) {
   const { default: puppeteer } = await import('puppeteer-core');
   const browser = await puppeteer.launch({
     browser: 'firefox',
     executablePath: BINARY,
     headless: true,
     userDataDir: profileDir,
-    extraPrefsFirefox: firefoxPrefs(sink.port),
+    extraPrefsFirefox: { ...firefoxPrefs(sink.port), ...prefs },
     env: { ...process.env, MOZ_REMOTE_SETTINGS_DEVTOOLS: '1' },
     protocolTimeout: 600_000,
     timeout: 120_000, // start-up took 15 s on a loaded 2-core machine; the default is 30 s

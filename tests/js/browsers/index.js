@@ -25,16 +25,22 @@ export function missingBinaries(engine) {
   return [d.BINARY, d.DRIVER].filter(Boolean).filter((f) => !fs.existsSync(f));
 }
 
-export async function launchBrowser(engine) {
+/**
+ * @param {string} engine
+ * @param {{prefs?: Record<string, any>}} [options]  prefs: extra Firefox preferences (e.g. a
+ *        small storage quota); an error for the other engines, which have no such thing
+ */
+export async function launchBrowser(engine, options = {}) {
   const d = DRIVERS[engine];
   if (!d) throw new Error(`unknown browser engine ${engine} (one of ${ENGINES.join(', ')})`);
+  if (options.prefs && engine !== 'firefox') throw new Error(`${engine}: preferences are a Firefox option`);
   const missing = missingBinaries(engine);
   if (missing.length) throw new Error(`${engine}: ${missing.join(', ')} not installed (./build.sh setup installs it)`);
   const sink = await startSink();
   const profileDir = fs.mkdtempSync(path.join(os.tmpdir(), `edgellm-${engine}-`));
   let b;
   try {
-    b = await d.launch({ sink, profileDir });
+    b = await d.launch({ sink, profileDir, prefs: options.prefs });
   } catch (e) {
     await sink.close();
     fs.rmSync(profileDir, { recursive: true, force: true });

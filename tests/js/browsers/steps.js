@@ -290,3 +290,25 @@ export const STEPS = [
     },
   },
 ];
+
+/**
+ * A storage quota smaller than the model (Firefox: dom.quotaManager.temporaryStorage.fixedLimit):
+ * the write into OPFS fails (Firefox ESR 140 with 20 MiB for the origin: the first 64 KiB write
+ * already returns 0 bytes), the load still succeeds from the network, nothing is kept
+ * (no entry, the partial file removed: usage back where it was) and the engine says why.
+ */
+export async function checkQuotaTooSmall({ page, web, remote, report }) {
+  await openPage(page, web.origin);
+  // After the engine opened its OPFS directory (its metadata is a few hundred KB of usage).
+  await createEngine(page, remote.baseURL);
+  const before = await page.evaluate(async () => navigator.storage.estimate());
+  const r = await loadModel(page);
+  const after = await page.evaluate(async () => ({ estimate: await navigator.storage.estimate(), entries: await window.engine.cache.list() }));
+  report.small_quota = { quota: before.quota, usage_before: before.usage, usage_after: after.estimate.usage, log: r.log };
+  assert.ok(before.quota < MODEL_SIZE, `the quota ${before.quota} is smaller than the model`);
+  assert.equal(r.model.source, 'network');
+  assert.equal(r.model.sha256, MODEL_SHA256);
+  assert.deepEqual(after.entries, []);
+  assert.ok(after.estimate.usage <= before.usage, `usage ${before.usage} → ${after.estimate.usage}: the partial file was removed`);
+  assert.ok(r.log.some((l) => /^warn: .*not caching/.test(l)), `the engine logged why it did not cache: ${r.log.join(' | ')}`);
+}
