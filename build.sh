@@ -41,8 +41,11 @@ cmd_setup() {
     cargo install wasm-bindgen-cli --version "$want"
   fi
   # wabt: wasm-objdump, to check the build really contains SIMD128 code; chromium: browser tests;
-  # chromium-driver: the relaxed-SIMD build's wasm-bindgen tests run in Chromium.
-  apt_install wabt chromium chromium-driver
+  # chromium-driver: the relaxed-SIMD build's wasm-bindgen tests run in Chromium. The other
+  # engines of the cross-engine suite (tests/js/engines.test.js): firefox-esr (driven by npm
+  # puppeteer-core over WebDriver BiDi), webkit2gtk-driver (WebKitWebDriver + MiniBrowser, driven
+  # by npm selenium-webdriver) and xvfb, the virtual display MiniBrowser needs (no headless mode).
+  apt_install wabt chromium chromium-driver firefox-esr webkit2gtk-driver xvfb
   npm_ci .
   # The bundlers the bundler tests build fresh apps with (tests/js/bundlers: webpack 5, Next.js),
   # installed once and reused; their packages stay in the npm cache for the apps' offline installs.
@@ -145,7 +148,7 @@ cmd_test() {
     WASM_BINDGEN_TEST_WEBDRIVER_JSON="$root/tests/webdriver.json" \
     RUSTFLAGS="$RELAXED_RUSTFLAGS" CARGO_TARGET_DIR="$(relaxed_target_dir)" \
     cargo test --target wasm32-unknown-unknown --lib
-  log "test: JS (node:test: unit, Node worker_threads, Chromium via playwright-core, packed Vite app)"
+  log "test: JS (node:test: unit, Node worker_threads, Chromium via playwright-core, Firefox + WebKit, packed Vite app)"
   EDGELLM_REQUIRE_MODEL=1 node --test --test-concurrency=1 tests/js/
 }
 
@@ -203,7 +206,8 @@ cmd_bench() {
 usage() {
   cat <<USAGE
 usage: ./build.sh <command>
-  setup   wasm32 target, wasm-bindgen-cli (version from Cargo.lock), apt packages, npm ci
+  setup   wasm32 target, wasm-bindgen-cli (version from Cargo.lock), apt packages (chromium, firefox-esr,
+          webkit2gtk-driver, xvfb, ...), npm ci
   model   fetch + verify the models into models/ (Gemma 3 270M base, SmolLM2 135M Instruct)
   build   native CLI + release wasm, SIMD128 and relaxed-SIMD tiers -> pkg/wasm/
   test    everything CI runs (setup, model, build, native + wasm tests)

@@ -4,7 +4,7 @@
 //   readUrl   streamed fetch; a dropped connection (read error, or a body shorter than its
 //             Content-Length) is resumed with `Range: bytes=<received>-` (+ `If-Range` when the
 //             server gave an ETag). Bounded: `maxStalls` consecutive attempts that deliver no new
-//             byte end in NETWORK.
+//             byte end in NETWORK. Chunks of at most `maxChunk` (DEFAULT_CHUNK) bytes.
 //   readBlob  a Blob / File (also an OPFS file) read with Blob.slice, `chunkSize` at a time.
 //   readPath  (Node) a file path, read into one reused buffer.
 
@@ -62,6 +62,7 @@ export async function* readUrl(url, opts = {}) {
     onStart,
     onResume,
     fetchImpl = globalThis.fetch.bind(globalThis),
+    maxChunk = DEFAULT_CHUNK,
   } = opts;
   let offset = 0;
   let total = null;
@@ -149,8 +150,15 @@ export async function* readUrl(url, opts = {}) {
         if (total !== null && offset + chunk.byteLength > total) {
           throw new EdgeLLMError(ErrorCode.NETWORK, `${url} sent more bytes than its Content-Length (${total})`, { detail: 'BODY_TOO_LONG' });
         }
-        offset += chunk.byteLength;
-        yield chunk;
+        // Never more than maxChunk at a time: the consumer copies each chunk into wasm memory,
+        // which never shrinks, and some engines hand over whatever the network has buffered in
+        // one read (WebKitGTK 2.50: 10+ MB pieces of a loopback download, which grew wasm memory
+        // by 112 MB over the estimate). Views, not copies.
+        for (let at = 0; at < chunk.byteLength; at += maxChunk) {
+          const piece = chunk.subarray(at, Math.min(chunk.byteLength, at + maxChunk));
+          offset += piece.byteLength;
+          yield piece;
+        }
       }
     } finally {
       // Runs on normal end, on error, and when the consumer stops early (generator return()).

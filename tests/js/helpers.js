@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const MODEL = path.join(ROOT, 'models/gemma-3-270m-q4_k_m.gguf');
 export const MODEL_SIZE = 253113024;
+export const MODEL_SHA256 = 'a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818';
 export const WASM = path.join(ROOT, 'pkg/wasm/edgellm_bg.wasm');
 /** The relaxed-SIMD tier (same JS glue, built by ./build.sh build next to WASM). */
 export const RELAXED_WASM = path.join(ROOT, 'pkg/wasm/edgellm_relaxed_bg.wasm');
@@ -65,6 +66,9 @@ export const CHROMIUM_ARGS = [
   '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1',
   '--proxy-server=http://127.0.0.1:9',
   '--proxy-bypass-list=127.0.0.1',
+  // Background services the flags above leave on (seen by the cross-engine suite's recording
+  // proxy): form-autofill queries for a page's inputs, optimization-guide hints.
+  '--disable-features=AutofillServerCommunication,OptimizationHints,OptimizationGuideModelDownloading,OptimizationHintsFetching,OptimizationTargetPrediction',
 ];
 
 /** Waits for `cond()` to be truthy, polling; bounded. */

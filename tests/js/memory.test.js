@@ -12,6 +12,7 @@ import fs from 'node:fs';
 
 import { startServer } from './server.js';
 import { ROOT, MODEL, MODEL_SIZE, CHROMIUM, CHROMIUM_ARGS, modelMissing, wasmMissing } from './helpers.js';
+import { checkRefusedFromHeader } from './browsers/checks.js';
 
 const skip = modelMissing() || wasmMissing() || (!fs.existsSync(CHROMIUM) && `no Chromium at ${CHROMIUM}`);
 const URL_ = '/models/good.gguf';
@@ -70,32 +71,9 @@ test('estimate from the header alone (Range requests), before any load', { skip 
 
 test('a 150 MB budget refuses the 253 MB model before allocating: OVER_MEMORY_BUDGET, wasm memory unchanged', { skip }, async () => {
   srv.resetStats();
-  const r = await page.evaluate(async (url) => {
-    const e = await window.edgellm.createEngine({ cache: false, memory: { budget_bytes: 150e6 } });
-    const before = (await e.status()).wasm_memory_bytes;
-    let err = null;
-    try {
-      await e.load(url);
-    } catch (x) {
-      err = { code: x.code, message: x.message, terms: x.terms, budget: x.budget_bytes, read: x.estimate && x.estimate.bytes_read };
-    }
-    const after = (await e.status()).wasm_memory_bytes;
-    const snap = e.memory();
-    e.terminate();
-    return { before, after, err, snap };
-  }, URL_);
-  assert.ok(r.err, 'the load was refused');
-  assert.equal(r.err.code, 'OVER_MEMORY_BUDGET');
-  assert.equal(r.err.budget, 150e6);
-  assert.equal(r.err.terms.weights, 246_587_904);
-  for (const k of ['kv', 'activations', 'runtime']) assert.ok(r.err.terms[k] > 0, k);
-  assert.match(r.err.message, /weights .* KV .* activations .* runtime/);
-  assert.equal(r.after, r.before, `wasm memory grew from ${r.before} to ${r.after} during the refused load`);
-  // What the engine read to decide (the header, a few MB) — not what the server wrote, which
-  // also counts what Chromium's network stack read ahead before the abort landed (7–33 MB seen).
-  assert.ok(r.err.read > 0 && r.err.read < 32 << 20, `the weights were not downloaded (the engine read ${r.err.read} bytes)`);
+  const figures = await checkRefusedFromHeader(page, URL_, 246_587_904);
   assert.ok((srv.stats.bytes[URL_] || 0) < 246_587_904, 'the server stopped before the weights were sent');
-  report.refused = { wasm_before: r.before, wasm_after: r.after, bytes_read: r.err.read, bytes_sent: srv.stats.bytes[URL_] };
+  report.refused = { ...figures, bytes_sent: srv.stats.bytes[URL_] };
 });
 
 test('estimate vs measured after load and after a generation that fills the KV; load peak', { skip }, async () => {

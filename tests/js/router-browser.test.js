@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import { startServer } from './server.js';
 import { ROOT, MODEL, CHROMIUM, CHROMIUM_ARGS, REQUIRED, modelMissing, wasmMissing, cliPath } from './helpers.js';
 import { startEdgeServer, serverRequests, cliCanServe } from './router-helpers.js';
+import { checkPrivateRequestsStayLocal } from './browsers/checks.js';
 
 const KEY = 'browser-router-key';
 const skip =
@@ -65,37 +66,8 @@ const toServer = () => requests.filter((r) => r.includes(srv.url));
 test('private requests: zero requests to the server (browser log and server counter)', { skip }, async () => {
   requests.length = 0;
   const before = await serverRequests(srv);
-  const r = await page.evaluate(async () => {
-    const run = async (params) => {
-      try {
-        const x = await window.engine.chat.completions.create(params);
-        if (params.stream) {
-          const chunks = [];
-          for await (const c of x) chunks.push(c);
-          return { route: chunks[0].route, last: chunks[chunks.length - 1].route };
-        }
-        return { route: x.route, text: x.choices[0].message.content };
-      } catch (e) {
-        return { code: e.code, detail: e.detail, route: e.route };
-      }
-    };
-    const msg = (content) => [{ role: 'user', content }];
-    const long = 'Summarise in one sentence: apple banana cherry date elderberry fig grape kiwi lemon mango.';
-    return {
-      flagged: await run({ messages: msg('Say hi.'), max_tokens: 1, temperature: 0, private: true }),
-      streamed: await run({ messages: msg('Say hi.'), max_tokens: 1, temperature: 0, private: true, stream: true }),
-      sensitive: await run({ messages: msg('My password is x.'), max_tokens: 1, temperature: 0 }),
-      infeasible: await run({ messages: msg(long), max_tokens: 1, private: true }),
-    };
-  });
-  assert.equal(r.flagged.route.target, 'local', JSON.stringify(r.flagged));
-  assert.equal(r.flagged.route.reason, 'private');
-  assert.equal(r.streamed.route.target, 'local');
-  assert.equal(r.streamed.last.target, 'local');
-  assert.equal(r.sensitive.route.target, 'local');
-  assert.equal(r.sensitive.route.private, true);
-  assert.equal(r.infeasible.code, 'PRIVATE_REMOTE_FORBIDDEN', JSON.stringify(r.infeasible));
-  assert.equal(r.infeasible.detail, 'PROMPT_OVER_KV_BUDGET');
+  // Over the local limit of 16 tokens (maxContextTokens above).
+  await checkPrivateRequestsStayLocal(page, 'Summarise in one sentence: apple banana cherry date elderberry fig grape kiwi lemon mango.');
   assert.deepEqual(toServer(), [], 'the browser sent nothing to the server');
   assert.equal(await serverRequests(srv), before, 'the server received nothing');
 });

@@ -12,6 +12,9 @@
 //   /models/slow.gguf           the real model at `slowBytesPerSec` (for abort-during-load)
 //   /app/...                    files from `appDir` when given (a bundler test's built app)
 //
+// `headers` (optional) are added to every static file's response, e.g. COOP/COEP for a
+// cross-origin-isolated page.
+//
 // `stats` counts requests and body bytes per path, for assertions such as "zero network bytes
 // for the model after a reload".
 
@@ -19,6 +22,8 @@ import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 import { VENDOR } from '../../www/vendor-map.js';
+
+import { listenOnLoopback } from './loopback.js';
 
 const MIME = {
   '.html': 'text/html; charset=utf-8',
@@ -51,7 +56,8 @@ function parseRange(h, size) {
 
 /**
  * @param {{root: string, modelPath: string, dropAt?: number, truncatedLen?: number,
- *          slowBytesPerSec?: number, appDir?: string, staticDirs?: string[], cors?: boolean}} opts
+ *          slowBytesPerSec?: number, appDir?: string, staticDirs?: string[], cors?: boolean,
+ *          headers?: Record<string, string>}} opts
  */
 export async function startServer(opts) {
   const root = path.resolve(opts.root);
@@ -71,7 +77,6 @@ export async function startServer(opts) {
     stats.bytes[p] = (stats.bytes[p] || 0) + n;
   };
   let dropOnceDone = false;
-  const sockets = new Set();
 
   /** Serves [0, len) of `file` with Range support; `cut` = absolute offset to drop the socket at. */
   function serveFile(req, res, p, file, len, { cut = null, chunked = false, rate = null, type = 'application/octet-stream', tag = etag } = {}) {
@@ -194,19 +199,11 @@ export async function startServer(opts) {
       return res.end('not found\n');
     }
     const body = fs.readFileSync(file);
-    res.writeHead(200, { 'Content-Type': MIME[path.extname(file)] || 'application/octet-stream', 'Content-Length': String(body.length), 'Cache-Control': 'no-cache' });
+    res.writeHead(200, { ...opts.headers, 'Content-Type': MIME[path.extname(file)] || 'application/octet-stream', 'Content-Length': String(body.length), 'Cache-Control': 'no-cache' });
     count(p, body.length);
     res.end(body);
   });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
-  });
-  const origin = `http://127.0.0.1:${server.address().port}`;
+  const { origin, close } = await listenOnLoopback(server);
   return {
     origin,
     stats,
@@ -221,9 +218,6 @@ export async function startServer(opts) {
       stats.bytes = {};
       stats.log = [];
     },
-    async close() {
-      for (const s of sockets) s.destroy();
-      await new Promise((r) => server.close(r));
-    },
+    close,
   };
 }

@@ -87,6 +87,19 @@ test('readUrl resumes a dropped connection with a Range request', async () => {
   assert.ok(Number(ranged[0].range.slice(6, -1)) > 0);
 });
 
+test('readUrl hands over at most maxChunk bytes at a time, however large the network read (WebKit)', async () => {
+  // One 3 MiB read, as WebKitGTK delivers what it has buffered: pieces of at most 1 MiB, in order.
+  const fetchImpl = async () => new Response(new ReadableStream({ start: (c) => (c.enqueue(new Uint8Array(DATA)), c.close()) }), { headers: { 'Content-Length': String(DATA.length) } });
+  const sizes = [];
+  const h = crypto.createHash('sha256');
+  for await (const c of readUrl('http://127.0.0.1/one-read', { fetchImpl, maxChunk: 1 << 20 })) {
+    sizes.push(c.byteLength);
+    h.update(c);
+  }
+  assert.deepEqual(sizes, [1 << 20, 1 << 20, 1 << 20]);
+  assert.equal(h.digest('hex'), SHA);
+});
+
 test('readUrl gives up with NETWORK when resuming makes no progress', async () => {
   await assert.rejects(collect(readUrl(`${srv.origin}/models/drop-always.gguf`, { retryDelayMs: 5, maxStalls: 3 })), (e) => {
     assert.equal(e.code, ErrorCode.NETWORK);
