@@ -12,9 +12,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
 import { before, after } from 'node:test';
+import { createHash } from 'node:crypto';
 
 import { startServer } from '../server.js';
-import { ROOT, MODEL, CHROMIUM, CHROMIUM_ARGS, REQUIRED, modelMissing, wasmMissing, relaxedWasmMissing } from '../helpers.js';
+import { ROOT, MODEL, WASM, RELAXED_WASM, CHROMIUM, CHROMIUM_ARGS, REQUIRED, modelMissing, wasmMissing, relaxedWasmMissing } from '../helpers.js';
 
 export const TOOLS = path.join(ROOT, 'tests/js/bundlers');
 const APPS = path.join(TOOLS, '.apps');
@@ -196,19 +197,32 @@ export async function runPage(browser, url, { timeoutMs = 240_000 } = {}) {
 
 let reference = null;
 
-/** The same greedy completion from the Node engine (the same wasm): what every app must print. */
+/**
+ * The same greedy completion from the Node engine (the same wasm): what every app must print.
+ * Computed once per build of the wasm and kept under .apps/ for the other test files (each runs
+ * in its own process), keyed by the wasm files' size and mtime, the model and the request.
+ */
 export async function referenceText() {
-  if (!reference) {
-    const { createEngine } = await import('../../../pkg/src/node.js');
-    const engine = await createEngine({ cache: false });
-    try {
-      await engine.load(MODEL);
-      const r = await engine.completions.create({ prompt: PROMPT, max_tokens: MAX_TOKENS, temperature: 0 });
-      reference = r.choices[0].text;
-    } finally {
-      engine.terminate();
-    }
+  if (reference !== null) return reference;
+  const stamp = (f) => {
+    const st = fs.statSync(f);
+    return `${st.size}:${st.mtimeMs}`;
+  };
+  const key = createHash('sha256').update(JSON.stringify([stamp(WASM), stamp(RELAXED_WASM), stamp(MODEL), PROMPT, MAX_TOKENS])).digest('hex').slice(0, 16);
+  const file = path.join(APPS, `reference-${key}.json`);
+  if (fs.existsSync(file)) return (reference = JSON.parse(fs.readFileSync(file, 'utf8')).text);
+  const { createEngine } = await import('../../../pkg/src/node.js');
+  const engine = await createEngine({ cache: false });
+  try {
+    await engine.load(MODEL);
+    const r = await engine.completions.create({ prompt: PROMPT, max_tokens: MAX_TOKENS, temperature: 0 });
+    reference = r.choices[0].text;
+  } finally {
+    engine.terminate();
   }
+  fs.mkdirSync(APPS, { recursive: true });
+  fs.writeFileSync(`${file}.tmp`, JSON.stringify({ text: reference }));
+  fs.renameSync(`${file}.tmp`, file);
   return reference;
 }
 
