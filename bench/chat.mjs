@@ -7,7 +7,7 @@
 // engine.session.restore. Everything listens on 127.0.0.1; times are wall-clock on a shared
 // machine, so compare the turns of one run with each other.
 //
-//   node bench/chat.mjs [--only chromium|server] [--tokens 64] [--long-words 1500] [--model path]
+//   node bench/chat.mjs [--only chromium|server] [--tokens 64] [--long-words 1850] [--model path]
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -24,7 +24,7 @@ const opt = (name, dflt) => {
 };
 const ONLY = opt('only', null);
 const MAX_TOKENS = +opt('tokens', 64);
-const LONG_WORDS = +opt('long-words', 1500);
+const LONG_WORDS = +opt('long-words', 1850); // ≈ 2,000 tokens of bench/prompt.txt
 const MODEL = path.resolve(opt('model', path.join(ROOT, 'models/gemma-3-270m-q4_k_m.gguf')));
 const CLI = process.env.EDGELLM_CLI || path.join(process.env.CARGO_TARGET_DIR || path.join(ROOT, 'target'), 'release/edgellm');
 
@@ -45,11 +45,16 @@ const USERS = [
 const TEXT = fs.readFileSync(path.join(ROOT, 'bench/prompt.txt'), 'utf8').split(/\s+/).filter(Boolean);
 const LONG_TEXT = Array.from({ length: LONG_WORDS }, (_, i) => TEXT[i % TEXT.length]).join(' ');
 
-function table(title, turns) {
+const row = (t, i) => `${i + 1} | ${t.prompt_tokens} | ${t.cached_tokens} | ${t.prompt_tokens - t.cached_tokens} | ${t.completion_tokens} | ${t.ttft_ms.toFixed(0)}`;
+
+function table(title, turns, printed = false) {
   console.log(`\n${title}`);
   console.log('turn | prompt tokens | reused | prefilled | answer tokens | TTFT ms');
   console.log('---: | ---: | ---: | ---: | ---: | ---:');
-  turns.forEach((t, i) => console.log(`${i + 1} | ${t.prompt_tokens} | ${t.cached_tokens} | ${t.prompt_tokens - t.cached_tokens} | ${t.completion_tokens} | ${t.ttft_ms.toFixed(0)}`));
+  if (!printed) turns.forEach((t, i) => console.log(row(t, i)));
+}
+
+function ratio(turns) {
   const r = turns[turns.length - 1].ttft_ms / turns[0].ttft_ms;
   console.log(`turn-${turns.length} TTFT / turn-1 TTFT = ${r.toFixed(2)} (goal ≤ 1.5)`);
 }
@@ -64,8 +69,10 @@ async function inChromium() {
     page.on('pageerror', (e) => console.error('page error:', e.message));
     await page.goto(`${origin}/bench/chat.html`);
     await page.waitForFunction(() => window.benchReady, null, { timeout: 30_000 });
-    const r = await page.evaluate((o) => window.runChat(o), { modelUrl: `${origin}/model.gguf`, users: USERS, maxTokens: MAX_TOKENS, longText: LONG_TEXT });
+    const simd = fs.existsSync(path.join(ROOT, 'pkg/wasm/edgellm_relaxed_bg.wasm')) ? 'auto' : 'simd128';
+    const r = await page.evaluate((o) => window.runChat(o), { modelUrl: `${origin}/model.gguf`, users: USERS, maxTokens: MAX_TOKENS, longText: LONG_TEXT, simd });
     table(`Chromium (${r.simd_tier}), the npm package in a worker`, r.turns);
+    ratio(r.turns);
     const l = r.long;
     console.log(`\nlong conversation in Chromium: ${l.tokens} tokens`);
     console.log(`  prefill ${l.prefill_ms.toFixed(0)} ms (engine TTFT; ${l.prefill_wall_ms.toFixed(0)} ms wall)`);
@@ -137,13 +144,15 @@ async function throughServer() {
   try {
     const messages = [];
     const turns = [];
+    table('edgellm serve (native), OpenAI streaming client resending the message list', turns, true);
     for (const u of USERS) {
       messages.push({ role: 'user', content: u });
       const r = await serverTurn(url, messages);
       messages.push({ role: 'assistant', content: r.text });
       turns.push({ prompt_tokens: r.usage.prompt_tokens, cached_tokens: r.usage.prompt_tokens_details.cached_tokens, completion_tokens: r.usage.completion_tokens, ttft_ms: r.ttft_ms });
+      console.log(row(turns[turns.length - 1], turns.length - 1)); // as it goes: the native build is slow
     }
-    table('edgellm serve (native), OpenAI streaming client resending the message list', turns);
+    ratio(turns);
   } finally {
     proc.kill('SIGTERM');
   }
