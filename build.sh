@@ -203,6 +203,39 @@ cmd_bench() {
   EDGELLM_CLI="$CARGO_TARGET_DIR/release/edgellm" node bench/run.mjs "$@"
 }
 
+# Fuzzing campaign (cargo fuzz on nightly, not CI): every target of fuzz/ for SECONDS each
+# (default 60) at the lowest priority, from a seed corpus of the tiny models in tests/data and
+# fuzz/seeds. Prints each target's executions; a crash leaves its input in fuzz/artifacts/<target>/
+# and stops the campaign with a failure (add it as a regression test).
+cmd_fuzz() {
+  local secs="${1:-60}"
+  rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+  command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+  local targets=(gguf_parse header_skim model_from_header tokenizer chat_template server_request)
+  mkdir -p fuzz/logs
+  for t in "${targets[@]}"; do
+    mkdir -p "fuzz/corpus/$t"
+    case $t in
+      gguf_parse|header_skim|model_from_header) cp -n tests/data/*.gguf "fuzz/corpus/$t/" ;;
+      *) cp -n "fuzz/seeds/$t/"* "fuzz/corpus/$t/" ;;
+    esac
+  done
+  local failed=0
+  for t in "${targets[@]}"; do
+    log "fuzz: $t for ${secs}s"
+    # -rss_limit_mb: an input that needs more memory than this is a finding (OOM), as is a
+    # single input running past -timeout seconds (a hang).
+    if ! nice -n 19 cargo +nightly fuzz run --fuzz-dir fuzz "$t" "fuzz/corpus/$t" -- \
+      -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -max_len=262144 -print_final_stats=1 \
+      >"fuzz/logs/$t.log" 2>&1; then
+      failed=1
+      grep -E "ERROR|SUMMARY|artifact" "fuzz/logs/$t.log" >&2 || true
+    fi
+    grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "fuzz/logs/$t.log" | sed "s/^/  $t /" >&2 || true
+  done
+  [ "$failed" -eq 0 ] || die "fuzz: a target found a crash (see fuzz/logs, fuzz/artifacts)"
+}
+
 usage() {
   cat <<USAGE
 usage: ./build.sh <command>
@@ -212,6 +245,7 @@ usage: ./build.sh <command>
   build   native CLI + release wasm, SIMD128 and relaxed-SIMD tiers -> pkg/wasm/
   test    everything CI runs (setup, model, build, native + wasm tests)
   demo    the main job: set up, fetch the model, build, run it natively, serve the page + edgellm serve
+  fuzz    cargo fuzz campaign over every target in fuzz/ [seconds per target, default 60]
   bench   edgellm vs wllama side by side in headless Chromium [--rounds N] [--sustained S]
           [--simd auto|relaxed|simd128|both] (both: edgellm-relaxed and edgellm-simd128 each round)
   bench --chat  a 10-turn chat (Chromium + edgellm serve): prompt/reused tokens and TTFT per turn,
@@ -226,6 +260,7 @@ case "${1:-help}" in
   test) cmd_test ;;
   demo) cmd_demo ;;
   bench) shift; cmd_bench "$@" ;;
+  fuzz) shift; cmd_fuzz "$@" ;;
   help|-h|--help) usage ;;
   *) usage; exit 2 ;;
 esac
