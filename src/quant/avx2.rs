@@ -216,7 +216,11 @@ unsafe fn reduce8(v: &[__m256i; 8]) -> __m256i {
 /// `b[0]`, lanes 4..8 `b[4]`) or 1 (all share `b[0]`). Sharing saves the gather, not bits.
 #[inline(always)]
 unsafe fn lanes_scale<const D: usize>(b: &[&[u8]; 8], at: usize, f16: bool) -> __m256 {
-    let read = |k: usize| if f16 { read_f16(b[k], at) } else { read_f32(b[k], at) };
+    #[inline(always)]
+    fn read(b: &[u8], at: usize, f16: bool) -> f32 {
+        if f16 { read_f16(b, at) } else { read_f32(b, at) }
+    }
+    let read = |k: usize| read(b[k], at, f16);
     match D {
         1 => _mm256_set1_ps(read(0)),
         2 => _mm256_set_m128(_mm_set1_ps(read(4)), _mm_set1_ps(read(0))),
@@ -288,10 +292,20 @@ unsafe fn dot<F: Fmt>(w: &[u8], a: &[u8], n: usize) -> f32 {
 /// the four share (one weight row: toks4, its blocks unpacked once; else one activation row:
 /// rows4, its blocks prepared once). The unused side's unpacking is dead code, removed.
 #[inline(always)]
-unsafe fn quad<F: Fmt, const TOKS: bool>(xr: [&[u8]; 4], yr: [&[u8]; 4], nb: usize) -> [f32; 4] {
+unsafe fn quad<F: Fmt, const TOKS: bool>(xr: [&[u8]; 4], yr: [&[u8]; 4], nb: usize, ahead: usize) -> [f32; 4] {
     let z = _mm256_setzero_si256();
     let mut acc = _mm_setzero_ps();
     for i in (0..nb).step_by(2) {
+        if ahead != 0 {
+            // The same two blocks of the rows `ahead` bytes on (the next call's four rows): the
+            // hardware prefetcher alone leaves decode waiting on memory. A prefetch never faults,
+            // past the end of the matrix included.
+            for r in xr {
+                for line in (0..2 * F::WB).step_by(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(r.as_ptr().wrapping_add(i * F::WB + ahead + line) as *const i8);
+                }
+            }
+        }
         // An odd last block fills both halves; the second is not added.
         let j = (i + 1).min(nb - 1);
         let blk = |k: usize| if k < 4 { i } else { j };
@@ -324,14 +338,14 @@ unsafe fn quad<F: Fmt, const TOKS: bool>(xr: [&[u8]; 4], yr: [&[u8]; 4], nb: usi
 unsafe fn rows4<F: Fmt>(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let nb = n / F::QK;
     let a = &a[..nb * F::ACT.bytes()];
-    quad::<F, false>(lanes!(4, |k| &w[k * rb..k * rb + nb * F::WB]), [a; 4], nb)
+    quad::<F, false>(lanes!(4, |k| &w[k * rb..k * rb + nb * F::WB]), [a; 4], nb, 4 * rb)
 }
 
 #[target_feature(enable = "avx2")]
 unsafe fn toks4<F: Fmt>(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
     let nb = n / F::QK;
     let w = &w[..nb * F::WB];
-    quad::<F, true>([w; 4], lanes!(4, |k| &a[k * ab..k * ab + nb * F::ACT.bytes()]), nb)
+    quad::<F, true>([w; 4], lanes!(4, |k| &a[k * ab..k * ab + nb * F::ACT.bytes()]), nb, 0)
 }
 
 #[target_feature(enable = "avx2")]
