@@ -194,8 +194,8 @@ unsafe fn f16_bits_to_f32x8(h: __m256i) -> __m256 {
 /// The f16 at byte `at` of each of eight blocks, as f32x8.
 #[inline(always)]
 unsafe fn f16x8(b: &[&[u8]; 8], at: usize) -> __m256 {
-    let h = |k: usize| u16::from_le_bytes([b[k][at], b[k][at + 1]]) as i32;
-    f16_bits_to_f32x8(_mm256_setr_epi32(h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7)))
+    let h: [i32; 8] = lanes!(8, |k| u16::from_le_bytes([b[k][at], b[k][at + 1]]) as i32);
+    f16_bits_to_f32x8(_mm256_setr_epi32(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]))
 }
 
 /// Lane k = the sum of the eight i32 lanes of `v[k]` (exact: the sums are far below 2^31).
@@ -220,12 +220,14 @@ unsafe fn lanes_scale<const D: usize>(b: &[&[u8]; 8], at: usize, f16: bool) -> _
     fn read(b: &[u8], at: usize, f16: bool) -> f32 {
         if f16 { read_f16(b, at) } else { read_f32(b, at) }
     }
-    let read = |k: usize| read(b[k], at, f16);
     match D {
-        1 => _mm256_set1_ps(read(0)),
-        2 => _mm256_set_m128(_mm_set1_ps(read(4)), _mm_set1_ps(read(0))),
+        1 => _mm256_set1_ps(read(b[0], at, f16)),
+        2 => _mm256_set_m128(_mm_set1_ps(read(b[4], at, f16)), _mm_set1_ps(read(b[0], at, f16))),
         _ if f16 => f16x8(b, at),
-        _ => _mm256_setr_ps(read(0), read(1), read(2), read(3), read(4), read(5), read(6), read(7)),
+        _ => {
+            let v: [f32; 8] = lanes!(8, |k| read(b[k], at, false));
+            _mm256_setr_ps(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
+        }
     }
 }
 
