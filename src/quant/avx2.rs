@@ -194,8 +194,8 @@ unsafe fn f16_bits_to_f32x8(h: __m256i) -> __m256 {
 /// The f16 at byte `at` of each of eight blocks, as f32x8.
 #[inline(always)]
 unsafe fn f16x8(b: &[&[u8]; 8], at: usize) -> __m256 {
-    let h = |k: usize| u16::from_le_bytes([b[k][at], b[k][at + 1]]) as i32;
-    f16_bits_to_f32x8(_mm256_setr_epi32(h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7)))
+    let h: [i32; 8] = lanes!(8, |k| u16::from_le_bytes([b[k][at], b[k][at + 1]]) as i32);
+    f16_bits_to_f32x8(_mm256_setr_epi32(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]))
 }
 
 /// Lane k = the sum of the eight i32 lanes of `v[k]` (exact: the sums are far below 2^31).
@@ -216,12 +216,18 @@ unsafe fn reduce8(v: &[__m256i; 8]) -> __m256i {
 /// `b[0]`, lanes 4..8 `b[4]`) or 1 (all share `b[0]`). Sharing saves the gather, not bits.
 #[inline(always)]
 unsafe fn lanes_scale<const D: usize>(b: &[&[u8]; 8], at: usize, f16: bool) -> __m256 {
-    let read = |k: usize| if f16 { read_f16(b[k], at) } else { read_f32(b[k], at) };
+    #[inline(always)]
+    fn read(b: &[u8], at: usize, f16: bool) -> f32 {
+        if f16 { read_f16(b, at) } else { read_f32(b, at) }
+    }
     match D {
-        1 => _mm256_set1_ps(read(0)),
-        2 => _mm256_set_m128(_mm_set1_ps(read(4)), _mm_set1_ps(read(0))),
+        1 => _mm256_set1_ps(read(b[0], at, f16)),
+        2 => _mm256_set_m128(_mm_set1_ps(read(b[4], at, f16)), _mm_set1_ps(read(b[0], at, f16))),
         _ if f16 => f16x8(b, at),
-        _ => _mm256_setr_ps(read(0), read(1), read(2), read(3), read(4), read(5), read(6), read(7)),
+        _ => {
+            let v: [f32; 8] = lanes!(8, |k| read(b[k], at, false));
+            _mm256_setr_ps(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
+        }
     }
 }
 
@@ -288,10 +294,20 @@ unsafe fn dot<F: Fmt>(w: &[u8], a: &[u8], n: usize) -> f32 {
 /// the four share (one weight row: toks4, its blocks unpacked once; else one activation row:
 /// rows4, its blocks prepared once). The unused side's unpacking is dead code, removed.
 #[inline(always)]
-unsafe fn quad<F: Fmt, const TOKS: bool>(xr: [&[u8]; 4], yr: [&[u8]; 4], nb: usize) -> [f32; 4] {
+unsafe fn quad<F: Fmt, const TOKS: bool>(xr: [&[u8]; 4], yr: [&[u8]; 4], nb: usize, ahead: usize) -> [f32; 4] {
     let z = _mm256_setzero_si256();
     let mut acc = _mm_setzero_ps();
     for i in (0..nb).step_by(2) {
+        if ahead != 0 {
+            // The same two blocks of the rows `ahead` bytes on (the next call's four rows): the
+            // hardware prefetcher alone leaves decode waiting on memory. A prefetch never faults,
+            // past the end of the matrix included.
+            for r in xr {
+                for line in (0..2 * F::WB).step_by(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(r.as_ptr().wrapping_add(i * F::WB + ahead + line) as *const i8);
+                }
+            }
+        }
         // An odd last block fills both halves; the second is not added.
         let j = (i + 1).min(nb - 1);
         let blk = |k: usize| if k < 4 { i } else { j };
@@ -324,14 +340,14 @@ unsafe fn quad<F: Fmt, const TOKS: bool>(xr: [&[u8]; 4], yr: [&[u8]; 4], nb: usi
 unsafe fn rows4<F: Fmt>(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let nb = n / F::QK;
     let a = &a[..nb * F::ACT.bytes()];
-    quad::<F, false>(lanes!(4, |k| &w[k * rb..k * rb + nb * F::WB]), [a; 4], nb)
+    quad::<F, false>(lanes!(4, |k| &w[k * rb..k * rb + nb * F::WB]), [a; 4], nb, 4 * rb)
 }
 
 #[target_feature(enable = "avx2")]
 unsafe fn toks4<F: Fmt>(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
     let nb = n / F::QK;
     let w = &w[..nb * F::WB];
-    quad::<F, true>([w; 4], lanes!(4, |k| &a[k * ab..k * ab + nb * F::ACT.bytes()]), nb)
+    quad::<F, true>([w; 4], lanes!(4, |k| &a[k * ab..k * ab + nb * F::ACT.bytes()]), nb, 0)
 }
 
 #[target_feature(enable = "avx2")]
