@@ -90,6 +90,7 @@ test('chat_eval scoring: facts, language, repetition', () => {
   assert.equal(isEnglish('The capital of France is Paris.'), true);
   assert.equal(isEnglish("L'Étoile, la Marseillaise, la femme et les enfants sont dans la maison."), false);
   assert.equal(isEnglish('Il capo di Roma e il capo di Napoli, el capo de la España'), false);
+  assert.equal(isEnglish("Le Grand Jardin, la Ciampière. France, as you know, is a country with a rich history and culture, and it has many old towns and a long coast."), false, 'a French opening');
   const loop = 'Explain the storage structure. '.repeat(20);
   assert.ok(repetition(loop).ngram > 0.8);
   const s = scoreAnswer(loop, [['storage']], 'length');

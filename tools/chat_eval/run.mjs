@@ -94,9 +94,15 @@ const samp = (c) => {
   if (s.temperature === 0) return `greedy${s.repetition_penalty ? `, rep ${s.repetition_penalty}` : ''}`;
   return [`T ${s.temperature}`, s.top_p !== undefined && `top-p ${s.top_p}`, s.min_p !== undefined && `min-p ${s.min_p}`, s.repetition_penalty && `rep ${s.repetition_penalty}`].filter(Boolean).join(', ');
 };
-console.log(`| candidate | system | sampling | max tokens | all checks pass | facts | English | no repetition | ended by itself | mean tokens |`);
-console.log(`|---|---|---|---:|---:|---:|---:|---:|---:|---:|`);
-for (const { candidate: c, summary: s } of results) {
-  console.log(`| ${c.id} | ${sys(c.system)} | ${samp(c)} | ${c.max_tokens} | **${pct(s.ok)}** | ${pct(s.facts)} | ${pct(s.english)} | ${pct(s.no_repetition)} | ${pct(s.stopped)} | ${s.mean_tokens.toFixed(0)} |`);
+// The multi-turn answers on their own: where the old demo's defaults went wrong.
+const multiIds = new Set(cases.multi.map((m) => m.id));
+const multiOk = (answers) => {
+  const m = answers.filter((a) => multiIds.has(a.case));
+  return m.length ? m.filter((a) => a.ok).length / m.length : 0;
+};
+console.log(`| candidate | system | sampling | max tokens | all checks pass | multi-turn answers pass | facts | English | no repetition | ended by itself | mean tokens |`);
+console.log(`|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|`);
+for (const { candidate: c, summary: s, answers } of results) {
+  console.log(`| ${c.id} | ${sys(c.system)} | ${samp(c)} | ${c.max_tokens} | **${pct(s.ok)}** | ${pct(multiOk(answers))} | ${pct(s.facts)} | ${pct(s.english)} | ${pct(s.no_repetition)} | ${pct(s.stopped)} | ${s.mean_tokens.toFixed(0)} |`);
 }
 console.error(`answers: ${path.relative(ROOT, outFile)}`);

@@ -33,13 +33,23 @@ export function factScore(text, expect) {
   return met / expect.length;
 }
 
-/** English: under 8% of the words are function words of French, Spanish or German. */
-export function isEnglish(text) {
+const foreignShare = (text) => {
   const w = words(text);
-  if (!w.length) return false;
   const foreign = w.filter((x) => FOREIGN.has(x) && !SHARED.has(x)).length;
+  return { n: w.length, foreign, share: w.length ? foreign / w.length : 0 };
+};
+
+/**
+ * English: under 8% of the words are function words of French, Spanish or German, and the
+ * first sentence is not foreign (an answer that opens "Le Grand Jardin, la Ciampière." and then
+ * switches to English is not an English answer).
+ */
+export function isEnglish(text) {
+  const all = foreignShare(text);
+  if (!all.n) return false;
+  const first = foreignShare(text.split(/[.!?\n]/)[0]);
   const accented = (text.match(/[àâçéèêëîïôûùüÿñæœäöß¿¡]/giu) || []).length;
-  return foreign / w.length < 0.08 && accented / Math.max(1, text.length) < 0.02;
+  return all.share < 0.08 && !(first.foreign >= 2 && first.share >= 0.15) && accented / Math.max(1, text.length) < 0.02;
 }
 
 /**
