@@ -346,6 +346,8 @@ test('a second conversation and back: each keeps its own messages; rename', { sk
   // engine can restore one.
   await page.click(`#conv-list .conv[data-id="${first.id}"] .conv-open`);
   await page.waitForFunction(() => window.edgellmApp.meter && window.edgellmApp.meter.source === 'count', null, { timeout: 30_000 });
+  // The switch restores the conversation's saved KV cache (engine.session.restore) after its count.
+  await page.waitForFunction((id) => window.edgellmApp.session.restored === id || window.edgellmApp.session.error, first.id, { timeout: 30_000 });
   const shown = await page.evaluate(() => ({ users: [...document.querySelectorAll('#transcript .msg.user')].map((e) => e.textContent), answers: [...document.querySelectorAll('#transcript .msg.assistant')].map((e) => e.textContent), title: document.getElementById('chat-h').textContent, session: window.edgellmApp.session, hasSession: !!window.edgellmApp.engine.session }));
   assert.deepEqual(shown.users, ['What is the capital of Italy?']);
   assert.equal(shown.answers.length, 1);
@@ -424,6 +426,8 @@ test('after a reload: the conversations, the open one and the chosen model come 
   const openId = await page.evaluate(() => window.edgellmApp.store.openId);
   await page.reload();
   await waitState(['ready', 'failed', 'empty'], 120_000);
+  // 'ready' comes before the open conversation's KV cache is restored (engine.session.restore).
+  await page.waitForFunction((id) => document.body.dataset.state !== 'ready' || window.edgellmApp.session.restored === id || window.edgellmApp.session.error, openId, { timeout: 30_000 });
   const r = await page.evaluate(() => ({ state: document.body.dataset.state, model: window.edgellmApp.lastModel, err: window.edgellmApp.lastError, openId: window.edgellmApp.store.openId, temp: document.getElementById('temperature').value, session: window.edgellmApp.session, hasSession: !!window.edgellmApp.engine.session, chosen: document.querySelector('.cat-entry.chosen').dataset.entry }));
   assert.equal(r.state, 'ready', JSON.stringify(r.err));
   assert.equal(r.model.source, 'cache');
@@ -514,6 +518,7 @@ test('deleting the cached model frees the storage; deleting a conversation remov
   const left = await conversations();
   assert.equal(left.length, list.length - 1);
   assert.ok(!left.some((c) => c.id === victim.id));
+  await page.waitForFunction((id) => window.edgellmApp.session.deleted === id || window.edgellmApp.session.error, victim.id, { timeout: 30_000 });
   const s = await page.evaluate(() => ({ session: window.edgellmApp.session, has: !!window.edgellmApp.engine.session }));
   assert.ok(s.has, 'engine.session exists');
   assert.equal(s.session.deleted, victim.id, JSON.stringify(s.session));
