@@ -21,6 +21,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { loadPeer, oneThreadContext, promptIds, timedGreedy } from './llamacpp_peer.mjs';
+
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = {
   model: path.join(root, 'models/gemma-3-270m-q4_k_m.gguf'),
@@ -52,32 +54,18 @@ function edgellm() {
   return { prefill_tok_s: o.prefill_tok_s, decode_tok_s: o.decode_tok_s, decode_gb_s: o.decode_gb_s, decode_bytes_per_token: o.decode_bytes_per_token, prompt_tokens: o.prompt_ids.length, ids: o.ids };
 }
 
-const { getLlama } = await import(path.join(root, 'tools/node_modules/node-llama-cpp/dist/index.js'));
-const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
-const model = await llama.loadModel({ modelPath: args.model, gpuLayers: 0 });
+const { model } = await loadPeer(args.model);
 
 async function llamacpp(ids) {
   // A fresh context per round: nothing of the previous round's prompt is cached.
-  const context = await model.createContext({ contextSize: 512, batchSize: 512, threads: 1, sequences: 1 });
-  const seq = context.getSequence();
-  const start = performance.now();
-  let first = null;
-  let last = null;
-  let count = 0;
-  for await (const _ of seq.evaluate(ids, { temperature: 0, yieldEogToken: true })) {
-    last = performance.now();
-    if (first === null) first = last;
-    if (++count >= args.tokens) break;
-  }
-  seq.dispose();
+  const context = await oneThreadContext(model);
+  const { start, first, last, count } = await timedGreedy(context, ids, args.tokens);
   await context.dispose();
   return { prefill_tok_s: (ids.length * 1000) / (first - start), decode_tok_s: ((count - 1) * 1000) / (last - first) };
 }
 
 const bandwidth = run(probe, ['178', '7']);
-const body = model.tokenize(args.prompt);
-const bos = model.tokens.bos;
-const ids = model.tokens.shouldPrependBosToken && bos != null ? [bos, ...body] : body;
+const ids = promptIds(model, args.prompt);
 await llamacpp(ids); // warm-up (page cache, allocator)
 const rounds = [];
 for (let r = 0; r < args.rounds; r++) {

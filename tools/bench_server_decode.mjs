@@ -14,6 +14,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { loadPeer, oneThreadContext, promptIds, timedGreedy } from './llamacpp_peer.mjs';
+
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = { model: path.join(root, 'models/gemma-3-270m-q4_k_m.gguf'), cli: null, tokens: 32, runs: 3, prompt: 'Once upon a time' };
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
@@ -61,24 +63,11 @@ async function edgellm() {
 }
 
 async function llamacpp() {
-  const { getLlama } = await import(path.join(root, 'tools/node_modules/node-llama-cpp/dist/index.js'));
-  const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
-  const model = await llama.loadModel({ modelPath: args.model, gpuLayers: 0 });
-  const context = await model.createContext({ contextSize: 512, batchSize: 512, threads: 1, sequences: 1 });
-  const body = model.tokenize(args.prompt);
-  const bos = model.tokens.bos;
-  const ids = model.tokens.shouldPrependBosToken && bos != null ? [bos, ...body] : body;
+  const { llama, model } = await loadPeer(args.model);
+  const context = await oneThreadContext(model);
+  const ids = promptIds(model, args.prompt);
   const once = async (n) => {
-    const seq = context.getSequence();
-    let first = null;
-    let last = null;
-    let count = 0;
-    for await (const _ of seq.evaluate(ids, { temperature: 0, yieldEogToken: true })) {
-      last = performance.now();
-      if (first === null) first = last;
-      if (++count >= n) break;
-    }
-    seq.dispose();
+    const { first, last, count } = await timedGreedy(context, ids, n);
     return count > 1 ? ((count - 1) * 1000) / (last - first) : 0;
   };
   await once(4);

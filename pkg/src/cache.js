@@ -18,6 +18,7 @@
 // never a loop.
 
 import { readBlob, readPath } from './loader.js';
+import { readJson, removeFile, writeFile } from './opfs-files.js';
 
 const DIR = 'edgellm-cache';
 
@@ -72,21 +73,12 @@ export class OpfsCache {
     return new OpfsCache(await root.getDirectoryHandle(DIR, { create: true }));
   }
 
-  async #readRecord(key) {
-    try {
-      const f = await (await this.dir.getFileHandle(`${key}.json`)).getFile();
-      return JSON.parse(await f.text());
-    } catch {
-      return null;
-    }
+  #readRecord(key) {
+    return readJson(this.dir, `${key}.json`);
   }
 
-  async #remove(name) {
-    try {
-      await this.dir.removeEntry(name);
-    } catch {
-      /* absent */
-    }
+  #remove(name) {
+    return removeFile(this.dir, name);
   }
 
   async #exists(name) {
@@ -124,7 +116,7 @@ export class OpfsCache {
       record,
       size: file.size,
       read: (opts) => readBlob(file, opts),
-      begin: () => this.#writeText(`${key}.loading`, url),
+      begin: () => writeFile(this.dir, `${key}.loading`, url),
       done: () => this.#remove(`${key}.loading`),
     };
   }
@@ -191,23 +183,9 @@ export class OpfsCache {
   }
 
   async #writeRecord(key, record) {
-    await this.#writeText(`${key}.json`, JSON.stringify({ ...record, verified: true, stored_at: new Date().toISOString() }));
+    await writeFile(this.dir, `${key}.json`, JSON.stringify({ ...record, verified: true, stored_at: new Date().toISOString() }));
   }
 
-  async #writeText(name, text) {
-    const fh = await this.dir.getFileHandle(name, { create: true });
-    if (typeof fh.createWritable === 'function') {
-      const w = await fh.createWritable({ keepExistingData: false });
-      await w.write(text);
-      await w.close();
-    } else {
-      const h = await fh.createSyncAccessHandle();
-      h.truncate(0);
-      h.write(new TextEncoder().encode(text), { at: 0 });
-      h.flush();
-      h.close();
-    }
-  }
 
   async evict(url) {
     const key = await keyOf(url);

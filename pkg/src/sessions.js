@@ -9,6 +9,7 @@
 // Node: the directory `<cacheDir>-sessions`; without a cache: memory only (lost with the worker).
 
 import { keyOf } from './cache.js';
+import { readJson, removeFile, writeFile } from './opfs-files.js';
 
 const DIR = 'edgellm-sessions';
 
@@ -52,25 +53,14 @@ class OpfsSessions {
     this.kind = 'opfs';
     this.dir = dir;
   }
-  async #remove(name) {
-    try {
-      await this.dir.removeEntry(name);
-      return true;
-    } catch {
-      return false;
-    }
+  #remove(name) {
+    return removeFile(this.dir, name);
   }
-  async #write(name, data) {
-    const w = await (await this.dir.getFileHandle(name, { create: true })).createWritable();
-    await w.write(data);
-    await w.close();
+  #write(name, data) {
+    return writeFile(this.dir, name, data);
   }
-  async #readRecord(name) {
-    try {
-      return JSON.parse(await (await (await this.dir.getFileHandle(`${name}.json`)).getFile()).text());
-    } catch {
-      return null;
-    }
+  #readRecord(name) {
+    return readJson(this.dir, `${name}.json`);
   }
   async put(key, bytes, record) {
     const name = await keyOf(key);
