@@ -389,11 +389,13 @@ async function load(source, label) {
     paintSettings();
     app.kvSupported = !!info.kv;
     if (info.kv) showKv(null, info.kv);
+    // The catalog's "cached" marks are painted before the page says ready, so a ready page
+    // never shows a model it just stored as not cached.
+    await refreshCache();
     status(`Ready in ${((performance.now() - t0) / 1000).toFixed(1)} s. Ask something.`);
     setState('ready');
     engineNote();
     refreshMemory();
-    refreshCache();
     checkOffline();
     await countMeter();
     if (conv.turns.length) await sessionCall('restore', conv.id);
