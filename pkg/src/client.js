@@ -762,4 +762,13 @@ export class Engine {
   async _debugPanic() {
     return this.#request({ type: Req.DEBUG, action: 'panic' });
   }
+
+  /**
+   * Test hook (the fault matrix): arms one real fault in the worker — a wasm trap ('panic') or a
+   * blocked thread ('stall', `ms`) at the `after`-th load chunk, prefill chunk or decode step of
+   * the next operation reaching `at`. See test-faults.js.
+   */
+  async _debugFault(spec) {
+    return this.#request({ type: Req.DEBUG, action: 'fault', spec });
+  }
 }

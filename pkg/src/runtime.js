@@ -9,6 +9,7 @@
 
 import { PROTOCOL_VERSION, Req, Ev, IMMEDIATE } from './protocol.js';
 import { EdgeLLMError, ErrorCode, abortedError, toEdgeError, umbrellaCode } from './errors.js';
+import { FaultPlan, stallThread } from './test-faults.js';
 import { readUrl, readBlob, readPath, pathSize } from './loader.js';
 import { readUrlHead, slices } from './memory.js';
 import { NoCache } from './cache.js';
@@ -84,6 +85,7 @@ export class Runtime {
     this.dead = null; // the fatal error once the wasm instance trapped
     this.jsBuffers = 0; // bytes of model data the worker holds outside wasm memory right now
     this.jsBuffersPeak = 0; // their peak during the last load (the header's chunks, while admitting it)
+    this.faults = new FaultPlan(); // test-only (test-faults.js): unarmed unless a test arms it
   }
 
   // ── message entry ────────────────────────────────────────────────────────────────────────
@@ -181,6 +183,7 @@ export class Runtime {
         return this.#sessionOp(msg);
       case Req.DEBUG:
         if (msg.action === 'panic') return this.#call(() => this.bindings.debug_panic());
+        if (msg.action === 'fault') return this.faults.arm(msg.spec);
         throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `unknown debug action ${msg.action}`);
       default:
         throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `unknown message type ${JSON.stringify(msg.type)}`);
@@ -207,6 +210,14 @@ export class Runtime {
       if (detail) throw new EdgeLLMError(umbrellaCode(detail), String(e.message || detail), { detail });
       throw toEdgeError(e);
     }
+  }
+
+  /** Fires the test fault armed for this point, if it is due (test-faults.js). */
+  #faultPoint(point) {
+    const f = this.faults.due(point);
+    if (!f) return;
+    if (f.fault === 'panic') this.#call(() => this.bindings.debug_panic());
+    else stallThread(f.ms);
   }
 
   #json(fn) {
@@ -406,6 +417,7 @@ export class Runtime {
           progress(true);
         }
         this.#call(() => this.engine.load_push(chunk));
+        this.#faultPoint('load');
         this.#pollMemory();
         const w = getWriter();
         if (w) {
@@ -465,6 +477,7 @@ export class Runtime {
         await yieldToEventLoop();
         if (signal.aborted) throw abortedError('generation');
         const p = this.#json(() => this.engine.prefill_chunk());
+        this.#faultPoint('prefill');
         this.#pollMemory();
         if (p.done) break;
       }
@@ -476,6 +489,7 @@ export class Runtime {
         this.#pollMemory();
         if ((ev.token !== null && ev.token !== undefined) || ev.text) this.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token ?? null });
         if (ev.finish_reason) break;
+        this.#faultPoint('decode'); // after the token went out: a crash here loses nothing emitted
       }
       const result = this.#json(() => this.engine.generate_end());
       active = false;

@@ -1,0 +1,54 @@
+// Test-only fault injection inside the worker, for the fault matrix (tests/js/faults.test.js).
+//
+// `engine._debugFault(spec)` arms ONE fault; it fires at the `after`-th load chunk, prefill chunk
+// or decode step of whatever operation reaches that point next, then disarms. A restarted worker
+// starts unarmed. The faults are real, not simulated answers: 'panic' traps the wasm instance
+// through its `debug_panic` export (what an out-of-bounds access or a failed allocation does),
+// and 'stall' blocks the worker's thread synchronously for `ms` (what a wasm call that never
+// returns does: the worker cannot even read an abort). So the client's crash, abort-grace and
+// restart paths and the cache's eviction rules run exactly as they would in the field.
+import { EdgeLLMError, ErrorCode } from './errors.js';
+
+export const FAULT_POINTS = Object.freeze(['load', 'prefill', 'decode']);
+export const FAULT_KINDS = Object.freeze(['panic', 'stall']);
+const MAX_STALL_MS = 60_000; // a stall is bounded even if nobody aborts it
+
+const invalid = (m) => new EdgeLLMError(ErrorCode.INVALID_REQUEST, `debug fault: ${m}`);
+
+export class FaultPlan {
+  #armed = null;
+  #seen = 0;
+
+  /** @param {{at: 'load'|'prefill'|'decode', after?: number, fault: 'panic'|'stall', ms?: number}} spec */
+  arm(spec) {
+    if (!spec || typeof spec !== 'object') throw invalid('spec must be an object');
+    const { at, fault } = spec;
+    const after = spec.after ?? 1;
+    if (!FAULT_POINTS.includes(at)) throw invalid(`at must be one of ${FAULT_POINTS.join(', ')}`);
+    if (!FAULT_KINDS.includes(fault)) throw invalid(`fault must be one of ${FAULT_KINDS.join(', ')}`);
+    if (!Number.isSafeInteger(after) || after < 1) throw invalid('after must be an integer ≥ 1');
+    const ms = fault === 'stall' ? spec.ms ?? MAX_STALL_MS : 0;
+    if (!Number.isFinite(ms) || ms < 0 || ms > MAX_STALL_MS) throw invalid(`ms must be in [0, ${MAX_STALL_MS}]`);
+    this.#armed = { at, after, fault, ms };
+    this.#seen = 0;
+    return { ...this.#armed };
+  }
+
+  /** Called at every fault point; returns the armed fault when it is due there, else null. */
+  due(point) {
+    const a = this.#armed;
+    if (!a || a.at !== point) return null;
+    this.#seen++;
+    if (this.#seen < a.after) return null;
+    this.#armed = null;
+    return a;
+  }
+}
+
+/** Blocks the calling thread for `ms` (a busy wait: plain workers have no blocking sleep). */
+export function stallThread(ms) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    /* the worker is stuck here, as inside a wasm call that does not return */
+  }
+}
