@@ -21,6 +21,7 @@ pub mod errors;
 pub mod openai;
 pub mod queue;
 mod routes;
+mod send_timeout;
 mod sse;
 
 use std::fs::File;
@@ -75,6 +76,9 @@ pub struct ServerConfig {
     pub header_timeout: Duration,
     /// Time a client has to send a request's body once its headers are in.
     pub body_timeout: Duration,
+    /// Longest a response write may stay blocked (a client that stopped reading) before the
+    /// connection is dropped (see `send_timeout`).
+    pub send_timeout: Duration,
     /// Longest prefill of one request: past it the request fails (`prefill_timeout`) and the
     /// queue moves on.
     pub max_prefill: Option<Duration>,
@@ -97,6 +101,7 @@ impl ServerConfig {
             allowed_hosts: Vec::new(),
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(30),
             max_prefill: Some(Duration::from_secs(120)),
         }
     }
@@ -308,6 +313,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<routes::State>, mut shutd
         let _ = stream.set_nodelay(true);
         let st = state.clone();
         let header_timeout = st.cfg.header_timeout;
+        let send_timeout = st.cfg.send_timeout;
         tokio::spawn(async move {
             let c = conn.clone();
             let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
@@ -316,7 +322,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<routes::State>, mut shutd
                 req.extensions_mut().insert(mark.clone());
                 async move { Ok::<_, std::convert::Infallible>(routes::handle(st, req).await.map(|b| conns::Tracked::new(b, mark))) }
             });
-            let serve = http1::Builder::new().timer(TokioTimer::new()).header_read_timeout(header_timeout).serve_connection(TokioIo::new(stream), svc);
+            let serve = http1::Builder::new().timer(TokioTimer::new()).header_read_timeout(header_timeout).serve_connection(TokioIo::new(send_timeout::SendTimeout::new(stream, send_timeout)), svc);
             tokio::select! {
                 _ = serve => {}
                 _ = conn.evicted() => {}

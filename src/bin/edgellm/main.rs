@@ -29,7 +29,7 @@ commands:
   serve --model M [--port 8080] [--host 127.0.0.1] [--api-key K] [--cors-origin O]...
         [--queue 16] [--max-tokens 1024] [--max-prompt-tokens N] [--max-body-bytes B]
         [--max-connections 256] [--model-id NAME] [--allowed-host NAME,...]
-        [--body-timeout-ms 30000] [--max-prefill-ms 120000]
+        [--body-timeout-ms 30000] [--send-timeout-ms 30000] [--max-prefill-ms 120000]
                                       OpenAI-compatible HTTP server (/v1/chat/completions,
                                       /v1/completions, /v1/models, /health)
 
