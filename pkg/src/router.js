@@ -24,6 +24,7 @@ import { decide, noRouteError, MODES, other } from './router/decision.js';
 import { Estimates } from './router/estimates.js';
 import { RemoteState } from './router/health.js';
 import { RemoteClient, remoteRetriable } from './router/remote.js';
+import { costOptions, costTerms, normalizeSignals } from './router/cost.js';
 import { strictBoolean } from './strict.js';
 
 const invalid = (m) => new EdgeLLMError(ErrorCode.INVALID_REQUEST, m);
@@ -79,6 +80,10 @@ export class Router {
     this.estimates = new Estimates(config.priors);
     this.defaultMaxTokens = config.defaultMaxTokens ?? 256;
     this.maxContextTokens = config.local && config.local.maxContextTokens;
+    // route.cost: a function replaces the cost; an options object turns on the device's cost
+    // terms (router/cost.js) beside the mode's preference.
+    this.costFn = typeof config.cost === 'function' ? config.cost : null;
+    this.costOpts = config.cost !== undefined && config.cost !== null && !this.costFn ? costOptions(config.cost) : null;
     /** The last decision (for debugging and tests). */
     this.lastRoute = null;
   }
@@ -115,6 +120,18 @@ export class Router {
     if (!h.ok) reason = h.reason || 'remote_unavailable';
     else if (info && info.error && info.error.code === ErrorCode.REMOTE_UNAUTHORIZED) reason = 'remote_unauthorized';
     return { reason, info: info && !info.error ? info : null, health: h };
+  }
+
+  /** The device signals the cost terms read: the app's `cost.signals()` or the browser's APIs. */
+  async #signals() {
+    const st = this.#hooks.localState();
+    let raw;
+    if (this.costOpts.signals) raw = { throttled: st.throttled, ...(await this.costOpts.signals()) };
+    else {
+      const dev = this.#hooks.deviceSignals ? this.#hooks.deviceSignals() : null;
+      raw = { ...(dev ? await dev.read() : {}), throttled: st.throttled };
+    }
+    return normalizeSignals(raw);
   }
 
   // ── the request ────────────────────────────────────────────────────────────────────────
@@ -176,6 +193,12 @@ export class Router {
     const pinOn = ro.pinOnVersionMismatch ?? this.config.pinOnVersionMismatch ?? false;
     const pinned = pinOn && version.match === false && key && this.#conversations.has(key) ? this.#conversations.get(key) : null;
 
+    // The cost terms, only where they can matter: both routes allowed by mode and privacy.
+    let cost = null;
+    if (this.costOpts && remoteAllowed && mode !== 'remote-only') {
+      const signals = await this.#signals();
+      cost = { signals, terms: costTerms(signals, this.costOpts) };
+    }
     const d = decide({
       mode,
       private: isPrivate,
@@ -184,8 +207,10 @@ export class Router {
       remote,
       estimates,
       pinned,
-      cost: this.config.cost ? (t) => this.config.cost(t, { estimates, params, mode }) : undefined,
+      cost: this.costFn ? (t) => this.costFn(t, { estimates, params, mode }) : undefined,
+      costTerms: cost && cost.terms,
     });
+    if (cost && d.costs) cost.costs = d.costs;
     const route = {
       target: d.target,
       reason: d.reason,
@@ -196,6 +221,8 @@ export class Router {
       prompt_tokens: local.prompt_tokens,
       kv_budget: local.budget ?? null,
       private: isPrivate,
+      // With route.cost options: the signals read, the terms that fired, the costs compared.
+      cost,
     };
     this.lastRoute = route;
     if (!d.target) throw noRouteError(d, route);
