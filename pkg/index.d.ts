@@ -648,7 +648,7 @@ export interface ComputeUsage {
   energy_j: PhaseSplit;
   watts_per_busy_core: number;
   cpu_clock: 'wasm-busy-wall' | 'process-cpu' | 'busy-wall' | 'none';
-  /** Local runs: decode speed per window, measured in the worker. Not sent by `edgellm serve`. */
+  /** Decode speed per window: local runs measure it in the worker; for `edgellm serve` the router measures it on the chunks' arrival (network included). */
   sustained?: SustainedSpeed | null;
   /** Local runs: the Compute Pressure ('cpu') state during the request: `state` the worst seen, `last` at the end. */
   pressure?: { state: PressureState | 'unknown'; last: PressureState | 'unknown' };

@@ -702,6 +702,7 @@ export class Engine {
         throttled: this.#lastLong && performance.now() - this.#lastLongAt < THROTTLE_MEMORY_MS ? this.#lastLong.throttled : null,
       }),
       deviceSignals: () => this.#device,
+      sustained: () => this.#sustained,
       makeStream: (onCancel) => new CompletionStream(onCancel),
     };
   }

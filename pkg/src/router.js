@@ -25,6 +25,7 @@ import { Estimates } from './router/estimates.js';
 import { RemoteState } from './router/health.js';
 import { RemoteClient, remoteRetriable } from './router/remote.js';
 import { costOptions, costTerms, normalizeSignals } from './router/cost.js';
+import { DecodeWindows } from './sustained.js';
 import { strictBoolean } from './strict.js';
 
 const invalid = (m) => new EdgeLLMError(ErrorCode.INVALID_REQUEST, m);
@@ -309,7 +310,10 @@ export class Router {
     let outputs = 0;
     let lastOutputAt = run.firstOutputAt;
     let meta = null;
-    const take = (c) => {
+    // A remote answer's decode speed per window, from the chunks' arrival here (network
+    // included); a local one is measured in the worker and comes with its usage.
+    const meter = run.target === 'remote' ? new DecodeWindows(this.#hooks.sustained ? this.#hooks.sustained() : {}) : null;
+    const take = (c, at = performance.now()) => {
       if (!meta && c && c.id) meta = { id: c.id, created: c.created, model: c.model, object: c.object };
       if (c && Array.isArray(c.choices) && c.choices.length === 0) {
         if (c.usage) usage = c.usage;
@@ -318,7 +322,8 @@ export class Router {
       if (c && c.usage) usage = c.usage;
       if (c && (c.choices || []).some((x) => x && ((x.delta && x.delta.content) || x.text))) {
         outputs++;
-        lastOutputAt = performance.now();
+        lastOutputAt = at;
+        if (meter) meter.token(at);
       }
       if (c && c.choices && c.choices.some((x) => x && x.finish_reason)) {
         held = c;
@@ -336,11 +341,12 @@ export class Router {
       if (u.tpot_ms === undefined) u.tpot_ms = outputs > 1 ? (lastOutputAt - run.firstOutputAt) / (outputs - 1) : 0;
       if (u.prefill_tokens_per_s === undefined) u.prefill_tokens_per_s = ttft > 0 ? (u.prompt_tokens * 1000) / ttft : 0;
       if (u.decode_tokens_per_s === undefined) u.decode_tokens_per_s = u.tpot_ms > 0 ? 1000 / u.tpot_ms : 0;
+      if (meter && u.compute && typeof u.compute === 'object' && u.compute.sustained === undefined) u.compute = { ...u.compute, sustained: meter.summary() };
       return u;
     };
     try {
       for (const c of run.first) {
-        const out = take(c);
+        const out = take(c, run.firstOutputAt);
         if (out) yield { chunk: out };
       }
       if (!run.ended) {

@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import { startServer } from './server.js';
 import { ROOT, MODEL, CHROMIUM, CHROMIUM_ARGS, REQUIRED, modelMissing, wasmMissing, cliPath } from './helpers.js';
 import { startEdgeServer, cliCanServe } from './router-helpers.js';
+import { checkEnergy } from './browsers/checks.js';
 
 const LOCAL_WATTS = 3;
 const SERVER_WATTS = 6;
@@ -49,17 +50,6 @@ after(async () => {
   if (srv) await srv.kill();
   if (web) await web.close();
 });
-
-/** Energy = CPU time × watts, per phase (the one formula, src/work.rs). */
-function checkEnergy(c, watts, clock) {
-  assert.equal(c.cpu_clock, clock, JSON.stringify(c));
-  assert.equal(c.watts_per_busy_core, watts);
-  for (const ph of ['prefill', 'decode', 'total']) {
-    assert.ok(c.cpu_ms[ph] > 0, `cpu_ms.${ph} = ${c.cpu_ms[ph]}`);
-    assert.ok(Math.abs(c.energy_j[ph] - (c.cpu_ms[ph] / 1000) * watts) <= 1e-9 * Math.max(1, c.energy_j[ph]), `${ph}: ${c.energy_j[ph]} J vs ${c.cpu_ms[ph]} ms × ${watts} W`);
-  }
-  assert.ok(Math.abs(c.cpu_ms.total - c.cpu_ms.prefill - c.cpu_ms.decode) < 1e-6);
-}
 
 test('device signals: the real Chromium APIs are read; taken away, they are "unknown" without errors', { skip }, async () => {
   const page = await openPage();
@@ -180,5 +170,7 @@ test('through `edgellm serve`: energy = the server process CPU time × its --wat
   }, srv.baseURL);
   assert.equal(r.route.target, 'remote');
   checkEnergy(r.usage.compute, SERVER_WATTS, 'process-cpu');
+  // The router measured the answer's windows on arrival (too short here to be long).
+  assert.equal(r.usage.compute.sustained.long, false, JSON.stringify(r.usage.compute.sustained));
   await page.close();
 });
