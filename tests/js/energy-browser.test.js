@@ -100,7 +100,7 @@ test('device signals: the real Chromium APIs are read; taken away, they are "unk
 test('a long local generation reports its windows and `throttled`; energy = CPU time × the model per phase', { skip }, async () => {
   const page = await openPage();
   errors.length = 0;
-  const r = await page.evaluate(async (watts) => {
+  const r = await page.evaluate(async ({ watts, baseURL }) => {
     const prompt = 'Here is a long list of fruits, one per line:\n1. apple\n2. banana\n3.';
     const engine = await window.edgellm.createEngine({ cache: false, energy: { watts_per_busy_core: watts } });
     await engine.load('/models/good.gguf');
@@ -124,12 +124,20 @@ test('a long local generation reports its windows and `throttled`; energy = CPU 
     for await (const c of s) if (c.usage) usage = c.usage;
     const out = { tpot, window_ms, usage, events, pressure: e.pressure(), warmCompute: warm.usage.compute };
     await e._debugDecodeDelay({ ms: 0 });
+    // The router reads that throttling: with a server and the cost terms on (battery and
+    // pressure off, so only this term can weigh), the next request goes to the server.
+    if (baseURL) {
+      e.setRoute({ mode: 'prefer-local', remote: { baseURL }, cost: { battery: false, pressure: false } });
+      const routed = await e.completions.create({ prompt, max_tokens: 2, temperature: 0 });
+      out.routed = routed.route;
+      e.setRoute(null);
+    }
     // The hook is off again: a short request is not slowed and is not "long".
     const again = await e.completions.create({ prompt, max_tokens: 4, temperature: 0 });
     out.after = again.usage.compute.sustained;
     e.terminate();
     return out;
-  }, LOCAL_WATTS);
+  }, { watts: LOCAL_WATTS, baseURL: srv ? srv.baseURL : null });
   const c = r.usage.compute;
   assert.ok(r.usage.completion_tokens > 0 && r.usage.prompt_tokens > 0);
   // OpenAI's fields are where OpenAI clients read them; the extension is one sub-object.
@@ -154,6 +162,12 @@ test('a long local generation reports its windows and `throttled`; energy = CPU 
   assert.equal(windows.length, s.windows.length, JSON.stringify(r.events));
   assert.deepEqual(windows[windows.length - 1].sustained, s);
   assert.deepEqual(r.pressure.last_long, s);
+  assert.equal(!!r.routed, !!srv, 'with the server up, the routed request ran');
+  if (r.routed) {
+    assert.deepEqual([r.routed.target, r.routed.reason], ['remote', 'cost_throttled'], JSON.stringify(r.routed));
+    assert.deepEqual(r.routed.cost.terms, { local: ['throttled'], remote: [] });
+    assert.equal(r.routed.cost.signals.throttled, true);
+  }
   assert.equal(r.after.long, false);
   assert.equal(r.after.throttled, null);
   assert.deepEqual(errors, []);
@@ -172,5 +186,31 @@ test('through `edgellm serve`: energy = the server process CPU time × its --wat
   checkEnergy(r.usage.compute, SERVER_WATTS, 'process-cpu');
   // The router measured the answer's windows on arrival (too short here to be long).
   assert.equal(r.usage.compute.sustained.long, false, JSON.stringify(r.usage.compute.sustained));
+  await page.close();
+});
+
+test('bad energy and sustained options are refused with INVALID_REQUEST; the decode-delay hook checks its input', { skip }, async () => {
+  const page = await openPage();
+  const codes = await page.evaluate(async () => {
+    const code = (p) => p.then(() => 'resolved', (e) => e.code);
+    const out = {};
+    for (const [name, opts] of Object.entries({
+      zero: { energy: { watts_per_busy_core: 0 } },
+      negative: { energy: { watts_per_busy_core: -2 } },
+      huge: { energy: { watts_per_busy_core: 1e9 } },
+      text: { energy: { watts_per_busy_core: '3' } },
+      unknownKey: { energy: { watts: 3 } },
+      notObject: { energy: 3 },
+      window: { sustained: { window_ms: 1 } },
+      fraction: { sustained: { throttle_fraction: 2 } },
+    })) {
+      out[name] = await code(window.edgellm.createEngine({ cache: false, ...opts }));
+    }
+    const ok = await window.edgellm.createEngine({ cache: false, energy: { watts_per_busy_core: 12.5 } });
+    out.hook = await code(ok._debugDecodeDelay({ ms: -1 }));
+    ok.terminate();
+    return out;
+  });
+  for (const [name, code] of Object.entries(codes)) assert.equal(code, 'INVALID_REQUEST', name);
   await page.close();
 });
