@@ -8,7 +8,9 @@
 //! otherwise, so E = ∫P(t)dt becomes a sum over the cores of their busy time:
 //! `energy_j = cpu_ms / 1000 × watts_per_busy_core`, where `cpu_ms` is *core*-milliseconds
 //! (one thread busy for 1 s = 1000; two threads busy for 1 s = 2000). A multi-threaded engine
-//! therefore needs no other formula: its CPU clock counts every busy core.
+//! therefore needs no other formula: its CPU clock counts every busy core. Natively the process
+//! clock does so already; a multi-threaded wasm build must add each pool thread's busy time to
+//! what [`WorkMeter::add`] receives (it takes core-ms, not wall time).
 //!
 //! **The CPU clock** ([`CpuClock`]) is the host's:
 //! * natively (`edgellm serve`): the process's CPU time (`clock_gettime(CLOCK_PROCESS_CPUTIME_ID)`),

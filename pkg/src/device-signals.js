@@ -25,6 +25,7 @@ export class PressureWatch {
   #listeners = new Set();
   #trackers = new Set();
   #ready = null;
+  #stopped = false;
 
   constructor(global = globalThis) {
     this.#g = global;
@@ -36,7 +37,7 @@ export class PressureWatch {
 
   /** Starts observing (idempotent); resolves when the observer is set up or known impossible. */
   start() {
-    if (this.#started) return this.#ready;
+    if (this.#started || this.#stopped) return this.#ready;
     this.#started = true;
     this.#ready = (async () => {
       if (!this.supported) return;
@@ -48,6 +49,7 @@ export class PressureWatch {
           if (r && PRESSURE_STATES.includes(r.state)) this.#set(r.state);
         });
         await this.observer.observe('cpu', { sampleInterval: 1000 });
+        if (this.#stopped) this.stop(); // stopped while observe() was pending
       } catch {
         this.observer = null; // NotAllowedError / NotSupportedError: stays 'unknown'
       }
@@ -87,6 +89,7 @@ export class PressureWatch {
   }
 
   stop() {
+    this.#stopped = true;
     try {
       if (this.observer) this.observer.disconnect();
     } catch {
