@@ -93,6 +93,20 @@ export interface EngineOptions {
   /** Older name of `memory.budget_bytes`. */
   memoryBudget?: number;
   /**
+   * The device power model of `usage.compute.energy_j` (an estimate): every busy core draws
+   * `watts_per_busy_core` while it works. Default 1.33 W: a phone's big core at full clock
+   * (AnandTech's Kirin 960 measurement: 4 × Cortex-A73 at 2.36 GHz = 5.31 W of active system
+   * power). A laptop or desktop core draws several times more: set your device's figure.
+   * Outside (0, 1000]: INVALID_REQUEST.
+   */
+  energy?: EnergyOptions;
+  /**
+   * The decode-speed windows of `usage.compute.sustained` and the 'pressure' event: window
+   * length (default 10000 ms, [100, 600000]) and the `throttled` rule (latest window below
+   * `throttle_fraction` × the first; default 0.75, (0, 1]).
+   */
+  sustained?: { window_ms?: number; throttle_fraction?: number };
+  /**
    * The memory ledger: the budget (default: from navigator.deviceMemory, see
    * `defaultMemoryBudget`) and the pressure thresholds (fractions of it; default 0.75 and 0.9).
    * A model whose estimated peak exceeds the budget is refused before it is downloaded; a step
@@ -318,8 +332,12 @@ export interface RouteOptions {
   isSensitive?: (input: ChatMessage[] | string | string[], params: Record<string, unknown>) => boolean | Promise<boolean>;
   /** Return false to rule a route out for this request (quality: Q_r(x) >= Q_min). */
   capability?: (ctx: RouteCapabilityContext) => boolean;
-  /** C_r(x): lower wins (default: the mode's preference). Ties go to the lower latency estimate. */
-  cost?: (target: RouteTarget, ctx: { estimates: RouteEstimates; params: Record<string, unknown>; mode: RouteMode }) => number;
+  /**
+   * A function: C_r(x), lower wins (replaces the default, the mode's preference). Ties go to the
+   * lower latency estimate. An options object: the device's cost terms beside the mode's
+   * preference (see RouteCostOptions); `{}` turns them all on with their defaults.
+   */
+  cost?: ((target: RouteTarget, ctx: { estimates: RouteEstimates; params: Record<string, unknown>; mode: RouteMode }) => number) | RouteCostOptions;
   /** T_max: a route whose estimate exceeds it is ruled out. */
   maxLatencyMs?: number;
   /** Output tokens assumed by the estimates when a request sets no max_tokens (default 256). */
@@ -334,6 +352,35 @@ export interface RouteOptions {
   };
   /** Called with each decision, before the request runs. */
   onDecision?: (route: RouteInfo) => void;
+}
+
+/**
+ * The router's cost terms. Each that fires adds 2 to the cost of one route (the mode's own
+ * preference weighs 1), only between two routes that privacy, the mode and feasibility left open;
+ * the reason is then `cost_<term>`. Signals the browser does not expose are 'unknown' and weigh
+ * nothing.
+ */
+export interface RouteCostOptions {
+  /** Prefer the server on battery (not charging) below this level (default {below: 0.2}); false: off. */
+  battery?: { below?: number } | false;
+  /** Prefer the server in these Compute Pressure states (default ['serious', 'critical']); false: off. */
+  pressure?: PressureState[] | false;
+  /** Prefer the server after a long local request was throttled (default true). */
+  throttled?: boolean;
+  /** Prefer local when navigator.connection.saveData is on (default true). */
+  saveData?: boolean;
+  /** Prefer local on these navigator.connection.effectiveType values (default ['slow-2g', '2g']); false: off. */
+  slowConnection?: Array<'slow-2g' | '2g' | '3g' | '4g'> | false;
+  /** The signals to use instead of the browser's (tests, non-browser hosts); missing ones are 'unknown'. */
+  signals?: () => Partial<RouteSignals> | Promise<Partial<RouteSignals>>;
+}
+
+export interface RouteSignals {
+  battery: { level: number; charging: boolean } | 'unknown';
+  pressure: PressureState | 'unknown';
+  connection: { save_data: boolean; effective_type: 'slow-2g' | '2g' | '3g' | '4g' | 'unknown' } | 'unknown';
+  /** The last long local request was throttled (null: none yet). */
+  throttled: boolean | null;
 }
 
 export interface RouteEstimates {
@@ -357,6 +404,8 @@ export interface RouteInfo {
   prompt_tokens: number | null;
   kv_budget: number | null;
   private: boolean;
+  /** With RouteCostOptions, when both routes were open: the signals read, the terms that fired (each makes that route costlier) and the costs compared. */
+  cost?: { signals: RouteSignals; terms: { local: Array<'battery_low' | 'compute_pressure' | 'throttled'>; remote: Array<'save_data' | 'slow_network'> }; costs?: { local: number; remote: number } } | null;
   /** Set when the first choice failed before its first token and the other route took over. */
   fallback_from?: RouteTarget;
   /** What made the first choice fail (with fallback_from). */
@@ -547,6 +596,71 @@ export interface SavedSessionEntry extends SavedSession {
   saved_at: string;
 }
 
+export interface EnergyOptions {
+  watts_per_busy_core?: number;
+}
+
+/** A figure per phase of a generation and their sum. */
+export interface PhaseSplit {
+  /** Tokenizing, prefix reuse and the prompt's forward passes. */
+  prefill: number;
+  /** The decode steps (a forward pass and a sampling each). */
+  decode: number;
+  total: number;
+}
+
+export type PressureState = 'nominal' | 'fair' | 'serious' | 'critical';
+
+/** Decode speed per time window over one generation (sustained vs peak). */
+export interface SustainedSpeed {
+  window_ms: number;
+  /** tok/s of each closed window (the first token starts window 0; an unfinished last window is left out). */
+  windows: number[];
+  first_tps: number | null;
+  latest_tps: number | null;
+  peak_tps: number | null;
+  /** latest_tps / first_tps, when long. */
+  ratio: number | null;
+  /** At least two windows. */
+  long: boolean;
+  throttle_fraction: number;
+  /** latest_tps < throttle_fraction × first_tps; null when not long. */
+  throttled: boolean | null;
+}
+
+/**
+ * What a request cost the machine that ran it — edgellm's extension of `usage`, kept in this
+ * one sub-object so OpenAI's own fields are untouched. ESTIMATES, derived as follows:
+ * `cpu_ms` is core-milliseconds of CPU time. In the browser (and Node) worker there is no
+ * per-thread CPU clock: it is the busy wall time inside the engine's wasm calls
+ * (`cpu_clock: 'wasm-busy-wall'`), which for the single-threaded compute worker is its CPU time
+ * unless the OS preempts it mid-call (then it over-counts). `edgellm serve` reads its process
+ * CPU time, all threads (`'process-cpu'`). `energy_j` = `cpu_ms / 1000 × watts_per_busy_core`
+ * per phase (the `energy` option; the server's `--watts-per-busy-core`): the CPU cores only —
+ * not the screen, radio, memory or the rest of the device.
+ */
+export interface ComputeUsage {
+  cpu_ms: PhaseSplit;
+  /** Wall time spent inside the engine's calls (waits between calls excluded). */
+  busy_wall_ms: PhaseSplit;
+  /** cpu_ms.total / busy_wall_ms.total: mean busy cores while working. */
+  busy_cores: number;
+  energy_j: PhaseSplit;
+  watts_per_busy_core: number;
+  cpu_clock: 'wasm-busy-wall' | 'process-cpu' | 'busy-wall' | 'none';
+  /** Decode speed per window: local runs measure it in the worker; for `edgellm serve` the router measures it on the chunks' arrival (network included). */
+  sustained?: SustainedSpeed | null;
+  /** Local runs: the Compute Pressure ('cpu') state during the request: `state` the worst seen, `last` at the end. */
+  pressure?: { state: PressureState | 'unknown'; last: PressureState | 'unknown' };
+}
+
+/** The 'pressure' event: a decode-speed window closed ('window') or the compute pressure changed ('state'). */
+export interface PressureEvent {
+  reason: 'window' | 'state';
+  state: PressureState | 'unknown';
+  sustained: SustainedSpeed | null;
+}
+
 /** OpenAI's usage, extended with timings. */
 export interface CompletionUsage {
   prompt_tokens: number;
@@ -576,6 +690,8 @@ export interface CompletionUsage {
   kv?: KvStats;
   /** The memory ledger at the end of the generation (local runs). */
   memory?: MemorySnapshot;
+  /** CPU time, energy estimate, sustained speed and compute pressure (local runs and `edgellm serve`). */
+  compute?: ComputeUsage;
 }
 
 /** 'error': the route's source broke after the first token (see `error`); routed requests only. */
@@ -679,7 +795,12 @@ export declare class Engine {
   readonly memoryOptions: Required<MemoryOptions>;
   /** 'memory': every pressure-level change and the end of each load and request. Returns an unsubscribe function. */
   on(event: 'memory', listener: (snapshot: MemorySnapshot) => void): () => void;
+  /** 'pressure': each closed decode-speed window of a local request, and each Compute Pressure change. */
+  on(event: 'pressure', listener: (event: PressureEvent) => void): () => void;
   off(event: 'memory', listener: (snapshot: MemorySnapshot) => void): void;
+  off(event: 'pressure', listener: (event: PressureEvent) => void): void;
+  /** The Compute Pressure state now ('unknown' without the API) and the sustained speed of the last long local request. */
+  pressure(): { state: PressureState | 'unknown'; supported: boolean; last_long: SustainedSpeed | null };
   /** The prompt's tokens as the local engine sees them (chat template applied). */
   countTokens(params: { messages: ChatMessage[] } | { prompt: string | [string] }): Promise<{ prompt_tokens: number | null; max_context: number; fits: boolean }>;
 

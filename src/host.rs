@@ -33,6 +33,7 @@ use crate::model::{Arch, Model, ModelError};
 use crate::sampling::SamplerConfig;
 use crate::sha256::Sha256;
 use crate::tokenizer::{ChatMessage, Tokenizer, TokenizerError};
+use crate::work::{CpuClock, Phase, PowerModel, WorkMeter, WorkReport};
 
 pub use crate::generate::{PrefillStatus, StepEvent};
 pub use memory::{EstimateReport, EstimateRequest, MemoryState, SkimProgress};
@@ -244,11 +245,14 @@ pub struct GenerateResult {
     pub ids: Vec<u32>,
     /// The KV cache at the end: tokens held, evicted, bytes used / budget, by layer kind.
     pub kv: KvStats,
+    /// CPU time per phase and the energy estimate (`crate::work`).
+    pub compute: WorkReport,
 }
 
 struct Generating {
     driver: Generator,
     started_ms: f64,
+    work: WorkMeter,
 }
 
 /// The engine as seen by a host. One model at a time, one generation at a time.
@@ -258,6 +262,10 @@ pub struct Host {
     loaded: Option<Loaded>,
     generating: Option<Generating>,
     clock: Option<Clock>,
+    /// What the generations' CPU time is read from (`None`: not measured, reported as 0).
+    cpu_clock: Option<CpuClock>,
+    /// The power model of the energy estimate.
+    power: PowerModel,
     /// KV options for the sessions of models loaded from now on.
     kv_options: Option<KvOptions>,
     /// The memory ledger (`crate::memory`; see `host/memory.rs`).
@@ -269,9 +277,46 @@ impl Host {
         Host::default()
     }
 
-    /// A host whose sessions time themselves with `clock` (`performance.now` in wasm).
+    /// A host whose sessions time themselves with `clock` (`performance.now` in wasm); its CPU
+    /// time is the busy wall time inside each generation call on that clock, until
+    /// [`Host::set_cpu_clock`] gives a real CPU clock.
     pub fn with_clock(clock: Clock) -> Host {
-        Host { clock: Some(clock), ..Host::default() }
+        Host { clock: Some(clock), cpu_clock: Some(CpuClock::busy_wall(clock)), ..Host::default() }
+    }
+
+    /// Where the CPU time of generations is read from (`edgellm serve`: the process's).
+    pub fn set_cpu_clock(&mut self, clock: CpuClock) {
+        self.cpu_clock = Some(clock);
+    }
+
+    /// The power model of the energy estimate in every `GenerateResult` (checked).
+    pub fn set_power_model(&mut self, model: PowerModel) -> Result<(), HostError> {
+        model.check()?;
+        self.power = model;
+        Ok(())
+    }
+
+    pub fn power_model(&self) -> PowerModel {
+        self.power
+    }
+
+    /// (cpu, wall) readings now, for [`Host::metered`].
+    fn stamp(&self) -> (f64, f64) {
+        let wall = self.clock.map_or(0.0, |c| c());
+        let cpu = match self.cpu_clock {
+            Some(c) if c.is_wall && self.clock.is_some() => wall,
+            Some(c) => (c.read)(),
+            None => 0.0,
+        };
+        (cpu, wall)
+    }
+
+    /// Adds the time since `start` to the running generation's `phase`.
+    fn charge(&mut self, phase: Phase, start: (f64, f64)) {
+        let end = self.stamp();
+        if let Some(g) = self.generating.as_mut() {
+            g.work.add(phase, end.0 - start.0, end.1 - start.1);
+        }
     }
 
     // ── loading ──────────────────────────────────────────────────────────────────────────────
@@ -438,6 +483,13 @@ impl Host {
     /// Tokenizes the request and prepares the session: keeps the part of the prompt the KV
     /// cache already holds (`cached_tokens`). No model call yet.
     pub fn generate_begin(&mut self, req: &GenerateRequest, now_ms: f64) -> Result<GenerateStarted, HostError> {
+        let t0 = self.stamp();
+        let r = self.generate_begin_inner(req, now_ms);
+        self.charge(Phase::Prefill, t0);
+        r
+    }
+
+    fn generate_begin_inner(&mut self, req: &GenerateRequest, now_ms: f64) -> Result<GenerateStarted, HostError> {
         self.generating = None;
         let l = self.loaded.as_mut().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
         let prompt = match req.kind.as_deref().unwrap_or(if req.messages.is_some() { "chat" } else { "completion" }) {
@@ -480,12 +532,19 @@ impl Host {
         let opts = GenerateOptions { max_tokens, stop: req.stop.clone().unwrap_or_default(), stop_on_eog: true };
         let driver = Generator::start(&l.session, &l.tokenizer, prompt, opts)?;
         let started = GenerateStarted { prompt_tokens: driver.prompt().len(), cached_tokens: driver.cached_tokens(), max_tokens };
-        self.generating = Some(Generating { driver, started_ms: now_ms });
+        self.generating = Some(Generating { driver, started_ms: now_ms, work: WorkMeter::default() });
         Ok(started)
     }
 
     /// Runs the next chunk of at most `PREFILL_CHUNK` prompt tokens through the model.
     pub fn prefill_chunk(&mut self) -> Result<PrefillStatus, HostError> {
+        let t0 = self.stamp();
+        let r = self.prefill_chunk_inner();
+        self.charge(Phase::Prefill, t0);
+        r
+    }
+
+    fn prefill_chunk_inner(&mut self) -> Result<PrefillStatus, HostError> {
         // The memory budget: refused before a chunk that would grow memory past it.
         self.memory_guard(memory::Step::Prefill)?;
         let (l, g) = self.gen_parts()?;
@@ -494,6 +553,13 @@ impl Host {
 
     /// Samples one token (running the previous one through the model first).
     pub fn decode_step(&mut self) -> Result<StepEvent, HostError> {
+        let t0 = self.stamp();
+        let r = self.decode_step_inner();
+        self.charge(Phase::Decode, t0);
+        r
+    }
+
+    fn decode_step_inner(&mut self) -> Result<StepEvent, HostError> {
         self.memory_guard(memory::Step::Decode)?;
         let (l, g) = self.gen_parts()?;
         if g.driver.prompt_remaining() > 0 {
@@ -507,6 +573,7 @@ impl Host {
         let l = self.loaded.as_ref().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
         let g = self.generating.take().ok_or_else(|| HostError::new("NO_GENERATION", "no generation in progress"))?;
         let total_ms = (now_ms - g.started_ms).max(0.0);
+        let compute = g.work.report(&self.power, self.cpu_clock.map_or("none", |c| c.kind));
         let r = g.driver.into_generation(&l.session);
         let m = &r.metrics;
         Ok(GenerateResult {
@@ -526,6 +593,7 @@ impl Host {
             total_ms,
             ids: r.ids,
             kv: l.session.kv_stats(),
+            compute,
         })
     }
 

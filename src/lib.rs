@@ -21,6 +21,7 @@ pub mod server;
 pub mod sha256;
 pub mod snapshot;
 pub mod tokenizer;
+pub mod work;
 
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;

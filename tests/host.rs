@@ -122,6 +122,34 @@ fn real_model_load_and_generation_match_session_generate() {
     assert_eq!(h.generate_begin(&completion(prompt, 4, &[]), 0.0).unwrap_err().code, "MODEL_NOT_LOADED");
 }
 
+/// CPU time per phase from the host's CPU clock, and energy = CPU time × the power model.
+#[test]
+fn generations_report_cpu_time_and_energy_per_phase() {
+    let Some(path) = common::real_model() else { return };
+    let mut h = load_host(&path, 1 << 20);
+    h.set_cpu_clock(edgellm::work::CpuClock::process());
+    assert_eq!(h.power_model(), edgellm::work::PowerModel::default());
+    assert_eq!(h.set_power_model(edgellm::work::PowerModel { watts_per_busy_core: -1.0 }).unwrap_err().code, "INVALID_REQUEST");
+    h.set_power_model(edgellm::work::PowerModel::new(4.0).unwrap()).unwrap();
+    let req = completion("The capital of France is", 6, &[]);
+    h.generate_begin(&req, 0.0).unwrap();
+    while !h.prefill_chunk().unwrap().done {}
+    while h.decode_step().unwrap().finish_reason.is_none() {}
+    let c = h.generate_end(1.0).unwrap().compute;
+    assert_eq!(c.cpu_clock, "process-cpu");
+    assert_eq!(c.watts_per_busy_core, 4.0);
+    assert!(c.cpu_ms.prefill > 0.0 && c.cpu_ms.decode > 0.0, "{c:?}");
+    for (cpu, e) in [(c.cpu_ms.prefill, c.energy_j.prefill), (c.cpu_ms.decode, c.energy_j.decode), (c.cpu_ms.total, c.energy_j.total)] {
+        assert!((e - cpu / 1000.0 * 4.0).abs() <= 1e-12 * e.max(1.0), "{e} J vs {cpu} ms");
+    }
+    // A host with no clocks measures nothing and says so.
+    let mut bare = load_host(&path, 1 << 20);
+    bare.generate_begin(&req, 0.0).unwrap();
+    while !bare.prefill_chunk().unwrap().done {}
+    let c = bare.generate_end(1.0).unwrap().compute;
+    assert_eq!((c.cpu_clock, c.cpu_ms.total, c.energy_j.total), ("none", 0.0, 0.0));
+}
+
 fn tiny_file(arch: &str, ty: GgmlType) -> Vec<u8> {
     let mut w = GgufWriter::new();
     w.metadata("general.architecture", Value::String(arch.into()));

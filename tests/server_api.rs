@@ -20,6 +20,8 @@ const MODEL_SHA256: &str = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17
 const KEY: &str = "test-key-123";
 const AUTH: (&str, &str) = ("Authorization", "Bearer test-key-123");
 const ORIGIN: &str = "http://app.example.test";
+/// The server's power model in these tests (not the default, so the figure is seen to be used).
+const WATTS: f64 = 7.5;
 
 fn server() -> Option<&'static ServerHandle> {
     static S: OnceLock<Option<ServerHandle>> = OnceLock::new();
@@ -32,6 +34,7 @@ fn server() -> Option<&'static ServerHandle> {
             c.max_tokens = 64;
             c.max_prompt_tokens = Some(200);
             c.max_body_bytes = 64 << 10;
+            c.power = edgellm::work::PowerModel::new(WATTS).unwrap();
         }))
     })
     .as_ref()
@@ -108,12 +111,32 @@ fn greedy_completion_equals_the_cli() {
         assert!(u[k].as_f64().unwrap() > 0.0, "usage.{k} = {}", u[k]);
     }
     assert_eq!(u["decode_weight_bytes_per_token"], cli["decode_weight_bytes_per_token"]);
+    check_compute(u);
     eprintln!(
         "server greedy: {:?}; decode {:.2} tok/s (CLI {:.2} tok/s)",
         v["choices"][0]["text"],
         u["decode_tokens_per_s"].as_f64().unwrap(),
         cli["decode_tok_s"].as_f64().unwrap()
     );
+}
+
+/// `usage.compute`: the process's CPU time per phase, energy = CPU time × the server's model.
+fn check_compute(u: &Value) {
+    let c = &u["compute"];
+    assert_eq!(c["cpu_clock"], "process-cpu", "{c}");
+    assert_eq!(c["watts_per_busy_core"], WATTS);
+    for phase in ["prefill", "decode"] {
+        let cpu = c["cpu_ms"][phase].as_f64().unwrap();
+        assert!(cpu > 0.0, "cpu_ms.{phase} = {cpu}");
+        assert!(c["busy_wall_ms"][phase].as_f64().unwrap() > 0.0);
+        let e = c["energy_j"][phase].as_f64().unwrap();
+        assert!((e - cpu / 1000.0 * WATTS).abs() <= 1e-9 * e.max(1.0), "energy_j.{phase} {e} vs cpu {cpu} ms × {WATTS} W");
+    }
+    let total = c["cpu_ms"]["prefill"].as_f64().unwrap() + c["cpu_ms"]["decode"].as_f64().unwrap();
+    assert!((c["cpu_ms"]["total"].as_f64().unwrap() - total).abs() < 1e-9);
+    assert!(c["busy_cores"].as_f64().unwrap() > 0.0);
+    // OpenAI's fields stay where OpenAI clients read them; the extension is one sub-object.
+    assert!(u.get("energy_j").is_none() && u.get("cpu_ms").is_none());
 }
 
 #[test]

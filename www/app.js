@@ -23,8 +23,8 @@ import { loadSettings, saveSettings, sanitize, chatSettings, withChat, chatDefau
 import { CATALOG, entryUrl, entryForUrl } from './catalog.js';
 import { CatalogView } from './catalog-view.js';
 import { ConversationStore } from './conversations.js';
-import { userBubble, answerBlock, answerFigures, badge, reusedTokens, el } from './transcript.js';
-import { fmtMs, fmtTpot, fmtRate, fmtInt, fmtBytes, fmtSpeed, fmtDuration, DASH } from './format.js';
+import { userBubble, answerBlock, answerFigures, badge, energyBadge, reusedTokens, el } from './transcript.js';
+import { fmtMs, fmtTpot, fmtRate, fmtInt, fmtBytes, fmtSpeed, fmtDuration, DASH, sustainedText } from './format.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -160,6 +160,13 @@ async function startEngine() {
     engine.on('memory', (s) => {
       if (app.engine === engine) showMemory(s);
     });
+  }
+  // Compute pressure and the sustained decode speed (usage.compute; older packages lack both).
+  if (typeof engine.pressure === 'function') {
+    engine.on('pressure', () => {
+      if (app.engine === engine) paintPressure();
+    });
+    paintPressure();
   }
   paintEngineInfo();
   return engine;
@@ -662,6 +669,20 @@ function showUsage(u, route) {
   } else rb.hidden = true;
 }
 
+/** The numbers panel's pressure state and the sustained/peak ratio of the last long answer. */
+function paintPressure(u) {
+  const e = app.engine;
+  if (!e || typeof e.pressure !== 'function') return;
+  const p = e.pressure();
+  const seen = u && u.compute && u.compute.pressure ? u.compute.pressure.state : null;
+  const pr = $('u-pressure');
+  pr.textContent = p.supported ? (seen && seen !== p.state ? `${p.state} (worst ${seen})` : p.state) : 'unknown (no API)';
+  pr.dataset.value = p.state;
+  const s = $('u-sustained');
+  s.textContent = sustainedText(p.last_long);
+  s.dataset.value = p.last_long && typeof p.last_long.ratio === 'number' ? String(p.last_long.ratio) : '';
+}
+
 function send() {
   const text = $('prompt').value;
   if (!text.trim() || $('send').disabled) return;
@@ -684,7 +705,10 @@ function regenerate() {
 function keptUsage(u) {
   if (!u) return null;
   const keep = ['prompt_tokens', 'completion_tokens', 'ttft_ms', 'tpot_ms', 'prefill_tokens_per_s', 'decode_tokens_per_s', 'prompt_tokens_details'];
-  return Object.fromEntries(keep.filter((k) => u[k] !== undefined).map((k) => [k, u[k]]));
+  const out = Object.fromEntries(keep.filter((k) => u[k] !== undefined).map((k) => [k, u[k]]));
+  // The energy badge's figures (not the windows or pressure: they describe that moment).
+  if (u.compute) out.compute = { cpu_ms: u.compute.cpu_ms, energy_j: u.compute.energy_j, watts_per_busy_core: u.compute.watts_per_busy_core, cpu_clock: u.compute.cpu_clock };
+  return out;
 }
 
 async function run(turn) {
@@ -773,7 +797,9 @@ async function run(turn) {
     if (usage) {
       turn.usage = keptUsage(usage);
       figures.textContent = answerFigures(usage);
+      answer.energySlot.replaceChildren(...[energyBadge(usage)].filter(Boolean));
       showUsage(usage, route);
+      paintPressure(usage);
       if (!route || route.target === 'local') showKv(usage);
       // At once from the usage (the prompt and the answer); the engine's count of the whole
       // conversation, template included, replaces it once the engine is idle (finally below).

@@ -13,6 +13,28 @@ export const fmtTpot = (v) => (num(v) ? `${v.toFixed(1)} ms` : DASH);
 export const fmtRate = (v) => (num(v) ? `${v.toFixed(1)} tok/s` : DASH);
 export const fmtInt = (v) => (num(v) ? String(Math.round(v)) : DASH);
 
+/** Energy: millijoules below 1 J. */
+export const fmtJoules = (j) => (num(j) ? (j < 1 ? `${(j * 1000).toFixed(j < 0.01 ? 1 : 0)} mJ` : `${j.toFixed(2)} J`) : DASH);
+
+/** The answer's energy badge: the estimate and the CPU time it is derived from (usage.compute). */
+export function energyText(c) {
+  if (!c || !c.energy_j || !c.cpu_ms) return '';
+  return `≈ ${fmtJoules(c.energy_j.total)} · CPU ${fmtMs(c.cpu_ms.total)}`;
+}
+
+/** How energyText was derived, for the badge's title. */
+export function energyTitle(c) {
+  if (!c || !c.energy_j || !c.cpu_ms) return '';
+  const clock = c.cpu_clock === 'wasm-busy-wall' ? 'busy time inside the engine calls on this device' : c.cpu_clock === 'process-cpu' ? "the server's process CPU time" : c.cpu_clock;
+  return `Estimate: CPU time × ${c.watts_per_busy_core} W per busy core (${clock}). Prefill ${fmtMs(c.cpu_ms.prefill)} = ${fmtJoules(c.energy_j.prefill)}, decode ${fmtMs(c.cpu_ms.decode)} = ${fmtJoules(c.energy_j.decode)}.`;
+}
+
+/** Sustained / peak of a long answer (usage.compute.sustained): latest window ÷ first. */
+export function sustainedText(s) {
+  if (!s || !s.long || !num(s.ratio)) return DASH;
+  return `${s.ratio.toFixed(2)} (${s.first_tps.toFixed(1)} → ${s.latest_tps.toFixed(1)} tok/s${s.throttled ? ', throttled' : ''})`;
+}
+
 /** Bytes in decimal units (what a download dialog or a task manager shows). */
 export function fmtBytes(n) {
   if (!num(n)) return DASH;
@@ -52,6 +74,11 @@ export const REASONS = {
   version_pinned: 'conversation pinned (model versions differ)',
   engine_crashed: 'the local engine crashed',
   lower_cost: 'lower cost',
+  cost_battery_low: 'battery low',
+  cost_compute_pressure: 'device under pressure',
+  cost_throttled: 'device throttled',
+  cost_save_data: 'data saver on',
+  cost_slow_network: 'slow network',
   no_route: 'no route',
   mode_local_only: 'local only',
   mode_remote_only: 'server only',

@@ -3,7 +3,7 @@
 // owns the turns and the requests; this file only builds and rebuilds nodes.
 
 import { StreamRenderer, copyText } from './markdown.js';
-import { routeText, fmtMs, fmtTpot, fmtRate } from './format.js';
+import { routeText, fmtMs, fmtTpot, fmtRate, energyText, energyTitle } from './format.js';
 
 export function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -34,6 +34,18 @@ export function badge(route, offline) {
 
 /** The prompt tokens the engine took from its KV cache instead of prefilling (OpenAI's field). */
 export const reusedTokens = (u) => (u && u.prompt_tokens_details && typeof u.prompt_tokens_details.cached_tokens === 'number' ? u.prompt_tokens_details.cached_tokens : null);
+
+/** The energy badge of an answer (usage.compute), or null when the route reported none. */
+export function energyBadge(u) {
+  const c = u && u.compute;
+  const text = energyText(c);
+  if (!text) return null;
+  const b = el('span', 'badge energy', text);
+  b.title = energyTitle(c);
+  b.dataset.energyJ = String(c.energy_j.total);
+  b.dataset.cpuMs = String(c.cpu_ms.total);
+  return b;
+}
 
 export function answerFigures(u) {
   const reused = reusedTokens(u);
@@ -96,10 +108,11 @@ export function answerBlock(turn, { onRegenerate, canRegenerate }) {
   const out = el('div', 'msg assistant');
   const meta = el('div', 'meta');
   const routeSlot = el('span', 'route-slot');
+  const energySlot = el('span', 'energy-slot');
   const figures = el('span', 'figures');
   const copy = button('tool copy-answer', 'Copy', 'Copy this answer', () => copyText(turn.assistant || '', copy));
   const regen = button('tool regen', 'Regenerate', 'Ask again for this answer (the conversation after it is replaced)', () => canRegenerate() && onRegenerate());
-  meta.append(routeSlot, figures, copy, regen);
+  meta.append(routeSlot, energySlot, figures, copy, regen);
   block.append(out, meta);
   let renderer = null;
   let plain = null;
@@ -108,6 +121,7 @@ export function answerBlock(turn, { onRegenerate, canRegenerate }) {
     out,
     meta,
     routeSlot,
+    energySlot,
     figures,
     /** Starts a streamed answer: Markdown unless raw. */
     start() {
@@ -130,6 +144,7 @@ export function answerBlock(turn, { onRegenerate, canRegenerate }) {
       if (turn.assistant) api.push(turn.assistant);
       api.end();
       if (turn.usage) figures.textContent = answerFigures(turn.usage);
+      if (turn.usage) energySlot.replaceChildren(...[energyBadge(turn.usage)].filter(Boolean));
       if (turn.route) routeSlot.replaceChildren(badge(turn.route, false));
       if (turn.flag) api.flag(turn.flag, turn.flagError);
       if (turn.error) api.error(turn.error);

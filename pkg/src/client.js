@@ -13,6 +13,11 @@ import { Router } from './router.js';
 import { memoryOptions } from './memory.js';
 import { SIMD_OPTIONS } from './tier.js';
 import { strictBoolean } from './strict.js';
+import { sustainedOptions, THROTTLE_MEMORY_MS } from './sustained.js';
+import { DeviceSignals } from './device-signals.js';
+
+/** What `engine.on` accepts. */
+const EVENTS = ['memory', 'pressure'];
 
 let idCounter = 0;
 const nextId = () => ++idCounter;
@@ -102,7 +107,14 @@ function buildRequest(kind, params) {
   return request;
 }
 
-function usageOf(r) {
+/** Energy options (createEngine({energy})) as sent to the core, which validates the numbers. */
+function energyOptions(e) {
+  if (e === undefined || e === null) return null;
+  if (typeof e !== 'object') throw invalid('energy must be an object like {watts_per_busy_core: 1.33}');
+  return { ...e };
+}
+
+function usageOf(r, pressure) {
   const usage = {
     prompt_tokens: r.prompt_tokens,
     completion_tokens: r.completion_tokens,
@@ -124,6 +136,10 @@ function usageOf(r) {
   if (r.kv) usage.kv = r.kv;
   // The memory ledger's snapshot at the end of the request (local runs).
   if (r.memory) usage.memory = r.memory;
+  // edgellm's extension, in one sub-object so OpenAI's fields stay exactly OpenAI's: CPU time
+  // per phase and the energy estimate (src/work.rs), decode speed per window (sustained.js)
+  // and the compute pressure seen during the request (device-signals.js).
+  if (r.compute) usage.compute = { ...r.compute, sustained: r.sustained ?? null, pressure: pressure ?? { state: 'unknown', last: 'unknown' } };
   return usage;
 }
 
@@ -252,7 +268,12 @@ export class Engine {
   #memoryOpts; // the core's MemoryOptions: budget and pressure thresholds
   #lastMemory = null; // the latest MemorySnapshot from the worker
   #listeners = new Map(); // event name → Set of callbacks
+  #energy; // the power model sent to the core (null: its default)
   #abandoned = new Map(); // id of an aborted operation → its grace timer (see #watchAbort)
+  #sustained; // {window_ms, throttle_fraction} of the decode-speed windows
+  #device; // DeviceSignals: compute pressure (observed once used), battery, network
+  #lastLong = null; // usage.compute.sustained of the last long local request
+  #lastLongAt = 0; // when it ended (performance.now())
 
   /** Info about the loaded model (null when none). */
   model = null;
@@ -272,6 +293,10 @@ export class Engine {
     // The memory ledger's budget (default: from navigator.deviceMemory, see memory.js) and
     // pressure thresholds; `memoryBudget` is the older name of memory.budget_bytes.
     this.#memoryOpts = memoryOptions(this.#opts.memory, this.#opts.memoryBudget);
+    this.#energy = energyOptions(this.#opts.energy);
+    this.#sustained = sustainedOptions(this.#opts.sustained);
+    this.#device = new DeviceSignals();
+    this.#device.pressure.onChange((state) => this.#emit('pressure', { reason: 'state', state, sustained: null }));
     const self = this;
     this.chat = {
       completions: {
@@ -311,7 +336,7 @@ export class Engine {
         onFatal: (err) => this.#onFatal(worker, err),
       });
       this.#worker = worker;
-      this.#ready = this.#send(worker, { type: Req.INIT, wasmUrl: this.#opts.wasmUrl, simd: this.#opts.simd, cache: { enabled: !!this.#opts.cache, dir: this.#opts.cacheDir }, memory: this.#memoryOpts }, null, this.#opts.initTimeoutMs)
+      this.#ready = this.#send(worker, { type: Req.INIT, wasmUrl: this.#opts.wasmUrl, simd: this.#opts.simd, cache: { enabled: !!this.#opts.cache, dir: this.#opts.cacheDir }, memory: this.#memoryOpts, energy: this.#energy }, null, this.#opts.initTimeoutMs)
         .then((info) => {
           if (info.protocol !== PROTOCOL_VERSION) throw new EdgeLLMError(ErrorCode.ENGINE_INIT_FAILED, `worker speaks protocol ${info.protocol}, client ${PROTOCOL_VERSION}`);
           this.info = info;
@@ -487,6 +512,7 @@ export class Engine {
   /** Terminates the worker. The engine cannot be used afterwards. */
   terminate() {
     this.#terminated = true;
+    this.#device.pressure.stop();
     const w = this.#worker;
     if (w) {
       this.#kill(w);
@@ -560,11 +586,14 @@ export class Engine {
   // ── memory ledger ────────────────────────────────────────────────────────────────────────
   /**
    * Subscribes to an event; returns a function that unsubscribes. Events: 'memory' (a
-   * MemorySnapshot, on every pressure-level change and at the end of each load and request).
+   * MemorySnapshot, on every pressure-level change and at the end of each load and request);
+   * 'pressure' ({reason: 'window', state, sustained} each time a local request's decode-speed
+   * window closes; {reason: 'state', state, sustained: null} when the compute pressure changes).
    */
   on(event, fn) {
     if (typeof fn !== 'function') throw invalid('on(event, fn): fn must be a function');
-    if (event !== 'memory') throw invalid(`unknown event ${JSON.stringify(event)} (events: 'memory')`);
+    if (!EVENTS.includes(event)) throw invalid(`unknown event ${JSON.stringify(event)} (events: ${EVENTS.map((e) => `'${e}'`).join(', ')})`);
+    if (event === 'pressure') this.#device.pressure.start();
     if (!this.#listeners.has(event)) this.#listeners.set(event, new Set());
     this.#listeners.get(event).add(fn);
     return () => this.off(event, fn);
@@ -585,6 +614,15 @@ export class Engine {
         console.warn(`[edgellm] a '${event}' listener threw: ${e && e.message ? e.message : e}`);
       }
     }
+  }
+
+  /**
+   * The device's compute pressure now and the sustained-speed figures of the last long local
+   * request: `{state, supported, last_long}` (state 'unknown' where the API is absent).
+   */
+  pressure() {
+    const p = this.#device.pressure;
+    return { state: p.state, supported: p.supported, last_long: this.#lastLong };
   }
 
   /** The latest memory snapshot (null before the engine reported one). */
@@ -659,7 +697,12 @@ export class Engine {
         memoryBudget: this.#memoryOpts.budget_bytes,
         // The loaded model's estimated peak (the ledger's), for the router's memory check.
         memoryNeed: this.#memoryNeed(),
+        // The last long local request slowed down (sustained.js), within THROTTLE_MEMORY_MS;
+        // null: none measured, or long enough ago for the device to have cooled down.
+        throttled: this.#lastLong && performance.now() - this.#lastLongAt < THROTTLE_MEMORY_MS ? this.#lastLong.throttled : null,
       }),
+      deviceSignals: () => this.#device,
+      sustained: () => this.#sustained,
       makeStream: (onCancel) => new CompletionStream(onCancel),
     };
   }
@@ -706,15 +749,34 @@ export class Engine {
     const model = (this.model && this.model.name) || 'edgellm';
     const object = kind === 'chat' ? 'chat.completion' : 'text_completion';
     const chunkObject = kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
-    const msg = { type: Req.GENERATE, request };
+    const msg = { type: Req.GENERATE, request, sustained: this.#sustained };
+    // The compute pressure seen while this request runs (the worst state), for usage.compute.
+    const seen = this.#device.pressure.track();
+    const finish = (r) => {
+      const usage = usageOf(r, seen.end());
+      if (r.sustained && r.sustained.long) {
+        this.#lastLong = r.sustained;
+        this.#lastLongAt = performance.now();
+      }
+      return usage;
+    };
+    const onSustained = (ev) => {
+      if (ev.type === Ev.SUSTAINED) this.#emit('pressure', { reason: 'window', state: this.#device.pressure.state, sustained: ev.sustained });
+    };
 
     if (!params.stream) {
-      const r = await this.#request(msg, null, signal);
+      let r;
+      try {
+        r = await this.#request(msg, onSustained, signal);
+      } catch (e) {
+        seen.end();
+        throw e;
+      }
       const choice =
         kind === 'chat'
           ? { index: 0, message: { role: 'assistant', content: r.text }, logprobs: null, finish_reason: r.finish_reason }
           : { index: 0, text: r.text, logprobs: null, finish_reason: r.finish_reason };
-      return { id, object, created, model, choices: [choice], usage: usageOf(r) };
+      return { id, object, created, model, choices: [choice], usage: finish(r) };
     }
 
     // Streaming: resolve once the worker has accepted the request (tokenized the prompt), like
@@ -739,23 +801,33 @@ export class Engine {
           resolve(stream);
         } else if (ev.type === Ev.TOKEN && ev.text) {
           stream._push(chunk({ content: ev.text }, null));
-        }
+        } else onSustained(ev);
       };
       opId = nextId();
       const p = this.#send(worker, msg, onEvent, 0, signal, opId);
       p.then(
         (r) => {
-          const usage = usageOf(r);
+          const usage = finish(r);
           stream._push(chunk({}, r.finish_reason, { usage }));
           if (includeUsage) stream._push({ id, object: chunkObject, created, model, choices: [], usage });
           stream._end();
         },
         (e) => {
+          seen.end();
           stream._end(e);
           if (!started) reject(e);
         },
       );
     });
+  }
+
+  /**
+   * Test hook, never set by an option: from the `after_tokens`-th decode step of every later
+   * generation on, the worker waits `ms` after each step (to force the sustained-speed windows
+   * down and `throttled` on). `{ms: 0}` turns it off.
+   */
+  async _debugDecodeDelay({ ms, after_tokens = 0 } = {}) {
+    return this.#request({ type: Req.DEBUG, action: 'decode-delay', ms, after_tokens });
   }
 
   /** Test hook: makes the wasm engine panic (the client then restarts the worker). */

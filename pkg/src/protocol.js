@@ -20,7 +20,8 @@
 //
 // ── Client → worker ────────────────────────────────────────────────────────────────────────────
 // {type:'init', id, wasmUrl?: string | {relaxed?, simd128?: string, embedded?: string[]},
-//  simd?: 'auto'|'relaxed'|'simd128', cache: CacheConfig, memory?: MemoryOptions}
+//  simd?: 'auto'|'relaxed'|'simd128', cache: CacheConfig, memory?: MemoryOptions,
+//  energy?: {watts_per_busy_core: number}}
 //     → result {version: string, protocol: number, cache: 'opfs'|'fs'|'none', simd: boolean,
 //               simd_tier: 'relaxed-simd'|'simd128'|'scalar'|null}
 //     simd picks the wasm build (tier.js; default 'auto': relaxed SIMD where WebAssembly.validate
@@ -34,8 +35,10 @@
 //  kv?: KvOptions|null, progressIntervalMs: number}
 //     → progress* → result ModelInfo      (budget: most bytes of weights; checked from the header;
 //                                          kv: the session's KV cache, null = plain context)
-// {type:'generate', id, request: GenerateRequest}
-//     → started → token* → result GenerateResult
+// {type:'generate', id, request: GenerateRequest, sustained?: {window_ms, throttle_fraction}}
+//     → started → token* (sustained*) → result GenerateResult
+//     GenerateResult.compute: CPU time per phase (the busy wall time inside the wasm calls) and
+//     the energy estimate under init's `energy` (src/work.rs); .sustained: sustained.js summary.
 // {type:'count', id, request: GenerateRequest}
 //     → result {prompt_tokens: number|null, max_context: number, fits: boolean}
 //     The prompt's tokens as generate would see them (chat template applied); fits = false when
@@ -54,6 +57,8 @@
 //       cache (sessions.js); restore errors SESSION_NOT_FOUND / SESSION_MISMATCH / SESSION_CORRUPT.
 // {type:'abort', target}                 (no reply of its own)
 // {type:'debug', id, action: 'panic'}    → error {fatal: true} (test hook: a deliberate Rust panic)
+// {type:'debug', id, action: 'decode-delay', ms, after_tokens}  → result null (test hook: wait
+//     ms after each decode step past after_tokens in later generations; ms 0 = off)
 //
 // ── Worker → client ────────────────────────────────────────────────────────────────────────────
 // {type:'progress', id, phase: 'download'|'cache'|'file', loaded: number, total: number|null}
@@ -66,6 +71,8 @@
 // {type:'result', id, value}
 // {type:'error', id, error: ErrorPayload, fatal?: true}
 // {type:'log', level: 'debug'|'info'|'warn'|'error', message: string}
+// {type:'sustained', id, sustained: SustainedSummary}
+//     Sent when a decode-speed window closes (sustained.js), during a generation.
 // {type:'memory', snapshot: MemorySnapshot}
 //     The memory ledger: sent when the pressure level changes (reason 'level', checked after
 //     every load chunk, prefill chunk and decode step), at the end of every load and generation
@@ -155,6 +162,7 @@ export const Ev = Object.freeze({
   ERROR: 'error',
   LOG: 'log',
   MEMORY: 'memory',
+  SUSTAINED: 'sustained',
 });
 
 /** Operations that are answered immediately instead of being queued behind the running one. */

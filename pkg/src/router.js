@@ -24,6 +24,8 @@ import { decide, noRouteError, MODES, other } from './router/decision.js';
 import { Estimates } from './router/estimates.js';
 import { RemoteState } from './router/health.js';
 import { RemoteClient, remoteRetriable } from './router/remote.js';
+import { costOptions, costTerms, normalizeSignals } from './router/cost.js';
+import { DecodeWindows } from './sustained.js';
 import { strictBoolean } from './strict.js';
 
 const invalid = (m) => new EdgeLLMError(ErrorCode.INVALID_REQUEST, m);
@@ -79,6 +81,10 @@ export class Router {
     this.estimates = new Estimates(config.priors);
     this.defaultMaxTokens = config.defaultMaxTokens ?? 256;
     this.maxContextTokens = config.local && config.local.maxContextTokens;
+    // route.cost: a function replaces the cost; an options object turns on the device's cost
+    // terms (router/cost.js) beside the mode's preference.
+    this.costFn = typeof config.cost === 'function' ? config.cost : null;
+    this.costOpts = config.cost !== undefined && config.cost !== null && !this.costFn ? costOptions(config.cost) : null;
     /** The last decision (for debugging and tests). */
     this.lastRoute = null;
   }
@@ -115,6 +121,18 @@ export class Router {
     if (!h.ok) reason = h.reason || 'remote_unavailable';
     else if (info && info.error && info.error.code === ErrorCode.REMOTE_UNAUTHORIZED) reason = 'remote_unauthorized';
     return { reason, info: info && !info.error ? info : null, health: h };
+  }
+
+  /** The device signals the cost terms read: the app's `cost.signals()` or the browser's APIs. */
+  async #signals() {
+    const st = this.#hooks.localState();
+    let raw;
+    if (this.costOpts.signals) raw = { throttled: st.throttled, ...(await this.costOpts.signals()) };
+    else {
+      const dev = this.#hooks.deviceSignals ? this.#hooks.deviceSignals() : null;
+      raw = { ...(dev ? await dev.read() : {}), throttled: st.throttled };
+    }
+    return normalizeSignals(raw);
   }
 
   // ── the request ────────────────────────────────────────────────────────────────────────
@@ -176,6 +194,12 @@ export class Router {
     const pinOn = ro.pinOnVersionMismatch ?? this.config.pinOnVersionMismatch ?? false;
     const pinned = pinOn && version.match === false && key && this.#conversations.has(key) ? this.#conversations.get(key) : null;
 
+    // The cost terms, only where they can matter: both routes allowed by mode and privacy.
+    let cost = null;
+    if (this.costOpts && remoteAllowed && mode !== 'remote-only') {
+      const signals = await this.#signals();
+      cost = { signals, terms: costTerms(signals, this.costOpts) };
+    }
     const d = decide({
       mode,
       private: isPrivate,
@@ -184,8 +208,10 @@ export class Router {
       remote,
       estimates,
       pinned,
-      cost: this.config.cost ? (t) => this.config.cost(t, { estimates, params, mode }) : undefined,
+      cost: this.costFn ? (t) => this.costFn(t, { estimates, params, mode }) : undefined,
+      costTerms: cost && cost.terms,
     });
+    if (cost && d.costs) cost.costs = d.costs;
     const route = {
       target: d.target,
       reason: d.reason,
@@ -196,6 +222,8 @@ export class Router {
       prompt_tokens: local.prompt_tokens,
       kv_budget: local.budget ?? null,
       private: isPrivate,
+      // With route.cost options: the signals read, the terms that fired, the costs compared.
+      cost,
     };
     this.lastRoute = route;
     if (!d.target) throw noRouteError(d, route);
@@ -282,7 +310,10 @@ export class Router {
     let outputs = 0;
     let lastOutputAt = run.firstOutputAt;
     let meta = null;
-    const take = (c) => {
+    // A remote answer's decode speed per window, from the chunks' arrival here (network
+    // included); a local one is measured in the worker and comes with its usage.
+    const meter = run.target === 'remote' ? new DecodeWindows(this.#hooks.sustained ? this.#hooks.sustained() : {}) : null;
+    const take = (c, at = performance.now()) => {
       if (!meta && c && c.id) meta = { id: c.id, created: c.created, model: c.model, object: c.object };
       if (c && Array.isArray(c.choices) && c.choices.length === 0) {
         if (c.usage) usage = c.usage;
@@ -291,7 +322,8 @@ export class Router {
       if (c && c.usage) usage = c.usage;
       if (c && (c.choices || []).some((x) => x && ((x.delta && x.delta.content) || x.text))) {
         outputs++;
-        lastOutputAt = performance.now();
+        lastOutputAt = at;
+        if (meter) meter.token(at);
       }
       if (c && c.choices && c.choices.some((x) => x && x.finish_reason)) {
         held = c;
@@ -309,11 +341,12 @@ export class Router {
       if (u.tpot_ms === undefined) u.tpot_ms = outputs > 1 ? (lastOutputAt - run.firstOutputAt) / (outputs - 1) : 0;
       if (u.prefill_tokens_per_s === undefined) u.prefill_tokens_per_s = ttft > 0 ? (u.prompt_tokens * 1000) / ttft : 0;
       if (u.decode_tokens_per_s === undefined) u.decode_tokens_per_s = u.tpot_ms > 0 ? 1000 / u.tpot_ms : 0;
+      if (meter && u.compute && typeof u.compute === 'object' && u.compute.sustained === undefined) u.compute = { ...u.compute, sustained: meter.summary() };
       return u;
     };
     try {
       for (const c of run.first) {
-        const out = take(c);
+        const out = take(c, run.firstOutputAt);
         if (out) yield { chunk: out };
       }
       if (!run.ended) {

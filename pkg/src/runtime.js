@@ -14,6 +14,7 @@ import { readUrl, readBlob, readPath, pathSize } from './loader.js';
 import { readUrlHead, slices } from './memory.js';
 import { NoCache } from './cache.js';
 import { openSessionStore } from './sessions.js';
+import { DecodeWindows } from './sustained.js';
 
 const now = () => performance.now();
 
@@ -184,6 +185,7 @@ export class Runtime {
       case Req.DEBUG:
         if (msg.action === 'panic') return this.#call(() => this.bindings.debug_panic());
         if (msg.action === 'fault') return this.faults.arm(msg.spec);
+        if (msg.action === 'decode-delay') return this.#setDecodeDelay(msg);
         throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `unknown debug action ${msg.action}`);
       default:
         throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `unknown message type ${JSON.stringify(msg.type)}`);
@@ -238,6 +240,8 @@ export class Runtime {
       this.engine = this.#call(() => new this.bindings.WasmEngine());
     }
     if (msg.memory) this.#call(() => this.engine.set_memory_options(JSON.stringify(msg.memory)));
+    // The power model of usage.compute.energy_j (validated by the core: INVALID_REQUEST).
+    if (msg.energy && this.engine.set_power_model) this.#call(() => this.engine.set_power_model(JSON.stringify(msg.energy)));
     this.#postMemory('init');
     try {
       this.cache = await this.env.openCache(msg.cache || { enabled: false });
@@ -471,6 +475,10 @@ export class Runtime {
     const begin = this.#json(() => this.engine.generate_begin(JSON.stringify(msg.request)));
     this.env.post({ type: Ev.STARTED, id, prompt_tokens: begin.prompt_tokens, cached_tokens: begin.cached_tokens });
     let active = true;
+    // Decode speed per time window (sustained.js), measured here where the tokens are made.
+    const windows = new DecodeWindows(msg.sustained || {});
+    const delay = this.decodeDelay;
+    let steps = 0;
     try {
       // Prefill in chunks; each call returns {done}.
       for (;;) {
@@ -488,10 +496,13 @@ export class Runtime {
         const ev = this.#json(() => this.engine.decode_step());
         this.#pollMemory();
         if ((ev.token !== null && ev.token !== undefined) || ev.text) this.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token ?? null });
+        if (ev.token !== null && ev.token !== undefined && windows.token(now()) !== null) this.env.post({ type: Ev.SUSTAINED, id, sustained: windows.summary() });
         if (ev.finish_reason) break;
         this.#faultPoint('decode'); // after the token went out: a crash here loses nothing emitted
+        if (delay && ++steps > delay.after_tokens) await new Promise((r) => setTimeout(r, delay.ms));
       }
       const result = this.#json(() => this.engine.generate_end());
+      result.sustained = windows.summary();
       active = false;
       this.#postMemory('request');
       if (this.lastMemory) result.memory = this.lastMemory;
@@ -507,6 +518,21 @@ export class Runtime {
         }
       }
     }
+  }
+
+  /**
+   * Test hook (engine._debugDecodeDelay, never set by any option): from the `after_tokens`-th
+   * decode step of every later generation on, wait `ms` after each step, so a test can force
+   * the sustained-speed windows down (`throttled`). ms 0 turns it off.
+   */
+  #setDecodeDelay(msg) {
+    const ms = Number(msg.ms);
+    const after = Number(msg.after_tokens ?? 0);
+    if (!Number.isFinite(ms) || ms < 0 || ms > 10_000 || !Number.isInteger(after) || after < 0) {
+      throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'decode-delay: ms in [0, 10000], after_tokens a non-negative integer');
+    }
+    this.decodeDelay = ms > 0 ? { ms, after_tokens: after } : null;
+    return null;
   }
 
   // ── memory ledger ────────────────────────────────────────────────────────────────────────

@@ -82,6 +82,8 @@ pub struct ServerConfig {
     /// Longest prefill of one request: past it the request fails (`prefill_timeout`) and the
     /// queue moves on.
     pub max_prefill: Option<Duration>,
+    /// The power model of `usage.compute.energy_j` (default `work::DEFAULT_WATTS_PER_BUSY_CORE`).
+    pub power: crate::work::PowerModel,
 }
 
 impl ServerConfig {
@@ -103,6 +105,7 @@ impl ServerConfig {
             body_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(30),
             max_prefill: Some(Duration::from_secs(120)),
+            power: crate::work::PowerModel::default(),
         }
     }
 }
@@ -122,7 +125,7 @@ pub struct ModelCard {
     pub created: u64,
 }
 
-/// Why the server could not start. `code`: `MODEL_LOAD_FAILED`, `BIND_FAILED`, `IO`.
+/// Why the server could not start. `code`: `MODEL_LOAD_FAILED`, `BAD_CONFIG`, `BIND_FAILED`, `IO`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServerError {
     pub code: &'static str,
@@ -225,7 +228,10 @@ pub fn load_host(path: &std::path::Path) -> Result<Host, ServerError> {
 
 /// Loads the model, binds, and starts serving on two background threads.
 pub fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
-    let host = load_host(&cfg.model_path)?;
+    let mut host = load_host(&cfg.model_path)?;
+    // usage.compute: the process's CPU time (every thread) under the configured power model.
+    host.set_cpu_clock(crate::work::CpuClock::process());
+    host.set_power_model(cfg.power).map_err(|e| ServerError { code: "BAD_CONFIG", message: e.message })?;
     let info = host.model_info().expect("a model is loaded").clone();
     let card = ModelCard {
         id: cfg.model_id.clone().unwrap_or_else(|| info.name.clone()),

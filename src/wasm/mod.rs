@@ -169,6 +169,14 @@ impl WasmEngine {
         self.host.generate_cancel();
     }
 
+    /// Sets the power model of the energy estimate (`PowerModel` JSON, e.g.
+    /// `{"watts_per_busy_core": 1.33}`; `{}` or `null`: the default); `INVALID_REQUEST` when bad.
+    pub fn set_power_model(&mut self, model_json: &str) -> Result<(), JsValue> {
+        let m: Option<crate::work::PowerModel> = serde_json::from_str(model_json)
+            .map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad energy options: {e}"))))?;
+        self.host.set_power_model(m.unwrap_or_default()).map_err(js_error)
+    }
+
     /// Sets the KV cache options (`KvOptions` JSON, or `null` for the plain context) for the
     /// loaded model's session and later loads; returns the updated `ModelInfo` JSON or `null`.
     pub fn set_kv_options(&mut self, options_json: &str) -> Result<String, JsValue> {

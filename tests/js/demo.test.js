@@ -22,7 +22,7 @@ import { spawn } from 'node:child_process';
 
 import { ROOT, CHROMIUM, CHROMIUM_ARGS, REQUIRED, wasmMissing } from './helpers.js';
 import { startFake } from './router-helpers.js';
-import { fmtMs, fmtTpot, fmtRate, fmtInt, fmtBytes } from '../../www/format.js';
+import { fmtMs, fmtTpot, fmtRate, fmtInt, fmtBytes, energyText, sustainedText } from '../../www/format.js';
 import { CATALOG, DEFAULT_ENTRY } from '../../www/catalog.js';
 
 const CHAT = DEFAULT_ENTRY;
@@ -126,7 +126,11 @@ const lastAnswer = () =>
     const answers = document.querySelectorAll('#transcript .answer');
     const last = answers[answers.length - 1];
     const badge = last.querySelector('.badge.route');
+    const energy = last.querySelector('.badge.energy');
     return {
+      energy: energy ? energy.textContent : null,
+      pressure: document.getElementById('u-pressure').textContent,
+      sustained: document.getElementById('u-sustained').textContent,
       answers: answers.length,
       text: last.querySelector('.msg.assistant').textContent,
       code: last.querySelector('.msg.assistant').dataset.code || null,
@@ -269,6 +273,11 @@ test('three questions: each answered, figures = the usage, the token meter = the
     const shown = await page.evaluate(() => Object.fromEntries(['u-ttft', 'u-tpot', 'u-prefill', 'u-decode', 'u-completion'].map((id) => [id, document.getElementById(id).textContent])));
     assert.deepEqual(shown, { 'u-ttft': fmtMs(u.ttft_ms), 'u-tpot': fmtTpot(u.tpot_ms), 'u-prefill': fmtRate(u.prefill_tokens_per_s), 'u-decode': fmtRate(u.decode_tokens_per_s), 'u-completion': fmtInt(u.completion_tokens) });
     assert.ok(a.figures.includes(fmtMs(u.ttft_ms)), a.figures);
+    // The answer's energy badge (estimate and CPU time) and the panel's pressure and sustained/peak.
+    assert.ok(u.compute && u.compute.energy_j.total > 0, JSON.stringify(u.compute));
+    assert.equal(a.energy, energyText(u.compute));
+    assert.match(a.pressure, /^(nominal|fair|serious|critical|unknown)/);
+    assert.equal(a.sustained, sustainedText(await page.evaluate(() => window.edgellmApp.engine.pressure().last_long)));
     // The meter: the engine's count of the whole conversation (template included) once idle —
     // the prompt and the answer, plus the answer's closing tag and the next generation prompt.
     const meter = await page.waitForFunction(() => window.edgellmApp.meter && window.edgellmApp.meter.source === 'count' && window.edgellmApp.meter, null, { timeout: 30_000 }).then((h) => h.jsonValue());

@@ -19,8 +19,12 @@
 //
 // Cost: by default the mode's preference (prefer-local: local 0, remote 1; prefer-remote: the
 // reverse); an app `cost(target, ctx)` function replaces it. Ties go to the lower latency.
+// With the `route.cost` options object, the device's cost terms (cost.js: battery, compute
+// pressure, throttling, saveData, a slow network) add TERM_WEIGHT each to the route they make
+// costlier; when they change the choice, the reason is `cost_<term>` (e.g. cost_battery_low).
 
 import { EdgeLLMError, ErrorCode } from '../errors.js';
+import { TERM_WEIGHT } from './cost.js';
 
 export const MODES = ['local-only', 'prefer-local', 'prefer-remote', 'remote-only'];
 export const TARGETS = ['local', 'remote'];
@@ -34,6 +38,7 @@ export const other = (t) => (t === 'local' ? 'remote' : 'local');
  *   estimates: {t_local_ms: number|null, t_remote_ms: number|null},
  *   pinned?: 'local'|'remote'|null,
  *   cost?: (target: string) => number,
+ *   costTerms?: {local: string[], remote: string[]} | null,
  * }} x
  * @returns {{target: string|null, reason: string, ruled_out: Record<string,string>}}
  */
@@ -65,16 +70,20 @@ export function decide(x) {
   }
   const preferRemote = x.mode === 'prefer-remote';
   const cost = x.cost || ((t) => (t === 'remote' ? (preferRemote ? 0 : 1) : preferRemote ? 1 : 0));
-  const c = { local: Number(cost('local')), remote: Number(cost('remote')) };
-  let target;
-  if (c.local !== c.remote) target = c.local < c.remote ? 'local' : 'remote';
-  else {
+  const base = { local: Number(cost('local')), remote: Number(cost('remote')) };
+  const pick = (c) => {
+    if (c.local !== c.remote) return c.local < c.remote ? 'local' : 'remote';
     const tl = x.estimates.t_local_ms ?? Infinity;
     const tr = x.estimates.t_remote_ms ?? Infinity;
-    target = tr < tl ? 'remote' : 'local';
-  }
-  const reason = x.cost ? 'lower_cost' : preferRemote ? 'prefer-remote' : 'prefer-local';
-  return { target, reason, ruled_out: ruled };
+    return tr < tl ? 'remote' : 'local';
+  };
+  const terms = x.costTerms || { local: [], remote: [] };
+  const c = { local: base.local + TERM_WEIGHT * terms.local.length, remote: base.remote + TERM_WEIGHT * terms.remote.length };
+  const without = pick(base);
+  const target = pick(c);
+  // The cost term that tipped it: the first one against the route the mode alone would take.
+  const reason = target !== without ? `cost_${terms[without][0]}` : x.cost ? 'lower_cost' : preferRemote ? 'prefer-remote' : 'prefer-local';
+  return { target, reason, ruled_out: ruled, ...(x.costTerms ? { costs: c } : {}) };
 }
 
 const LOCAL_CODE = {

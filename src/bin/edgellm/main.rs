@@ -30,6 +30,7 @@ commands:
         [--queue 16] [--max-tokens 1024] [--max-prompt-tokens N] [--max-body-bytes B]
         [--max-connections 256] [--model-id NAME] [--allowed-host NAME,...]
         [--body-timeout-ms 30000] [--send-timeout-ms 30000] [--max-prefill-ms 120000]
+        [--watts-per-busy-core 1.33]
                                       OpenAI-compatible HTTP server (/v1/chat/completions,
                                       /v1/completions, /v1/models, /health)
 

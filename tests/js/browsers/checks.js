@@ -119,3 +119,38 @@ export async function checkPrivateRequestsStayLocal(page, tooLong) {
   }
   return r;
 }
+
+/** usage.compute: energy = CPU time × the power model, per phase (the one formula, src/work.rs). */
+export function checkEnergy(c, watts, clock) {
+  assert.ok(c, 'usage.compute is reported');
+  assert.equal(c.cpu_clock, clock, JSON.stringify(c));
+  assert.equal(c.watts_per_busy_core, watts);
+  for (const ph of ['prefill', 'decode', 'total']) {
+    assert.ok(c.cpu_ms[ph] > 0, `cpu_ms.${ph} = ${c.cpu_ms[ph]}`);
+    assert.ok(Math.abs(c.energy_j[ph] - (c.cpu_ms[ph] / 1000) * watts) <= 1e-9 * Math.max(1, c.energy_j[ph]), `${ph}: ${c.energy_j[ph]} J vs ${c.cpu_ms[ph]} ms × ${watts} W`);
+  }
+  assert.ok(Math.abs(c.cpu_ms.total - c.cpu_ms.prefill - c.cpu_ms.decode) < 1e-6);
+}
+
+/**
+ * In the page: the device signals next to what the browser itself exposes. Each is read where
+ * its API exists and 'unknown' where it does not, without an error. Returns what was seen.
+ */
+export async function checkDeviceSignals(page) {
+  const r = await page.evaluate(async () => {
+    const { DeviceSignals } = await import('/pkg/src/device-signals.js');
+    const d = new DeviceSignals();
+    const signals = await d.read();
+    d.pressure.stop();
+    return { signals, supported: d.pressure.supported, apis: { battery: typeof navigator.getBattery === 'function', connection: !!navigator.connection, pressure: typeof PressureObserver === 'function' } };
+  });
+  const { signals, apis } = r;
+  assert.equal(r.supported, apis.pressure);
+  if (!apis.battery) assert.equal(signals.battery, 'unknown');
+  else assert.ok(signals.battery === 'unknown' || (typeof signals.battery.level === 'number' && typeof signals.battery.charging === 'boolean'), JSON.stringify(signals));
+  if (!apis.connection) assert.equal(signals.connection, 'unknown');
+  else assert.equal(typeof signals.connection.save_data, 'boolean', JSON.stringify(signals));
+  if (!apis.pressure) assert.equal(signals.pressure, 'unknown');
+  else assert.ok(['nominal', 'fair', 'serious', 'critical', 'unknown'].includes(signals.pressure));
+  return r;
+}

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 
 import { MODEL_SIZE, MODEL_SHA256 } from '../helpers.js';
 import { nativeGreedy, GREEDY_PROMPT, GREEDY_TOKENS } from '../native.js';
-import { checkAbortMidStream, checkPrivateRequestsStayLocal, checkRefusedFromHeader } from './checks.js';
+import { checkAbortMidStream, checkPrivateRequestsStayLocal, checkRefusedFromHeader, checkEnergy, checkDeviceSignals } from './checks.js';
 
 export const MODEL_URL = '/models/good.gguf';
 const WEIGHTS = 246_587_904;
@@ -185,6 +185,22 @@ export const STEPS = [
       assert.equal(r.usage.prompt_tokens, want.prompt_ids.length);
       report.decode_tok_s = +r.usage.decode_tokens_per_s.toFixed(2);
       report.prefill_tok_s = +r.usage.prefill_tokens_per_s.toFixed(2);
+    },
+  },
+  {
+    name: 'energy and device signals: usage.compute = CPU time × the power model per phase; each signal read where its API exists, "unknown" where not',
+    async run({ engine, page, report }) {
+      const r = await page.evaluate(async () => {
+        const out = await window.engine.completions.create({ prompt: 'The sea is', max_tokens: 4, temperature: 0 });
+        return { compute: out.usage.compute, target: out.route.target, pressure: window.engine.pressure() };
+      });
+      assert.equal(r.target, 'local');
+      checkEnergy(r.compute, 1.33, 'wasm-busy-wall');
+      const seen = await checkDeviceSignals(page);
+      assert.equal(r.pressure.supported, seen.apis.pressure);
+      // Chromium has all three APIs; what the others expose is reported.
+      if (engine === 'chromium') assert.deepEqual(seen.apis, { battery: true, connection: true, pressure: true });
+      report.device_apis = Object.entries(seen.apis).filter(([, v]) => v).map(([k]) => k).join(',') || 'none';
     },
   },
   {

@@ -5,6 +5,8 @@ import {
   defaultMemoryBudget,
   EdgeLLMError,
   ErrorCode,
+  type ComputeUsage,
+  type PressureEvent,
   type ChatCompletion,
   type ChatCompletionChunk,
   type Completion,
@@ -133,8 +135,21 @@ export async function usage(file: File): Promise<string> {
   } catch (e) {
     if (e instanceof EdgeLLMError && e.code === ErrorCode.OVER_MEMORY_BUDGET) console.log(e.terms?.weights, e.budget_bytes, snap?.level);
   }
-  // @ts-expect-error: only 'memory' events exist
+  // @ts-expect-error: only 'memory' and 'pressure' events exist
   lean.on('tokens', () => {});
+  // Energy, heat and cost: the power model, usage.compute, the 'pressure' event, cost terms.
+  const frugal: Engine = await createEngine({ energy: { watts_per_busy_core: 2.5 }, sustained: { window_ms: 5000, throttle_fraction: 0.7 }, route: { mode: 'prefer-local', remote: { baseURL: 'http://127.0.0.1:8080/v1' }, cost: { battery: { below: 0.3 }, pressure: ['critical'], slowConnection: false, signals: () => ({ pressure: 'fair' }) } } });
+  const done = await frugal.chat.completions.create({ messages: [{ role: 'user', content: 'hi' }] });
+  const work: ComputeUsage | undefined = done.usage.compute;
+  const joules: number = (work?.energy_j.prefill ?? 0) + (work?.energy_j.decode ?? 0) + (work?.cpu_ms.total ?? 0);
+  const hot: boolean | null = work?.sustained?.throttled ?? null;
+  const unsub = frugal.on('pressure', (ev: PressureEvent) => console.log(ev.reason, ev.state, ev.sustained?.ratio));
+  unsub();
+  const now: string = frugal.pressure().state;
+  const why: string | undefined = done.route?.cost?.terms.local[0];
+  console.log(joules, hot, now, why);
+  // @ts-expect-error: watts must be a number
+  await createEngine({ energy: { watts_per_busy_core: 'lots' } });
 
   return text;
 }
