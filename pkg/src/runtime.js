@@ -9,7 +9,7 @@
 
 import { PROTOCOL_VERSION, Req, Ev, IMMEDIATE } from './protocol.js';
 import { EdgeLLMError, ErrorCode, abortedError, toEdgeError, umbrellaCode } from './errors.js';
-import { FaultPlan, stallThread } from './test-faults.js';
+import { FaultPlan, decodeDelaySpec, stallThread } from './test-faults.js';
 import { readUrl, readBlob, readPath, pathSize } from './loader.js';
 import { readUrlHead, slices } from './memory.js';
 import { NoCache } from './cache.js';
@@ -520,18 +520,9 @@ export class Runtime {
     }
   }
 
-  /**
-   * Test hook (engine._debugDecodeDelay, never set by any option): from the `after_tokens`-th
-   * decode step of every later generation on, wait `ms` after each step, so a test can force
-   * the sustained-speed windows down (`throttled`). ms 0 turns it off.
-   */
+  /** Test hook (engine._debugDecodeDelay; its rule in test-faults.js). */
   #setDecodeDelay(msg) {
-    const ms = Number(msg.ms);
-    const after = Number(msg.after_tokens ?? 0);
-    if (!Number.isFinite(ms) || ms < 0 || ms > 10_000 || !Number.isInteger(after) || after < 0) {
-      throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'decode-delay: ms in [0, 10000], after_tokens a non-negative integer');
-    }
-    this.decodeDelay = ms > 0 ? { ms, after_tokens: after } : null;
+    this.decodeDelay = decodeDelaySpec(msg);
     return null;
   }
 

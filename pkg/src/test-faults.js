@@ -1,4 +1,5 @@
-// Test-only fault injection inside the worker, for the fault matrix (tests/js/faults.test.js).
+// Test-only hooks inside the worker: fault injection for the fault matrix
+// (tests/js/faults.test.js), and a decode slow-down for the sustained-speed tests.
 //
 // `engine._debugFault(spec)` arms ONE fault; it fires at the `after`-th load chunk, prefill chunk
 // or decode step of whatever operation reaches that point next, then disarms. A restarted worker
@@ -51,4 +52,18 @@ export function stallThread(ms) {
   while (Date.now() < end) {
     /* the worker is stuck here, as inside a wasm call that does not return */
   }
+}
+
+/**
+ * `engine._debugDecodeDelay({ms, after_tokens})`: from the `after_tokens`-th decode step of every
+ * later generation on, the worker waits `ms` after each step, so a test can force the
+ * sustained-speed windows down (`throttled`). Returns the delay, or null (ms 0: off).
+ */
+export function decodeDelaySpec(msg) {
+  const ms = Number(msg.ms);
+  const after = Number(msg.after_tokens ?? 0);
+  if (!Number.isFinite(ms) || ms < 0 || ms > 10_000 || !Number.isInteger(after) || after < 0) {
+    throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'decode-delay: ms in [0, 10000], after_tokens a non-negative integer');
+  }
+  return ms > 0 ? { ms, after_tokens: after } : null;
 }
