@@ -5,6 +5,7 @@
 //! → `engine` (sessions, sampling, metrics); `tokenizer` beside them; `wasm` is the JS surface.
 
 pub mod engine;
+pub mod exec;
 pub mod generate;
 pub mod gguf;
 pub mod host;

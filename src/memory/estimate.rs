@@ -55,11 +55,18 @@ pub struct EstimateOptions {
     pub sampling: bool,
     /// Bytes of one chunk pushed to the loader (each is copied into wasm memory once).
     pub load_chunk: u64,
+    /// Threads the forward pass runs on: each beyond the first has its own stack.
+    #[serde(default = "one_thread")]
+    pub threads: usize,
+}
+
+fn one_thread() -> usize {
+    1
 }
 
 impl Default for EstimateOptions {
     fn default() -> Self {
-        EstimateOptions { kv_tokens: 4096, kv_dtype: KvElem::F16, batch: 64, sampling: true, load_chunk: 4 << 20 }
+        EstimateOptions { kv_tokens: 4096, kv_dtype: KvElem::F16, batch: 64, sampling: true, load_chunk: 4 << 20, threads: 1 }
     }
 }
 
@@ -68,7 +75,8 @@ impl EstimateOptions {
     pub fn check(&self) -> Result<(), crate::limits::LimitError> {
         crate::limits::check_context("kv tokens", self.kv_tokens)?;
         crate::limits::check_batch("batch", self.batch)?;
-        crate::limits::check_range("load_chunk", self.load_chunk, 1, 1 << 32)
+        crate::limits::check_range("load_chunk", self.load_chunk, 1, 1 << 32)?;
+        crate::limits::check_range("threads", self.threads as u64, 1, crate::limits::MAX_THREADS as u64)
     }
 }
 
@@ -457,11 +465,14 @@ pub struct RuntimeParts {
     /// The model's own vectors and structures beyond the weight bytes.
     pub model: u64,
     pub fragmentation: u64,
+    /// The executor's workers' stacks (`threads - 1` of `limits::WORKER_STACK_BYTES`; the
+    /// executor shares every other buffer, so threads add no scratch).
+    pub thread_stacks: u64,
 }
 
 impl RuntimeParts {
     pub fn total(&self) -> u64 {
-        sum(&[self.module, self.header, self.tokenizer, self.model, self.fragmentation])
+        sum(&[self.module, self.header, self.tokenizer, self.model, self.fragmentation, self.thread_stacks])
     }
 }
 
@@ -527,7 +538,8 @@ impl Estimate {
         let header = stats.parsed_heap_bytes;
         let tokenizer = tokenizer_bytes(stats);
         let frag = FRAGMENTATION_MIN + (g.weight_bytes as f64 * FRAGMENTATION_FRACTION) as u64;
-        let runtime = RuntimeParts { module: MODULE_BYTES, header, tokenizer, model, fragmentation: frag };
+        let thread_stacks = mul(o.threads.saturating_sub(1), crate::limits::WORKER_STACK_BYTES);
+        let runtime = RuntimeParts { module: MODULE_BYTES, header, tokenizer, model, fragmentation: frag, thread_stacks };
         let weights = g.weight_bytes;
         let activations = act.total();
         let runtime_total = runtime.total();
@@ -674,5 +686,18 @@ mod tests {
         let huge = EstimateOptions { kv_tokens: usize::MAX, batch: usize::MAX, load_chunk: u64::MAX, ..EstimateOptions::default() };
         let e = Estimate::new(&g, &HeaderStats::default(), &huge);
         assert!(e.peak >= e.total && e.total >= e.kv && e.kv > 0);
+    }
+
+    #[test]
+    fn each_thread_beyond_the_first_adds_one_worker_stack() {
+        let g = geometry(4, 2, None, 1);
+        let at = |threads| Estimate::new(&g, &HeaderStats::default(), &EstimateOptions { threads, ..EstimateOptions::default() });
+        let (one, three) = (at(1), at(3));
+        assert_eq!(one.runtime_parts.thread_stacks, 0);
+        assert_eq!(three.runtime_parts.thread_stacks, 2 * crate::limits::WORKER_STACK_BYTES as u64);
+        assert_eq!(three.total - one.total, three.runtime_parts.thread_stacks);
+        assert_eq!(three.activations, one.activations);
+        let bad = EstimateOptions { threads: 0, ..EstimateOptions::default() };
+        assert_eq!(bad.check().unwrap_err().code(), "INVALID_REQUEST");
     }
 }

@@ -78,6 +78,8 @@ pub struct ServerConfig {
     /// Longest prefill of one request: past it the request fails (`prefill_timeout`) and the
     /// queue moves on.
     pub max_prefill: Option<Duration>,
+    /// Threads the inference thread splits each forward pass over (1: just itself).
+    pub threads: usize,
 }
 
 impl ServerConfig {
@@ -98,6 +100,7 @@ impl ServerConfig {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             max_prefill: Some(Duration::from_secs(120)),
+            threads: 1,
         }
     }
 }
@@ -117,7 +120,7 @@ pub struct ModelCard {
     pub created: u64,
 }
 
-/// Why the server could not start. `code`: `MODEL_LOAD_FAILED`, `BIND_FAILED`, `IO`.
+/// Why the server could not start. `code`: `MODEL_LOAD_FAILED`, `THREADS_FAILED`, `BIND_FAILED`, `IO`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServerError {
     pub code: &'static str,
@@ -220,7 +223,8 @@ pub fn load_host(path: &std::path::Path) -> Result<Host, ServerError> {
 
 /// Loads the model, binds, and starts serving on two background threads.
 pub fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
-    let host = load_host(&cfg.model_path)?;
+    let mut host = load_host(&cfg.model_path)?;
+    host.set_threads(cfg.threads).map_err(|e| ServerError { code: "THREADS_FAILED", message: format!("{} [{}]", e.message, e.code) })?;
     let info = host.model_info().expect("a model is loaded").clone();
     let card = ModelCard {
         id: cfg.model_id.clone().unwrap_or_else(|| info.name.clone()),

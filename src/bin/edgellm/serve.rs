@@ -1,7 +1,7 @@
 //! `edgellm serve --model M [--port 8080] [--host 127.0.0.1] [--api-key K]
 //! [--cors-origin ORIGIN]... [--queue 16] [--max-tokens 1024] [--max-prompt-tokens N]
 //! [--max-body-bytes 1048576] [--max-connections 256] [--model-id NAME]
-//! [--allowed-host NAME,...] [--body-timeout-ms 30000] [--max-prefill-ms 120000]`
+//! [--allowed-host NAME,...] [--body-timeout-ms 30000] [--max-prefill-ms 120000] [--threads N]`
 //!
 //! The OpenAI-compatible server (see `edgellm::server`). Prints one line
 //! `edgellm serve: listening on http://HOST:PORT ...` once it accepts requests (`--port 0`
@@ -33,7 +33,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     }
     let args = Args::parse(
         &rest,
-        &["model", "port", "host", "api-key", "queue", "max-tokens", "max-prompt-tokens", "max-body-bytes", "max-connections", "model-id", "allowed-host", "body-timeout-ms", "max-prefill-ms"],
+        &["model", "port", "host", "api-key", "queue", "max-tokens", "max-prompt-tokens", "max-body-bytes", "max-connections", "model-id", "allowed-host", "body-timeout-ms", "max-prefill-ms", crate::threads::OPTION],
         &[],
     )?;
     let mut cfg = ServerConfig::new(args.required("model")?);
@@ -72,6 +72,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     if let Some(ms) = args.count("max-prefill-ms", 0, 86_400_000)? {
         cfg.max_prefill = (ms > 0).then(|| std::time::Duration::from_millis(ms as u64));
     }
+    cfg.threads = crate::threads::count(&args)?;
     let auth = if cfg.api_key.is_some() { "bearer token required" } else { "no auth" };
     let handle = start(cfg).map_err(|e| e.to_string())?;
     let m = handle.model();
