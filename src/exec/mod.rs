@@ -1,7 +1,7 @@
 //! The executor the forward pass splits its work over: one small interface ([`Executor`]),
-//! a serial implementation and a pool of threads (rayon: a persistent pool natively, and in
-//! the threaded wasm build the same rayon pool running on web workers over shared memory,
-//! started by `wasm-bindgen-rayon`).
+//! a serial implementation and a pool of threads: natively a persistent rayon pool
+//! (`pool.rs`), in the threaded wasm build web workers over the module's shared memory
+//! (`wasm_pool.rs`).
 //!
 //! Work is split into contiguous index ranges ([`Exec::for_ranges`]); the callers keep each
 //! output element computed by the same kernel in the same order whatever the split, so every
@@ -34,10 +34,14 @@ impl Executor for Serial {
     }
 }
 
-#[cfg(any(not(target_arch = "wasm32"), feature = "threads"))]
+#[cfg(not(target_arch = "wasm32"))]
 mod pool;
-#[cfg(any(not(target_arch = "wasm32"), feature = "threads"))]
+#[cfg(not(target_arch = "wasm32"))]
 pub use pool::ThreadPool;
+#[cfg(all(target_arch = "wasm32", feature = "threads"))]
+pub mod wasm_pool;
+#[cfg(all(target_arch = "wasm32", feature = "threads"))]
+pub use wasm_pool::ThreadPool;
 
 /// Why an executor could not be made. `code()` is stable.
 #[derive(Clone, Debug, PartialEq)]
