@@ -228,6 +228,8 @@ cmd_bench() {
     log "bench: npm ci (wllama)"
     (cd bench && npm ci --no-audit --no-fund)
   fi
+  # More than one edgellm thread needs the threaded build.
+  case " $* " in *" --threads "*) cmd_build_threads ;; esac
   log "bench: edgellm vs wllama in headless Chromium"
   EDGELLM_CLI="$CARGO_TARGET_DIR/release/edgellm" node bench/run.mjs "$@"
 }
@@ -278,6 +280,7 @@ usage: ./build.sh <command>
   fuzz    cargo fuzz campaign over every target in fuzz/ [seconds per target, default 60]
   bench   edgellm vs wllama side by side in headless Chromium [--rounds N] [--sustained S]
           [--simd auto|relaxed|simd128|both] (both: edgellm-relaxed and edgellm-simd128 each round)
+          [--threads 1,2] (each engine at each count, on a cross-origin isolated page)
   bench --chat  a 10-turn chat (Chromium + edgellm serve): prompt/reused tokens and TTFT per turn,
           session restore vs prefill of ~2,000 tokens [--only chromium|server] [--tokens 64]
 USAGE
