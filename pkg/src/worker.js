@@ -22,10 +22,14 @@ const runtime = new Runtime({
   post: (msg) => self.postMessage(msg),
   initWasm: async (wasmUrl, simd, log, threadsOpt) => {
     const url = wasmUrl && typeof wasmUrl === 'object' ? wasmUrl.threads : null;
-    const n = chooseThreads(threadsOpt ?? 'auto', !!url, (m) => log('warn', m));
+    const opt = threadsOpt ?? 'auto';
+    // The glue comes with the build (./build.sh build-threads): without it nothing is fetched,
+    // and it is looked for only where threads could run at all.
+    const glue = url && chooseThreads(opt, true) > 1 ? await threadsGlue().catch(() => null) : null;
+    const n = chooseThreads(opt, !!(glue && typeof glue.default === 'function'), (m) => log('warn', m));
     if (n > 1) {
       try {
-        return await startThreaded(url, n);
+        return await startThreaded(glue, url, n);
       } catch (e) {
         // Under 'auto' a package without the threaded build is normal: said at 'info' only.
         log(threadsOpt === undefined || threadsOpt === 'auto' ? 'info' : 'warn', `the threaded build did not start (${e && e.message ? e.message : e}); running 1 thread`);
@@ -66,9 +70,7 @@ const POOL_START_MS = 20_000;
  * The threaded build on a shared memory, with `n - 1` pool workers parked in it; throws (and
  * stops any worker it started) when it cannot, so the caller falls back to one thread.
  */
-async function startThreaded(url, n) {
-  const glue = await threadsGlue();
-  if (typeof glue.default !== 'function' || typeof glue.thread_workers !== 'function') throw new Error('this package was built without the threaded build');
+async function startThreaded(glue, url, n) {
   const module = await WebAssembly.compile(await (await fetchWasm(url)).arrayBuffer());
   const exports = await glue.default({ module_or_path: module });
   const stack = glue.thread_stack_bytes();
