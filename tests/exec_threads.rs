@@ -98,3 +98,21 @@ fn the_host_takes_a_thread_count_and_refuses_bad_ones() {
     assert_eq!(h.set_threads(edgellm::limits::MAX_THREADS + 1).unwrap_err().code, "INVALID_REQUEST");
     assert_eq!(h.threads(), 2);
 }
+
+#[test]
+fn the_hosts_estimate_counts_each_extra_threads_stack() {
+    let bytes = std::fs::read(common::data("tiny_llama.gguf")).unwrap();
+    let estimate = |h: &mut edgellm::host::Host| {
+        h.estimate_begin();
+        h.estimate_push(&bytes).unwrap();
+        h.estimate_finish(Some(bytes.len() as u64), &Default::default()).unwrap().estimate
+    };
+    let mut h = edgellm::host::Host::new();
+    let one = estimate(&mut h);
+    h.set_threads(3).unwrap();
+    let three = estimate(&mut h);
+    let stack = edgellm::limits::WORKER_STACK_BYTES as u64;
+    assert_eq!(three.runtime_parts.thread_stacks, 2 * stack);
+    assert_eq!(three.total - one.total, 2 * stack);
+    assert_eq!((three.weights, three.kv, three.activations), (one.weights, one.kv, one.activations));
+}
