@@ -449,7 +449,12 @@ impl ScratchPlan {
         let scores = scores_cap(g, b, batch, prompt);
         let PassBuffers { x, xn, q, k, v, att, tmp, gate, up, cs, sel, act, aq, ak, av, out, logits, stage_k, stage_v } = bufs;
         let caps = |caps: &[Cap]| sum(&caps.iter().map(Cap::bytes).collect::<Vec<_>>());
-        let forward = caps(&[x, xn, q, k, v, att, tmp, gate, up, cs, sel, act, aq, ak, av, scores]);
+        // Attention splits its heads over the threads: each part beyond the first has its own
+        // key/value chunks and the scores of its heads, counted here as a whole head set's
+        // (an upper bound; exact for one thread).
+        let extra_parts = crate::exec::split(g.hparams.n_head, 1, o.threads).len().saturating_sub(1);
+        let per_part = caps(&[ak, av, scores]);
+        let forward = sum(&[caps(&[x, xn, q, k, v, att, tmp, gate, up, cs, sel, act, aq, ak, av, scores]), mul(extra_parts, 1).saturating_mul(per_part)]);
         let sampler = if o.sampling { mul(8, g.n_vocab) } else { 0 };
         ScratchPlan { forward, logits: caps(&[out, logits]), sampler, kv_staging: caps(&[stage_k, stage_v]) }
     }
@@ -465,8 +470,8 @@ pub struct RuntimeParts {
     /// The model's own vectors and structures beyond the weight bytes.
     pub model: u64,
     pub fragmentation: u64,
-    /// The executor's workers' stacks (`threads - 1` of `limits::WORKER_STACK_BYTES`; the
-    /// executor shares every other buffer, so threads add no scratch).
+    /// The executor's workers' stacks (`threads - 1` of `limits::WORKER_STACK_BYTES`; their
+    /// attention scratch is in the activations term).
     pub thread_stacks: u64,
 }
 
@@ -689,14 +694,16 @@ mod tests {
     }
 
     #[test]
-    fn each_thread_beyond_the_first_adds_one_worker_stack() {
+    fn each_thread_beyond_the_first_adds_a_worker_stack_and_an_attention_part() {
         let g = geometry(4, 2, None, 1);
         let at = |threads| Estimate::new(&g, &HeaderStats::default(), &EstimateOptions { threads, ..EstimateOptions::default() });
         let (one, three) = (at(1), at(3));
         assert_eq!(one.runtime_parts.thread_stacks, 0);
         assert_eq!(three.runtime_parts.thread_stacks, 2 * crate::limits::WORKER_STACK_BYTES as u64);
-        assert_eq!(three.total - one.total, three.runtime_parts.thread_stacks);
-        assert_eq!(three.activations, one.activations);
+        assert_eq!(three.total - one.total, three.runtime_parts.thread_stacks + (three.activations - one.activations));
+        // Attention's extra part (2 heads: two parts at most), at most a whole head set's.
+        assert!(three.activations > one.activations);
+        assert_eq!(at(14).activations, at(2).activations, "no more parts than heads");
         let bad = EstimateOptions { threads: 0, ..EstimateOptions::default() };
         assert_eq!(bad.check().unwrap_err().code(), "INVALID_REQUEST");
     }

@@ -4,7 +4,7 @@
 
 use crate::exec::Exec;
 use crate::kv::KvCache;
-use crate::ops::{attention, gelu_tanh_f16, matmul_on, rms_norm_in_place, rms_norm_into, silu, AttentionParams};
+use crate::ops::{attention_on, gelu_tanh_f16, matmul_on, rms_norm_in_place, rms_norm_into, silu, AttentionParams};
 use crate::ops::{AttentionScratch, MatmulScratch};
 
 use super::{Activation, Model, ModelError};
@@ -208,7 +208,7 @@ impl Model {
                 window: l.window,
             };
             att.resize(n_cur * aw, 0.0);
-            attention(&params, q, kv.query_pos0(il), &kv.view(il), att, attn);
+            attention_on(exec, &params, q, kv.query_pos0(il), &kv.view(il), att, attn);
             kv.store(il);
 
             if il == last && !all_rows {
