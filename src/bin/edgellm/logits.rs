@@ -17,9 +17,10 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     let top: usize = args.parsed("top")?.unwrap_or(10);
     let all = args.flag("all-positions");
 
+    let exec = crate::threads::exec(&args)?;
     let model = Model::load_file(path).map_err(|e| format!("{path}: {e} [{}]", e.code()))?;
     let mut kv = model.new_kv_cache(ids.len());
-    let mut scratch = ForwardScratch::new(crate::threads::exec(&args)?);
+    let mut scratch = ForwardScratch::new(exec);
     let mut logits = Vec::new();
     let rows = if all { LogitRows::All } else { LogitRows::Last };
     model.forward(&ids, &mut kv, &mut scratch, rows, &mut logits).map_err(|e| format!("{e} [{}]", e.code()))?;
