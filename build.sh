@@ -69,6 +69,35 @@ cmd_model() {
   "$root/scripts/fetch_model.sh"
 }
 
+# The threaded build (cross-origin isolated pages): nightly + build-std, shared memory imported
+# from JS (the worker pool's web workers instantiate the same module on it), the executor's wasm
+# pool (feature `threads`, src/exec/wasm_pool.rs). Its own target dir and its own JS glue
+# (pkg/wasm/threads/): the memory import makes the glue differ from the single-thread builds'.
+# Not part of `build`: build-std compiles std too (minutes on CI's 2 cores).
+THREADS_RUSTFLAGS="-C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128 \
+-C link-arg=--shared-memory -C link-arg=--import-memory -C link-arg=--max-memory=4294967296 \
+-C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size -C link-arg=--export=__tls_align \
+-C link-arg=--export=__tls_base"
+cmd_build_threads() {
+  log "build: wasm32 threads (nightly, build-std, SIMD128 + atomics)"
+  local dir="$CARGO_TARGET_DIR/threads" start=$SECONDS
+  # build-std needs the nightly's std sources and wasm32 target (seconds; TOOLCHAIN.md).
+  rustup target list --toolchain nightly --installed | grep -q '^wasm32-unknown-unknown$' \
+    || rustup target add wasm32-unknown-unknown --toolchain nightly
+  rustup component list --toolchain nightly --installed | grep -q '^rust-src' \
+    || rustup component add rust-src --toolchain nightly
+  RUSTFLAGS="$THREADS_RUSTFLAGS" CARGO_TARGET_DIR="$dir" cargo +nightly build --release \
+    --target wasm32-unknown-unknown --lib --features threads -Z build-std=std,panic_abort
+  mkdir -p pkg/wasm/threads
+  wasm-bindgen --target web --out-dir pkg/wasm/threads "$dir/wasm32-unknown-unknown/release/edgellm.wasm"
+  wasm-objdump -x -j Import pkg/wasm/threads/edgellm_bg.wasm | grep -q 'memory.*shared' \
+    || die "pkg/wasm/threads/edgellm_bg.wasm does not import a shared memory"
+  log "build: pkg/wasm/threads/edgellm_bg.wasm $(stat -c %s pkg/wasm/threads/edgellm_bg.wasm) bytes in $((SECONDS - start)) s"
+  # The worker bundle carries the threaded glue from now on (without it: an empty stand-in).
+  [ -f pkg/wasm/edgellm.js ] || die "run ./build.sh build first (the worker bundle needs the single-thread builds)"
+  node scripts/browser_assets.mjs
+}
+
 cmd_build() {
   log "build: native CLI (release)"
   cargo build --release --bin edgellm
@@ -199,6 +228,8 @@ cmd_bench() {
     log "bench: npm ci (wllama)"
     (cd bench && npm ci --no-audit --no-fund)
   fi
+  # More than one edgellm thread needs the threaded build.
+  case " $* " in *" --threads "*) cmd_build_threads ;; esac
   log "bench: edgellm vs wllama in headless Chromium"
   EDGELLM_CLI="$CARGO_TARGET_DIR/release/edgellm" node bench/run.mjs "$@"
 }
@@ -243,11 +274,13 @@ usage: ./build.sh <command>
           webkit2gtk-driver, xvfb, ...), npm ci
   model   fetch + verify the models into models/ (Gemma 3 270M base, SmolLM2 135M Instruct)
   build   native CLI + release wasm, SIMD128 and relaxed-SIMD tiers -> pkg/wasm/
+  build-threads  the threaded wasm build (nightly, build-std) -> pkg/wasm/threads/ (after build)
   test    everything CI runs (setup, model, build, native + wasm tests)
   demo    the main job: set up, fetch the model, build, run it natively, serve the page + edgellm serve
   fuzz    cargo fuzz campaign over every target in fuzz/ [seconds per target, default 60]
   bench   edgellm vs wllama side by side in headless Chromium [--rounds N] [--sustained S]
           [--simd auto|relaxed|simd128|both] (both: edgellm-relaxed and edgellm-simd128 each round)
+          [--threads 1,2] (each engine at each count, on a cross-origin isolated page)
   bench --chat  a 10-turn chat (Chromium + edgellm serve): prompt/reused tokens and TTFT per turn,
           session restore vs prefill of ~2,000 tokens [--only chromium|server] [--tokens 64]
 USAGE
@@ -257,6 +290,7 @@ case "${1:-help}" in
   setup) cmd_setup ;;
   model) cmd_model ;;
   build) cmd_setup; cmd_build ;;
+  build-threads) cmd_build_threads ;;
   test) cmd_test ;;
   demo) cmd_demo ;;
   bench) shift; cmd_bench "$@" ;;

@@ -7,7 +7,10 @@ import path from 'node:path';
 
 const MIME = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json', '.gguf': 'application/octet-stream' };
 
-export function startStaticServer(root, files) {
+/** The headers that make a page cross-origin isolated (SharedArrayBuffer: both engines' threads). */
+export const ISOLATION = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' };
+
+export function startStaticServer(root, files, extraHeaders = {}) {
   const fixed = new Set(Object.values(files));
   const server = http.createServer((req, res) => {
     const u = new URL(req.url, 'http://x');
@@ -18,7 +21,7 @@ export function startStaticServer(root, files) {
       return;
     }
     const size = fs.statSync(file).size;
-    const headers = { 'Content-Type': MIME[path.extname(file)] || 'application/octet-stream', 'Accept-Ranges': 'bytes', 'Cache-Control': 'no-store' };
+    const headers = { 'Content-Type': MIME[path.extname(file)] || 'application/octet-stream', 'Accept-Ranges': 'bytes', 'Cache-Control': 'no-store', ...extraHeaders };
     const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range || '');
     if (m) {
       const start = +m[1];

@@ -6,6 +6,13 @@
 //
 //   node bench/run.mjs [--rounds N] [--tokens 128] [--prompt-tokens 128] [--sustained S]
 //                      [--model path.gguf] [--only edgellm|wllama] [--simd auto|relaxed|simd128|both]
+//                      [--threads 1,2]
+//
+// --threads runs each engine at each count (edgellm's `threads` option, wllama's n_threads) on a
+// cross-origin isolated page (COOP/COEP, so both can share memory), as `edgellm@2t`, `wllama@2t`;
+// the ratios are then edgellm/wllama at each count and each engine's counts against its first.
+// edgellm needs its threaded build for more than one (./build.sh build-threads); every line says
+// how many threads actually ran. Without --threads both run one thread on a plain page.
 //
 // --simd picks edgellm's wasm build (the engine's `simd` option; default auto = relaxed SIMD where
 // Chromium runs it); `both` runs edgellm twice per round, as edgellm-relaxed and edgellm-simd128,
@@ -23,7 +30,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
 import { chromium } from 'playwright-core';
-import { CHROMIUM, CHROMIUM_ARGS, startStaticServer } from './harness.mjs';
+import { CHROMIUM, CHROMIUM_ARGS, ISOLATION, startStaticServer } from './harness.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -43,6 +50,11 @@ if (!['auto', 'relaxed', 'simd128', 'both'].includes(SIMD)) {
 }
 // The edgellm runs: name → the engine's simd option.
 const EDGELLM_RUNS = SIMD === 'both' ? { 'edgellm-relaxed': 'relaxed', 'edgellm-simd128': 'simd128' } : SIMD === 'auto' ? { edgellm: 'auto' } : { [`edgellm-${SIMD}`]: SIMD };
+const THREADS = opt('threads', null) && opt('threads').split(',').map(Number);
+if (THREADS && THREADS.some((n) => !Number.isInteger(n) || n < 1)) {
+  console.error(`bench: --threads takes counts such as 1,2 (got ${opt('threads')})`);
+  process.exit(2);
+}
 const MODEL = path.resolve(opt('model', path.join(ROOT, 'models/gemma-3-270m-q4_k_m.gguf')));
 const WLLAMA_WASM = path.join(ROOT, 'bench/node_modules/@wllama/wllama/esm/wasm/wllama.wasm');
 
@@ -84,7 +96,7 @@ function promptOfTokens(n) {
 }
 
 // ---- 127.0.0.1 static server (Range-capable): bench/harness.mjs ----
-const startServer = () => startStaticServer(ROOT, { '/model.gguf': MODEL, '/wllama.wasm': WLLAMA_WASM });
+const startServer = () => startStaticServer(ROOT, { '/model.gguf': MODEL, '/wllama.wasm': WLLAMA_WASM }, THREADS ? ISOLATION : {});
 
 // ---- renderer RSS from /proc ----
 function rendererPids(profileDir) {
@@ -121,8 +133,9 @@ async function runOnce(engine, origin, prompt) {
     page.on('pageerror', (e) => console.error(`[${engine} page error]`, e.message));
     await page.goto(`${origin}/bench/page.html`);
     await page.waitForFunction(() => window.benchReady, null, { timeout: 30_000 });
-    const fn = engine in EDGELLM_RUNS ? 'runEdgellm' : 'runWllama';
-    const r = await page.evaluate(([fn, o]) => window[fn](o), [fn, { modelUrl: `${origin}/model.gguf`, wasmUrl: `${origin}/wllama.wasm`, prompt, nPredict: N_PREDICT, sustainedS: SUSTAINED, simd: EDGELLM_RUNS[engine] }]);
+    const { base, threads } = runOf(engine);
+    const fn = base in EDGELLM_RUNS ? 'runEdgellm' : 'runWllama';
+    const r = await page.evaluate(([fn, o]) => window[fn](o), [fn, { modelUrl: `${origin}/model.gguf`, wasmUrl: `${origin}/wllama.wasm`, prompt, nPredict: N_PREDICT, sustainedS: SUSTAINED, simd: EDGELLM_RUNS[base], threads }]);
     for (const pid of rendererPids(profile)) peakRss = Math.max(peakRss, rssMb(pid));
     r.rss_mb = peakRss;
     return r;
@@ -143,7 +156,13 @@ const origin = `http://127.0.0.1:${server.address().port}`;
 const { prompt, counted } = promptOfTokens(PROMPT_TOKENS);
 console.log(`bench: ${path.basename(MODEL)}, prompt ${counted || '~' + PROMPT_TOKENS} tokens, ${N_PREDICT} greedy tokens, ${ROUNDS} rounds, Chromium ${execFileSync(CHROMIUM, ['--version'], { encoding: 'utf8' }).trim()}`);
 console.log(`loadavg before: ${fs.readFileSync('/proc/loadavg', 'utf8').trim()}`);
-const engines = (ONLY ? [ONLY] : ['edgellm', 'wllama']).flatMap((e) => (e === 'edgellm' ? Object.keys(EDGELLM_RUNS) : [e]));
+const bases = (ONLY ? [ONLY] : ['edgellm', 'wllama']).flatMap((e) => (e === 'edgellm' ? Object.keys(EDGELLM_RUNS) : [e]));
+// A run's name: the engine (and tier), then `@Nt` with --threads.
+const engines = THREADS ? THREADS.flatMap((t) => bases.map((b) => `${b}@${t}t`)) : bases;
+function runOf(name) {
+  const m = /^(.*)@(\d+)t$/.exec(name);
+  return m ? { base: m[1], threads: +m[2] } : { base: name, threads: 1 };
+}
 const results = Object.fromEntries(engines.map((e) => [e, []]));
 const KEYS = ['load_s', 'ttft_ms', 'prefill_tps', 'decode_tps', 'wasm_mb', 'rss_mb'];
 try {
@@ -156,14 +175,14 @@ try {
       r.decode_mb_tok = r.usage && r.usage.decode_bytes_per_token !== undefined ? r.usage.decode_bytes_per_token / 1e6 : NaN;
       r.decode_gb_s = r.usage && r.usage.decode_gb_s !== undefined ? r.usage.decode_gb_s : NaN;
       results[e].push(r);
-      console.log(`round ${round + 1} ${e.padEnd(15)} ${r.simd_tier ? `tier=${r.simd_tier} ` : ''}${KEYS.map((k) => `${k}=${(+r[k]).toFixed(k.endsWith('tps') || k === 'load_s' ? 2 : 0)}`).join(' ')} prompt_tokens=${r.prompt_tokens} tokens=${r.tokens}${Number.isFinite(r.decode_gb_s) ? ` decode ${r.decode_mb_tok.toFixed(1)} MB/tok ${r.decode_gb_s.toFixed(2)} GB/s` : ''}${r.windows ? ` windows=[${r.windows.map((x) => x.toFixed(2)).join(', ')}]` : ''}${r.timings ? ` (wllama timings: prefill ${r.timings.prompt_per_second?.toFixed(2)} tok/s, decode ${r.timings.predicted_per_second?.toFixed(2)} tok/s)` : ''}`);
+      console.log(`round ${round + 1} ${e.padEnd(15)} ${r.simd_tier ? `tier=${r.simd_tier} ` : ''}threads=${r.threads} ${KEYS.map((k) => `${k}=${(+r[k]).toFixed(k.endsWith('tps') || k === 'load_s' ? 2 : 0)}`).join(' ')} prompt_tokens=${r.prompt_tokens} tokens=${r.tokens}${Number.isFinite(r.decode_gb_s) ? ` decode ${r.decode_mb_tok.toFixed(1)} MB/tok ${r.decode_gb_s.toFixed(2)} GB/s` : ''}${r.windows ? ` windows=[${r.windows.map((x) => x.toFixed(2)).join(', ')}]` : ''}${r.timings ? ` (wllama timings: prefill ${r.timings.prompt_per_second?.toFixed(2)} tok/s, decode ${r.timings.predicted_per_second?.toFixed(2)} tok/s)` : ''}`);
     }
   }
 } finally {
   server.close();
 }
 console.log(`loadavg after: ${fs.readFileSync('/proc/loadavg', 'utf8').trim()}`);
-const ratioLabels = [...Object.keys(EDGELLM_RUNS).map((e) => `${e}/wllama`), ...(SIMD === 'both' ? ['edgellm-relaxed/edgellm-simd128'] : [])];
+const ratioLabels = [...engines.map((e) => `${e}/${e}`), ...Object.keys(EDGELLM_RUNS).map((e) => `${e}/wllama`), ...(SIMD === 'both' ? ['edgellm-relaxed/edgellm-simd128'] : [])];
 const pad = 2 + Math.max(15, ...engines.map((e) => e.length), ...ratioLabels.map((l) => l.length));
 console.log('\n' + 'medians'.padEnd(pad) + KEYS.map((k) => k.padStart(12)).join(''));
 const med = {};
@@ -172,14 +191,21 @@ for (const e of engines) {
   console.log(e.padEnd(pad) + KEYS.map((k) => med[e][k].toFixed(2).padStart(12)).join(''));
 }
 const ratio = (a, b) => console.log(`${a}/${b}`.padEnd(pad) + KEYS.map((k) => (med[a][k] / med[b][k]).toFixed(2).padStart(12)).join(''));
-const ran = Object.keys(EDGELLM_RUNS).filter((e) => med[e]);
-for (const e of ran) {
-  const tiers = [...new Set(results[e].map((r) => r.simd_tier))];
-  console.log(`${e} ran the ${tiers.join(' / ')} build (simd: '${EDGELLM_RUNS[e]}')`);
+const at = (b, t) => (THREADS ? `${b}@${t}t` : b);
+for (const t of THREADS || [1]) {
+  const ran = Object.keys(EDGELLM_RUNS).filter((e) => med[at(e, t)]);
+  for (const e of ran) {
+    const tiers = [...new Set(results[at(e, t)].map((r) => r.simd_tier))];
+    const counts = [...new Set(results[at(e, t)].map((r) => r.threads))];
+    console.log(`${at(e, t)} ran the ${tiers.join(' / ')} build (simd: '${EDGELLM_RUNS[e]}') on ${counts.join(' / ')} thread(s)`);
+  }
+  if (med[at('wllama', t)]) for (const e of ran) ratio(at(e, t), at('wllama', t));
+  if (med[at('edgellm-relaxed', t)] && med[at('edgellm-simd128', t)]) ratio(at('edgellm-relaxed', t), at('edgellm-simd128', t));
 }
-if (med.wllama) for (const e of ran) ratio(e, 'wllama');
-if (med['edgellm-relaxed'] && med['edgellm-simd128']) ratio('edgellm-relaxed', 'edgellm-simd128');
-if (med.wllama && ran.length) console.log('(ratios > 1 are better for prefill_tps and decode_tps; < 1 is better for load_s, ttft_ms, wasm_mb, rss_mb)');
+// Each engine's speed-up over its first thread count.
+if (THREADS && THREADS.length > 1) for (const b of bases) for (const t of THREADS.slice(1)) if (med[at(b, t)] && med[at(b, THREADS[0])]) ratio(at(b, t), at(b, THREADS[0]));
+const ran = Object.keys(EDGELLM_RUNS);
+if (ran.length) console.log('(ratios > 1 are better for prefill_tps and decode_tps; < 1 is better for load_s, ttft_ms, wasm_mb, rss_mb)');
 const cell = (x, d) => (Number.isFinite(x) ? x.toFixed(d) : '-').padStart(12);
 console.log('\n' + 'decode traffic'.padEnd(pad) + ['MB/token', 'GB/s'].map((k) => k.padStart(12)).join(''));
 for (const e of engines) console.log(e.padEnd(pad) + cell(median(results[e].map((r) => r.decode_mb_tok)), 1) + cell(median(results[e].map((r) => r.decode_gb_s)), 2));

@@ -67,7 +67,7 @@ export interface EngineOptions {
    * files serving the tiers it leaves out. A location given here never falls back to the copy
    * embedded in the package.
    */
-  wasmUrl?: string | URL | { relaxed?: string | URL; simd128?: string | URL };
+  wasmUrl?: string | URL | { relaxed?: string | URL; simd128?: string | URL; threads?: string | URL };
   /**
    * Which wasm build runs. 'auto' (default): the relaxed-SIMD build where the JS engine validates
    * WebAssembly relaxed SIMD (Chromium 114+; Node 20 only with --experimental-wasm-relaxed-simd),
@@ -76,6 +76,14 @@ export interface EngineOptions {
    * `engine.info.simd_tier` reports the build that runs.
    */
   simd?: SimdOption;
+  /**
+   * Threads the model runs on. 'auto' (default): every core (`navigator.hardwareConcurrency`)
+   * where the page is cross-origin isolated (COOP `same-origin` + COEP `require-corp`) and the
+   * threaded build (`wasm/threads/`, or `wasmUrl.threads`) is served, else 1. A count > 1 where
+   * that is missing runs 1 thread with a warning log. Any count gives the same tokens.
+   * `engine.info.threads` reports the count that runs.
+   */
+  threads?: 'auto' | number;
   /**
    * Where the worker script is. Browser: a same-origin module worker (the package's
    * `wasm/edgellm-worker.js` copied as is, or a module that imports 'edgellm/worker'), for a
@@ -503,6 +511,8 @@ export interface EngineInfo {
   simd: boolean | null;
   /** The build that runs (see the `simd` option); null for a custom wasm without the export. */
   simd_tier: SimdTier | null;
+  /** Threads every forward pass runs on (see the `threads` option). */
+  threads: number;
 }
 
 export interface EngineStatus {

@@ -19,6 +19,7 @@
 use std::sync::Arc;
 
 use crate::metrics::{Clock, GenerationMetrics};
+use crate::exec::Exec;
 use crate::model::{ForwardScratch, LogitRows, Model, ModelError};
 use crate::sampling::{Sampler, SamplerConfig};
 use crate::snapshot::{self, SnapshotError, SnapshotMeta};
@@ -86,6 +87,8 @@ pub struct SessionOptions {
     pub max_batch: usize,
     pub sampler: SamplerConfig,
     pub clock: Clock,
+    /// The threads the forward pass splits its work over (results are the same for any count).
+    pub exec: Exec,
 }
 
 impl SessionOptions {
@@ -97,6 +100,7 @@ impl SessionOptions {
             max_batch: 512,
             sampler: SamplerConfig::greedy(),
             clock: crate::metrics::no_clock,
+            exec: Exec::Serial,
         }
     }
 }
@@ -145,7 +149,7 @@ impl Session {
         Session {
             model,
             kv,
-            scratch: ForwardScratch::default(),
+            scratch: ForwardScratch::new(opts.exec),
             sampler: Sampler::new(opts.sampler),
             tokens: Vec::new(),
             pending: None,
@@ -162,6 +166,15 @@ impl Session {
 
     pub fn model(&self) -> &Model {
         &self.model
+    }
+
+    /// Splits later forward passes over `exec`'s threads.
+    pub fn set_exec(&mut self, exec: Exec) {
+        self.scratch.set_exec(exec);
+    }
+
+    pub fn exec(&self) -> &Exec {
+        self.scratch.exec()
     }
 
     pub fn kv(&self) -> &KvCache {

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{EngineError, Session, SessionOptions};
+use crate::exec::Exec;
 use crate::generate::{GenerateOptions, Generator};
 use crate::gguf::{GgmlType, GgufError, GgufHeader, LoadProgress, StreamLoader};
 use crate::kv::{KvOptions, KvPolicy, KvStats};
@@ -270,6 +271,8 @@ pub struct Host {
     kv_options: Option<KvOptions>,
     /// The memory ledger (`crate::memory`; see `host/memory.rs`).
     memory: memory::MemoryState,
+    /// The threads every session's forward pass is split over.
+    exec: Exec,
 }
 
 impl Host {
@@ -304,7 +307,9 @@ impl Host {
     fn stamp(&self) -> (f64, f64) {
         let wall = self.clock.map_or(0.0, |c| c());
         let cpu = match self.cpu_clock {
-            Some(c) if c.is_wall && self.clock.is_some() => wall,
+            // A busy-wall clock times the calling thread; the pool's other threads work (or
+            // spin, waiting for the next split) for the whole call too: core-ms = wall × threads.
+            Some(c) if c.is_wall && self.clock.is_some() => wall * self.threads() as f64,
             Some(c) => (c.read)(),
             None => 0.0,
         };
@@ -408,6 +413,7 @@ impl Host {
         if let Some(clock) = self.clock {
             opts.clock = clock;
         }
+        opts.exec = self.exec.clone();
         let default_tokens = opts.max_context;
         match kv {
             None => Ok((Session::new(model.clone(), opts), default_tokens)),
@@ -440,6 +446,32 @@ impl Host {
         }
         self.kv_options = kv;
         Ok(self.loaded.as_ref().map(|l| &l.info))
+    }
+
+    /// Runs the forward passes of the loaded session and of later ones over `exec`'s threads
+    /// (outputs do not depend on the count).
+    pub fn set_exec(&mut self, exec: Exec) {
+        if let Some(l) = self.loaded.as_mut() {
+            l.session.set_exec(exec.clone());
+        }
+        self.memory.threads = exec.threads();
+        self.exec = exec;
+    }
+
+    /// `n` threads (1..=`limits::MAX_THREADS`); `THREADS_UNSUPPORTED` in a build without
+    /// threads for `n > 1`. Returns the count now in use.
+    pub fn set_threads(&mut self, n: usize) -> Result<usize, HostError> {
+        if n == self.exec.threads() {
+            return Ok(n);
+        }
+        let exec = Exec::with_threads(n).map_err(|e| HostError::new(e.code(), e.to_string()))?;
+        self.set_exec(exec);
+        Ok(n)
+    }
+
+    /// Threads the forward pass runs on.
+    pub fn threads(&self) -> usize {
+        self.exec.threads()
     }
 
     /// The loaded session's KV cache occupancy now (after any step).

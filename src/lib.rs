@@ -4,7 +4,11 @@
 //! `gguf` (container) → `quant` (block formats) → `ops` (kernels) → `model` (architectures)
 //! → `engine` (sessions, sampling, metrics); `tokenizer` beside them; `wasm` is the JS surface.
 
+// The threaded wasm build (nightly only) sleeps its pool workers on memory.atomic.wait32.
+#![cfg_attr(all(target_arch = "wasm32", feature = "threads"), feature(stdarch_wasm_atomic_wait))]
+
 pub mod engine;
+pub mod exec;
 pub mod generate;
 pub mod gguf;
 pub mod host;

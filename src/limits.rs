@@ -23,6 +23,11 @@ pub const MAX_VOCAB: usize = 1 << 24;
 pub const MAX_DIM: usize = 1 << 20;
 /// Most attention heads.
 pub const MAX_HEADS: usize = 1 << 12;
+/// Most threads an executor may be asked for.
+pub const MAX_THREADS: usize = 256;
+/// Stack of each native worker thread of the executor (`exec::ThreadPool`): the kernels keep
+/// their buffers on the heap, so a small stack is plenty.
+pub const WORKER_STACK_BYTES: usize = 1 << 20;
 
 /// A caller-supplied value outside its range. `code()` is `INVALID_REQUEST`, the hosts' code for
 /// a bad request field.

@@ -9,8 +9,9 @@
 //! `energy_j = cpu_ms / 1000 × watts_per_busy_core`, where `cpu_ms` is *core*-milliseconds
 //! (one thread busy for 1 s = 1000; two threads busy for 1 s = 2000). A multi-threaded engine
 //! therefore needs no other formula: its CPU clock counts every busy core. Natively the process
-//! clock does so already; a multi-threaded wasm build must add each pool thread's busy time to
-//! what [`WorkMeter::add`] receives (it takes core-ms, not wall time).
+//! clock does so already; with a busy-wall clock the host multiplies each call's wall time by
+//! its thread count (the threaded wasm build's pool workers compute or spin for the whole call),
+//! since [`WorkMeter::add`] takes core-ms, not wall time.
 //!
 //! **The CPU clock** ([`CpuClock`]) is the host's:
 //! * natively (`edgellm serve`): the process's CPU time (`clock_gettime(CLOCK_PROCESS_CPUTIME_ID)`),

@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { loadPeer, oneThreadContext, promptIds, timedGreedy } from './llamacpp_peer.mjs';
+import { benchContext, loadPeer, promptIds, timedGreedy } from './llamacpp_peer.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = { model: path.join(root, 'models/gemma-3-270m-q4_k_m.gguf'), cli: null, tokens: 32, runs: 3, prompt: 'Once upon a time' };
@@ -29,7 +29,7 @@ if (!args.cli) {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function edgellm() {
-  const proc = spawn(args.cli, ['serve', '--model', args.model, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const proc = spawn(args.cli, ['serve', '--model', args.model, '--port', '0', '--threads', '1'], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     const url = await new Promise((resolve, reject) => {
       let out = '';
@@ -64,7 +64,7 @@ async function edgellm() {
 
 async function llamacpp() {
   const { llama, model } = await loadPeer(args.model);
-  const context = await oneThreadContext(model);
+  const context = await benchContext(model, 1);
   const ids = promptIds(model, args.prompt);
   const once = async (n) => {
     const { first, last, count } = await timedGreedy(context, ids, n);

@@ -20,8 +20,8 @@ export function promptIds(model, prompt) {
   return model.tokens.shouldPrependBosToken && bos != null ? [bos, ...body] : body;
 }
 
-/** A one-thread context of the benchmarks' shape. */
-export const oneThreadContext = (model) => model.createContext({ contextSize: 512, batchSize: 512, threads: 1, sequences: 1 });
+/** A context of the benchmarks' shape on `threads` threads (llama.cpp's own thread pool). */
+export const benchContext = (model, threads = 1) => model.createContext({ contextSize: 512, batchSize: 512, threads, sequences: 1 });
 
 /**
  * Greedy generation of up to `n` tokens after `ids` on a fresh sequence of `context`; the

@@ -11,7 +11,7 @@ import { Req, Ev, PROTOCOL_VERSION } from './protocol.js';
 import { EdgeLLMError, ErrorCode, errorFromPayload, abortedError } from './errors.js';
 import { Router } from './router.js';
 import { memoryOptions } from './memory.js';
-import { SIMD_OPTIONS } from './tier.js';
+import { SIMD_OPTIONS, threadsOption } from './tier.js';
 import { strictBoolean } from './strict.js';
 import { sustainedOptions, THROTTLE_MEMORY_MS } from './sustained.js';
 import { DeviceSignals } from './device-signals.js';
@@ -277,7 +277,7 @@ export class Engine {
 
   /** Info about the loaded model (null when none). */
   model = null;
-  /** Result of the worker's init: {version, protocol, cache, simd, simd_tier}. */
+  /** Result of the worker's init: {version, protocol, cache, simd, simd_tier, threads}. */
   info = null;
   /** Number of times the worker was restarted after a crash. */
   restarts = 0;
@@ -290,6 +290,9 @@ export class Engine {
     if (this.#opts.simd !== undefined && !SIMD_OPTIONS.includes(this.#opts.simd)) {
       throw invalid(`simd must be one of ${SIMD_OPTIONS.map((v) => `'${v}'`).join(', ')}; got ${JSON.stringify(this.#opts.simd)}`);
     }
+    // Threads (tier.js): 'auto' (default: every core where the page is cross-origin isolated
+    // and the threaded build is served, else 1) or a count.
+    this.#opts.threads = threadsOption(this.#opts.threads);
     // The memory ledger's budget (default: from navigator.deviceMemory, see memory.js) and
     // pressure thresholds; `memoryBudget` is the older name of memory.budget_bytes.
     this.#memoryOpts = memoryOptions(this.#opts.memory, this.#opts.memoryBudget);
@@ -336,7 +339,7 @@ export class Engine {
         onFatal: (err) => this.#onFatal(worker, err),
       });
       this.#worker = worker;
-      this.#ready = this.#send(worker, { type: Req.INIT, wasmUrl: this.#opts.wasmUrl, simd: this.#opts.simd, cache: { enabled: !!this.#opts.cache, dir: this.#opts.cacheDir }, memory: this.#memoryOpts, energy: this.#energy }, null, this.#opts.initTimeoutMs)
+      this.#ready = this.#send(worker, { type: Req.INIT, wasmUrl: this.#opts.wasmUrl, simd: this.#opts.simd, threads: this.#opts.threads, cache: { enabled: !!this.#opts.cache, dir: this.#opts.cacheDir }, memory: this.#memoryOpts, energy: this.#energy }, null, this.#opts.initTimeoutMs)
         .then((info) => {
           if (info.protocol !== PROTOCOL_VERSION) throw new EdgeLLMError(ErrorCode.ENGINE_INIT_FAILED, `worker speaks protocol ${info.protocol}, client ${PROTOCOL_VERSION}`);
           this.info = info;

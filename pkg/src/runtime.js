@@ -230,14 +230,17 @@ export class Runtime {
   async #init(msg) {
     if (!this.bindings) {
       try {
-        const { bindings, exports } = await this.env.initWasm(msg.wasmUrl, msg.simd, (level, message) => this.#log(level, message));
+        const { bindings, exports, threads } = await this.env.initWasm(msg.wasmUrl, msg.simd, (level, message) => this.#log(level, message), msg.threads);
         this.bindings = bindings;
         this.exports = exports;
+        this.threads = threads || 1;
       } catch (e) {
         if (e instanceof EdgeLLMError) throw e; // e.g. RELAXED_SIMD_UNSUPPORTED from the tier choice
         throw new EdgeLLMError(ErrorCode.ENGINE_INIT_FAILED, `could not start the wasm engine: ${e && e.message ? e.message : e}`, { cause: e });
       }
       this.engine = this.#call(() => new this.bindings.WasmEngine());
+      // The pool's workers are parked: from now on every forward pass is split over them.
+      if (this.threads > 1) this.#call(() => this.engine.set_threads(this.threads));
     }
     if (msg.memory) this.#call(() => this.engine.set_memory_options(JSON.stringify(msg.memory)));
     // The power model of usage.compute.energy_j (validated by the core: INVALID_REQUEST).
@@ -257,6 +260,8 @@ export class Runtime {
       simd: this.bindings.simd_enabled ? !!this.#call(() => this.bindings.simd_enabled()) : null,
       // The build that runs: 'relaxed-simd' | 'simd128' | 'scalar' (null: a wasm without the export).
       simd_tier: this.bindings.simd_tier ? this.#call(() => this.bindings.simd_tier()) : null,
+      // Threads every forward pass runs on (1: a single-thread build).
+      threads: this.engine.threads ? this.#call(() => this.engine.threads()) : 1,
     };
   }
 

@@ -124,12 +124,15 @@ export async function loadTier(simd, load, warn = () => {}) {
 
 /** The two builds by tier name: the keys of the per-tier form of the `wasmUrl` option. */
 export const TIERS = Object.freeze(['relaxed', 'simd128']);
+/** The object form's keys: the tiers and the threaded build. */
+export const WASM_KEYS = Object.freeze([...TIERS, 'threads']);
 
 /**
  * The `wasmUrl` option, validated, with every location passed through `resolve` (to an absolute
  * URL in browsers, where the worker has no useful base of its own):
  *   a string or URL — the one build to run (wins over `simd`);
- *   {relaxed?, simd128?} — where each build is (the tier is still chosen by `simd`);
+ *   {relaxed?, simd128?, threads?} — where each build is (the tier is still chosen by `simd`,
+ *     the threaded build by the `threads` option);
  *   undefined — the package's own files.
  * @param {string|URL|{relaxed?: string|URL, simd128?: string|URL}|undefined|null} value
  * @param {(loc: string|URL) => string} resolve
@@ -137,7 +140,7 @@ export const TIERS = Object.freeze(['relaxed', 'simd128']);
 export function wasmUrlOption(value, resolve) {
   if (value === undefined || value === null) return undefined;
   const bad = () =>
-    new EdgeLLMError(ErrorCode.INVALID_REQUEST, `wasmUrl must be a URL (string or URL) or {relaxed, simd128} naming each build; got ${JSON.stringify(value)}`);
+    new EdgeLLMError(ErrorCode.INVALID_REQUEST, `wasmUrl must be a URL (string or URL) or {relaxed, simd128, threads} naming each build; got ${JSON.stringify(value)}`);
   const one = (v) => {
     if (!(typeof v === 'string' && v) && !(v instanceof URL)) throw bad();
     try {
@@ -147,9 +150,9 @@ export function wasmUrlOption(value, resolve) {
     }
   };
   if (typeof value === 'string' || value instanceof URL) return one(value);
-  if (typeof value !== 'object' || Object.keys(value).some((k) => !TIERS.includes(k))) throw bad();
+  if (typeof value !== 'object' || Object.keys(value).some((k) => !WASM_KEYS.includes(k))) throw bad();
   const out = {};
-  for (const tier of TIERS) if (value[tier] !== undefined) out[tier] = one(value[tier]);
+  for (const key of WASM_KEYS) if (value[key] !== undefined) out[key] = one(value[key]);
   return out;
 }
 
@@ -170,3 +173,51 @@ export function loadWasm(wasmUrl, simd, defaults, start, warn) {
  * nothing is served there.
  */
 export const EMBEDDED_WASM = 'edgellm:embedded-wasm';
+
+// ── threads ─────────────────────────────────────────────────────────────────────────────────
+// The threaded build (wasm/threads/: shared memory, the engine's worker pool on web workers;
+// `./build.sh build-threads`) runs only where memory can be shared: a cross-origin isolated
+// page (COOP + COEP) with SharedArrayBuffer and Atomics. The `threads` engine option: 'auto'
+// (default: every core the browser reports there, else 1) or a count (1 = the single-thread
+// builds; more where isolation is missing falls back to 1 with a warning).
+
+/** Most threads the `threads` option takes (src/limits.rs MAX_THREADS). */
+export const MAX_THREADS = 256;
+
+/** The threads option, validated: 'auto' or an integer in 1..MAX_THREADS. */
+export function threadsOption(value) {
+  if (value === undefined || value === 'auto') return 'auto';
+  if (Number.isInteger(value) && value >= 1 && value <= MAX_THREADS) return value;
+  throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `threads must be 'auto' or an integer from 1 to ${MAX_THREADS}; got ${JSON.stringify(value)}`);
+}
+
+/** Whether this global can share wasm memory with workers. */
+export function canShareMemory(g = globalThis) {
+  return g.crossOriginIsolated === true && typeof g.SharedArrayBuffer === 'function' && typeof g.Atomics === 'object';
+}
+
+/**
+ * The thread count to run for the (validated) option: 1 where memory cannot be shared or the
+ * package has no threaded build (`hasBuild`), else the count asked for ('auto':
+ * navigator.hardwareConcurrency). `warn` says why an explicit count was not honoured.
+ */
+export function chooseThreads(option, hasBuild, warn = () => {}, g = globalThis) {
+  const asked = option === 'auto' ? Math.min(MAX_THREADS, Math.max(1, (g.navigator && g.navigator.hardwareConcurrency) || 1)) : option;
+  if (asked <= 1) return 1;
+  const why = !canShareMemory(g)
+    ? 'the page is not cross-origin isolated (serve it with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp)'
+    : !hasBuild
+      ? 'the threaded build is not available (./build.sh build-threads, or wasmUrl.threads)'
+      : null;
+  if (why) {
+    if (option !== 'auto') warn(`threads: ${option} asked for, running 1 thread: ${why}`);
+    return 1;
+  }
+  return asked;
+}
+
+/**
+ * The browser worker ↔ the pool workers it starts: `{type, module, memory, index, stack}` makes a
+ * worker instantiate the threaded build on the shared `memory` and park as pool worker `index`.
+ */
+export const THREAD_START = 'edgellm:thread-start';

@@ -31,19 +31,25 @@ export function vitePrebundledPackageUrl(moduleUrl) {
   return m ? `${m[1]}${PACKAGE_NAME}/` : null;
 }
 
-/** The package's wasm builds, by tier (tier.js TIERS), as absolute URLs. */
+/** The package's wasm builds, by tier (tier.js TIERS) and the threaded build, as absolute URLs. */
 export function defaultWasmUrls() {
   // esbuild's classic-script output has an empty import.meta: no location (the embedded copy).
   const here = typeof import.meta.url === 'string' ? import.meta.url : null;
   const vite = here && vitePrebundledPackageUrl(here);
-  if (vite) return { relaxed: `${vite}wasm/edgellm_relaxed_bg.wasm`, simd128: `${vite}wasm/edgellm_bg.wasm` };
-  if (!here) return { relaxed: null, simd128: null };
+  if (vite) return { relaxed: `${vite}wasm/edgellm_relaxed_bg.wasm`, simd128: `${vite}wasm/edgellm_bg.wasm`, threads: `${vite}wasm/threads/edgellm_bg.wasm` };
+  if (!here) return { relaxed: null, simd128: null, threads: null };
   // Keep both expressions literal: bundlers emit each build as an asset through them. Turbopack
   // (Next.js) replaces them by objects whose href is a path ('/_next/static/media/…'), hence the
   // resolution against the page.
+  const simd128 = absolute(new URL('../wasm/edgellm_bg.wasm', import.meta.url));
   return {
     relaxed: absolute(new URL('../wasm/edgellm_relaxed_bg.wasm', import.meta.url)),
-    simd128: absolute(new URL('../wasm/edgellm_bg.wasm', import.meta.url)),
+    simd128,
+    // Beside the SIMD128 build, derived at run time, never an asset reference: the threaded
+    // build is optional (./build.sh build-threads) and a bundler would fail on a missing file.
+    // Where a bundler renamed the builds, or nothing is served there, one thread runs (or pass
+    // wasmUrl.threads).
+    threads: simd128.replace(/edgellm_bg\.wasm$/, 'threads/edgellm_bg.wasm'),
   };
 }
 

@@ -18,11 +18,13 @@ use super::{Host, HostError, PREFILL_CHUNK};
 pub struct MemoryState {
     pub ledger: Ledger,
     skim: Option<HeaderSkimmer>,
+    /// The executor's thread count (the estimate counts its workers' stacks).
+    pub threads: usize,
 }
 
 impl Default for MemoryState {
     fn default() -> Self {
-        MemoryState { ledger: Ledger::new(), skim: None }
+        MemoryState { ledger: Ledger::new(), skim: None, threads: 1 }
     }
 }
 
@@ -44,6 +46,9 @@ pub struct EstimateRequest {
     /// Bytes per pushed chunk (the JS loader's chunk size).
     #[serde(default)]
     pub load_chunk: Option<u64>,
+    /// Threads to estimate for (default: the host's).
+    #[serde(default)]
+    pub threads: Option<usize>,
     /// Budget to check against (default: the engine's).
     #[serde(default)]
     pub budget_bytes: Option<u64>,
@@ -85,7 +90,7 @@ fn default_context(n_ctx_train: usize) -> usize {
 
 /// The estimate options for a model of geometry `g` under `kv` (the session's KV options) and
 /// the request's overrides.
-pub fn estimate_options(g: &ModelGeometry, kv: Option<&KvOptions>, req: &EstimateRequest) -> EstimateOptions {
+pub fn estimate_options(g: &ModelGeometry, kv: Option<&KvOptions>, threads: usize, req: &EstimateRequest) -> EstimateOptions {
     let default_tokens = default_context(g.hparams.n_ctx_train);
     let kv = req.kv.as_ref().or(if req.ctx.is_some() { None } else { kv });
     let (kv_tokens, kv_dtype) = match kv {
@@ -107,6 +112,7 @@ pub fn estimate_options(g: &ModelGeometry, kv: Option<&KvOptions>, req: &Estimat
         batch: req.batch.unwrap_or(PREFILL_CHUNK),
         sampling: req.sampling.unwrap_or(d.sampling),
         load_chunk: req.load_chunk.unwrap_or(d.load_chunk),
+        threads: req.threads.unwrap_or(threads),
     }
 }
 
@@ -147,7 +153,7 @@ pub(super) fn admit_header(mem: &mut MemoryState, kv: Option<&KvOptions>, header
     let stats = HeaderStats::of(header, header.data_offset);
     match ModelGeometry::from_header(header) {
         Ok(g) => {
-            let e = Estimate::new(&g, &stats, &estimate_options(&g, kv, &EstimateRequest::default()));
+            let e = Estimate::new(&g, &stats, &estimate_options(&g, kv, mem.threads, &EstimateRequest::default()));
             mem.ledger.admit(e, budget).map(drop).map_err(|r| refusal_error(&r))
         }
         Err(_) => match budget.or(mem.ledger.options.budget_bytes) {
@@ -166,7 +172,7 @@ impl Host {
         if let Some(kv) = &req.kv {
             kv.check().map_err(|e| HostError::new(e.code(), e.to_string()))?;
         }
-        let o = estimate_options(&g, self.kv_options.as_ref(), req);
+        let o = estimate_options(&g, self.kv_options.as_ref(), self.memory.threads, req);
         o.check()?;
         Ok((Estimate::new(&g, stats, &o), g))
     }

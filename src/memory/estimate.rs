@@ -55,11 +55,18 @@ pub struct EstimateOptions {
     pub sampling: bool,
     /// Bytes of one chunk pushed to the loader (each is copied into wasm memory once).
     pub load_chunk: u64,
+    /// Threads the forward pass runs on: each beyond the first has its own stack.
+    #[serde(default = "one_thread")]
+    pub threads: usize,
+}
+
+fn one_thread() -> usize {
+    1
 }
 
 impl Default for EstimateOptions {
     fn default() -> Self {
-        EstimateOptions { kv_tokens: 4096, kv_dtype: KvElem::F16, batch: 64, sampling: true, load_chunk: 4 << 20 }
+        EstimateOptions { kv_tokens: 4096, kv_dtype: KvElem::F16, batch: 64, sampling: true, load_chunk: 4 << 20, threads: 1 }
     }
 }
 
@@ -68,7 +75,8 @@ impl EstimateOptions {
     pub fn check(&self) -> Result<(), crate::limits::LimitError> {
         crate::limits::check_context("kv tokens", self.kv_tokens)?;
         crate::limits::check_batch("batch", self.batch)?;
-        crate::limits::check_range("load_chunk", self.load_chunk, 1, 1 << 32)
+        crate::limits::check_range("load_chunk", self.load_chunk, 1, 1 << 32)?;
+        crate::limits::check_range("threads", self.threads as u64, 1, crate::limits::MAX_THREADS as u64)
     }
 }
 
@@ -441,7 +449,12 @@ impl ScratchPlan {
         let scores = scores_cap(g, b, batch, prompt);
         let PassBuffers { x, xn, q, k, v, att, tmp, gate, up, cs, sel, act, aq, ak, av, out, logits, stage_k, stage_v } = bufs;
         let caps = |caps: &[Cap]| sum(&caps.iter().map(Cap::bytes).collect::<Vec<_>>());
-        let forward = caps(&[x, xn, q, k, v, att, tmp, gate, up, cs, sel, act, aq, ak, av, scores]);
+        // Attention splits its heads over the threads: each part beyond the first has its own
+        // key/value chunks and the scores of its heads, counted here as a whole head set's
+        // (an upper bound; exact for one thread).
+        let extra_parts = crate::exec::split(g.hparams.n_head, 1, o.threads).len().saturating_sub(1);
+        let per_part = caps(&[ak, av, scores]);
+        let forward = sum(&[caps(&[x, xn, q, k, v, att, tmp, gate, up, cs, sel, act, aq, ak, av, scores]), mul(extra_parts, 1).saturating_mul(per_part)]);
         let sampler = if o.sampling { mul(8, g.n_vocab) } else { 0 };
         ScratchPlan { forward, logits: caps(&[out, logits]), sampler, kv_staging: caps(&[stage_k, stage_v]) }
     }
@@ -457,11 +470,14 @@ pub struct RuntimeParts {
     /// The model's own vectors and structures beyond the weight bytes.
     pub model: u64,
     pub fragmentation: u64,
+    /// The executor's workers' stacks (`threads - 1` of `limits::WORKER_STACK_BYTES`; their
+    /// attention scratch is in the activations term).
+    pub thread_stacks: u64,
 }
 
 impl RuntimeParts {
     pub fn total(&self) -> u64 {
-        sum(&[self.module, self.header, self.tokenizer, self.model, self.fragmentation])
+        sum(&[self.module, self.header, self.tokenizer, self.model, self.fragmentation, self.thread_stacks])
     }
 }
 
@@ -527,7 +543,8 @@ impl Estimate {
         let header = stats.parsed_heap_bytes;
         let tokenizer = tokenizer_bytes(stats);
         let frag = FRAGMENTATION_MIN + (g.weight_bytes as f64 * FRAGMENTATION_FRACTION) as u64;
-        let runtime = RuntimeParts { module: MODULE_BYTES, header, tokenizer, model, fragmentation: frag };
+        let thread_stacks = mul(o.threads.saturating_sub(1), crate::limits::WORKER_STACK_BYTES);
+        let runtime = RuntimeParts { module: MODULE_BYTES, header, tokenizer, model, fragmentation: frag, thread_stacks };
         let weights = g.weight_bytes;
         let activations = act.total();
         let runtime_total = runtime.total();
@@ -674,5 +691,20 @@ mod tests {
         let huge = EstimateOptions { kv_tokens: usize::MAX, batch: usize::MAX, load_chunk: u64::MAX, ..EstimateOptions::default() };
         let e = Estimate::new(&g, &HeaderStats::default(), &huge);
         assert!(e.peak >= e.total && e.total >= e.kv && e.kv > 0);
+    }
+
+    #[test]
+    fn each_thread_beyond_the_first_adds_a_worker_stack_and_an_attention_part() {
+        let g = geometry(4, 2, None, 1);
+        let at = |threads| Estimate::new(&g, &HeaderStats::default(), &EstimateOptions { threads, ..EstimateOptions::default() });
+        let (one, three) = (at(1), at(3));
+        assert_eq!(one.runtime_parts.thread_stacks, 0);
+        assert_eq!(three.runtime_parts.thread_stacks, 2 * crate::limits::WORKER_STACK_BYTES as u64);
+        assert_eq!(three.total - one.total, three.runtime_parts.thread_stacks + (three.activations - one.activations));
+        // Attention's extra part (2 heads: two parts at most), at most a whole head set's.
+        assert!(three.activations > one.activations);
+        assert_eq!(at(14).activations, at(2).activations, "no more parts than heads");
+        let bad = EstimateOptions { threads: 0, ..EstimateOptions::default() };
+        assert_eq!(bad.check().unwrap_err().code(), "INVALID_REQUEST");
     }
 }

@@ -2,8 +2,9 @@
 //! together (batched prefill), keys/values land in the KV cache, and logits are computed only
 //! for the rows asked for.
 
+use crate::exec::Exec;
 use crate::kv::KvCache;
-use crate::ops::{attention, gelu_tanh_f16, matmul, rms_norm_in_place, rms_norm_into, silu, AttentionParams};
+use crate::ops::{attention_on, gelu_tanh_f16, matmul_on, rms_norm_in_place, rms_norm_into, silu, AttentionParams};
 use crate::ops::{AttentionScratch, MatmulScratch};
 
 use super::{Activation, Model, ModelError};
@@ -21,9 +22,11 @@ pub enum LogitRows<'a> {
     Rows(&'a [usize]),
 }
 
-/// Buffers reused across forward passes (grown to the largest batch seen, never shrunk).
+/// Buffers reused across forward passes (grown to the largest batch seen, never shrunk), and
+/// the executor the pass splits its matmuls and attention over.
 #[derive(Default, Debug)]
 pub struct ForwardScratch {
+    exec: Exec,
     x: Vec<f32>,
     xn: Vec<f32>,
     q: Vec<f32>,
@@ -40,6 +43,19 @@ pub struct ForwardScratch {
 }
 
 impl ForwardScratch {
+    /// Empty buffers; work split over `exec`'s threads.
+    pub fn new(exec: Exec) -> ForwardScratch {
+        ForwardScratch { exec, ..ForwardScratch::default() }
+    }
+
+    pub fn exec(&self) -> &Exec {
+        &self.exec
+    }
+
+    pub fn set_exec(&mut self, exec: Exec) {
+        self.exec = exec;
+    }
+
     /// Bytes currently allocated.
     pub fn bytes(&self) -> usize {
         let f = [&self.x, &self.xn, &self.q, &self.k, &self.v, &self.att, &self.tmp, &self.gate, &self.up, &self.cs];
@@ -135,7 +151,7 @@ impl Model {
         let pos0 = kv.rope_pos0();
         let (qw, kw, vw) = (hp.n_head * hp.head_dim_k, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v);
         let aw = hp.n_head * hp.head_dim_v;
-        let ForwardScratch { x, xn, q, k, v, att, tmp, gate, up, cs, sel, mm, attn } = s;
+        let ForwardScratch { exec, x, xn, q, k, v, att, tmp, gate, up, cs, sel, mm, attn } = s;
 
         x.resize(n * d, 0.0);
         for (t, &id) in tokens.iter().enumerate() {
@@ -157,9 +173,9 @@ impl Model {
             q.resize(n_cur * qw, 0.0);
             k.resize(n_cur * kw, 0.0);
             v.resize(n_cur * vw, 0.0);
-            matmul(&l.wq, xn, q, mm)?;
-            matmul(&l.wk, xn, k, mm)?;
-            matmul(&l.wv, xn, v, mm)?;
+            matmul_on(exec, &l.wq, xn, q, mm)?;
+            matmul_on(exec, &l.wk, xn, k, mm)?;
+            matmul_on(exec, &l.wv, xn, v, mm)?;
             add_bias(q, &l.bq);
             add_bias(k, &l.bk);
             add_bias(v, &l.bv);
@@ -192,7 +208,7 @@ impl Model {
                 window: l.window,
             };
             att.resize(n_cur * aw, 0.0);
-            attention(&params, q, kv.query_pos0(il), &kv.view(il), att, attn);
+            attention_on(exec, &params, q, kv.query_pos0(il), &kv.view(il), att, attn);
             kv.store(il);
 
             if il == last && !all_rows {
@@ -207,7 +223,7 @@ impl Model {
             }
 
             tmp.resize(n_cur * d, 0.0);
-            matmul(&l.wo, att, tmp, mm)?;
+            matmul_on(exec, &l.wo, att, tmp, mm)?;
             add_bias(tmp, &l.bo);
             if let Some(w) = &l.post_attn_norm {
                 rms_norm_in_place(tmp, w, hp.rms_eps);
@@ -219,13 +235,13 @@ impl Model {
             rms_norm_into(x, xn, &l.ffn_norm, hp.rms_eps);
             gate.resize(n_cur * hp.n_ff, 0.0);
             up.resize(n_cur * hp.n_ff, 0.0);
-            matmul(&l.ffn_gate, xn, gate, mm)?;
-            matmul(&l.ffn_up, xn, up, mm)?;
+            matmul_on(exec, &l.ffn_gate, xn, gate, mm)?;
+            matmul_on(exec, &l.ffn_up, xn, up, mm)?;
             match self.cfg.act {
                 Activation::Silu => gate.iter_mut().zip(up.iter()).for_each(|(g, &u)| *g = silu(*g) * u),
                 Activation::GeluTanh => gate.iter_mut().zip(up.iter()).for_each(|(g, &u)| *g = gelu_tanh_f16(*g) * u),
             }
-            matmul(&l.ffn_down, gate, tmp, mm)?;
+            matmul_on(exec, &l.ffn_down, gate, tmp, mm)?;
             if let Some(w) = &l.post_ffn_norm {
                 rms_norm_in_place(tmp, w, hp.rms_eps);
             }
@@ -237,7 +253,7 @@ impl Model {
         rms_norm_into(x, xn, &self.output_norm, hp.rms_eps);
         let out_w = self.output.as_ref().unwrap_or(&self.tok_embd);
         logits.resize(n_cur * hp.n_vocab, 0.0);
-        matmul(out_w, xn, logits, mm)?;
+        matmul_on(exec, out_w, xn, logits, mm)?;
         if let Some(cap) = hp.final_logit_softcap {
             logits.iter_mut().for_each(|v| *v = (*v / cap).tanh() * cap);
         }

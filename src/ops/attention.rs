@@ -12,6 +12,7 @@
 //! [`KV_CHUNK`] positions, converted to f32 once per tile and shared by every query and every
 //! head of their group.
 
+use crate::exec::{Exec, SharedMut};
 use crate::quant::{f16_to_f32, f32_to_f16};
 
 /// Positions of K/V fetched (and converted to f32) at a time.
@@ -21,7 +22,7 @@ pub const KV_CHUNK: usize = 64;
 pub const SCORE_BUDGET: usize = 1 << 20;
 
 /// Read access to one layer's cached keys and values.
-pub trait KvRead {
+pub trait KvRead: Sync {
     /// Number of positions held (`0..len()` are readable).
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
@@ -45,10 +46,16 @@ pub struct AttentionParams {
     pub window: Option<usize>,
 }
 
-/// Reusable buffers for [`attention`].
+/// Reusable buffers for [`attention`]: the rounded queries (shared), and per part of the head
+/// split one chunk of keys and values and the scores of its heads.
 #[derive(Default, Debug)]
 pub struct AttentionScratch {
     q: Vec<f32>,
+    parts: Vec<PartScratch>,
+}
+
+#[derive(Default, Debug)]
+struct PartScratch {
     k: Vec<f32>,
     v: Vec<f32>,
     scores: Vec<f32>,
@@ -56,7 +63,7 @@ pub struct AttentionScratch {
 
 impl AttentionScratch {
     pub fn bytes(&self) -> usize {
-        4 * (self.q.capacity() + self.k.capacity() + self.v.capacity() + self.scores.capacity())
+        4 * (self.q.capacity() + self.parts.iter().map(|p| p.k.capacity() + p.v.capacity() + p.scores.capacity()).sum::<usize>())
     }
 }
 
@@ -67,19 +74,20 @@ fn round_f16(x: f32) -> f32 {
 
 /// `q`: `n_q` rows of `n_head * head_dim_k`, query `i` at absolute position `q_pos0 + i`;
 /// the cache must already hold positions `0..=q_pos0 + n_q - 1` (this batch's own keys
-/// included). `out`: `n_q` rows of `n_head * head_dim_v`.
-pub fn attention(
-    p: &AttentionParams,
-    q: &[f32],
-    q_pos0: usize,
-    kv: &dyn KvRead,
-    out: &mut [f32],
-    s: &mut AttentionScratch,
-) {
-    attention_tiled(p, q, q_pos0, kv, out, s, SCORE_BUDGET)
+/// included). `out`: `n_q` rows of `n_head * head_dim_v`. On the calling thread.
+pub fn attention(p: &AttentionParams, q: &[f32], q_pos0: usize, kv: &dyn KvRead, out: &mut [f32], s: &mut AttentionScratch) {
+    attention_on(&Exec::Serial, p, q, q_pos0, kv, out, s)
 }
 
+/// [`attention`] with the heads split over `exec`'s threads: every (query, head) row is
+/// computed exactly as on one thread (its scores, softmax and weighted values never mix heads).
+pub fn attention_on(exec: &Exec, p: &AttentionParams, q: &[f32], q_pos0: usize, kv: &dyn KvRead, out: &mut [f32], s: &mut AttentionScratch) {
+    attention_tiled(exec, p, q, q_pos0, kv, out, s, SCORE_BUDGET)
+}
+
+#[allow(clippy::too_many_arguments)]
 fn attention_tiled(
+    exec: &Exec,
     p: &AttentionParams,
     q: &[f32],
     q_pos0: usize,
@@ -95,24 +103,57 @@ fn attention_tiled(
     debug_assert_eq!(out.len(), n_q * o_stride);
     debug_assert!(nh % p.n_head_kv == 0);
     debug_assert!(kv.len() >= q_pos0 + n_q);
-    let group = nh / p.n_head_kv;
-    let kv_k = p.n_head_kv * hk;
-    let kv_v = p.n_head_kv * hv;
-    // Keys visible to the query at `pos`: lo(pos)..=pos.
-    let lo = |pos: usize| match p.window {
-        Some(w) => (pos + 1).saturating_sub(w),
-        None => 0,
-    };
+    let lo = |pos: usize| lo_of(p.window, pos);
 
     s.q.clear();
     s.q.extend(q.iter().map(|&x| round_f16(x)));
-    s.k.resize(KV_CHUNK * kv_k, 0.0);
-    s.v.resize(KV_CHUNK * kv_v, 0.0);
     out.iter_mut().for_each(|v| *v = 0.0);
-
     // Widest key span of any query: a tile of `tile` queries needs `tile * nh * span` scores.
     let span_max = (q_pos0 + n_q) - lo(q_pos0 + n_q - 1).min(lo(q_pos0));
     let tile = (budget / (nh * span_max).max(1)).clamp(1, n_q);
+
+    let parts = crate::exec::split(nh, 1, exec.threads()).len();
+    if s.parts.len() < parts {
+        s.parts.resize_with(parts, PartScratch::default);
+    }
+    let (sq, shared_parts, shared_out) = (&s.q, SharedMut::new(&mut s.parts[..]), SharedMut::new(out));
+    exec.for_ranges(nh, 1, |part, heads| {
+        // Safety: part `part` is the only user of its scratch, and writes only its heads' columns.
+        let ps = unsafe { &mut shared_parts.slice(part..part + 1)[0] };
+        heads_pass(p, sq, q_pos0, n_q, tile, kv, heads, ps, &shared_out);
+    });
+}
+
+fn lo_of(window: Option<usize>, pos: usize) -> usize {
+    // Keys visible to the query at `pos`: lo(pos)..=pos.
+    match window {
+        Some(w) => (pos + 1).saturating_sub(w),
+        None => 0,
+    }
+}
+
+/// The attention of heads `heads` for every query, tile by tile of queries.
+#[allow(clippy::too_many_arguments)]
+fn heads_pass(
+    p: &AttentionParams,
+    sq: &[f32],
+    q_pos0: usize,
+    n_q: usize,
+    tile: usize,
+    kv: &dyn KvRead,
+    heads: std::ops::Range<usize>,
+    s: &mut PartScratch,
+    out: &SharedMut<'_, f32>,
+) {
+    let (hk, hv, nh) = (p.head_dim_k, p.head_dim_v, p.n_head);
+    let (q_stride, o_stride) = (nh * hk, nh * hv);
+    let group = nh / p.n_head_kv;
+    let kv_k = p.n_head_kv * hk;
+    let kv_v = p.n_head_kv * hv;
+    let lo = |pos: usize| lo_of(p.window, pos);
+    let (h0, nhp) = (heads.start, heads.len());
+    s.k.resize(KV_CHUNK * kv_k, 0.0);
+    s.v.resize(KV_CHUNK * kv_v, 0.0);
 
     let mut t0 = 0;
     while t0 < n_q {
@@ -122,7 +163,7 @@ fn attention_tiled(
         let span = k_hi - k_lo;
         let scores = &mut s.scores;
         scores.clear();
-        scores.resize((t1 - t0) * nh * span, f32::NEG_INFINITY);
+        scores.resize((t1 - t0) * nhp * span, f32::NEG_INFINITY);
 
         // Scores, chunk by chunk of keys.
         let mut j0 = k_lo;
@@ -132,10 +173,10 @@ fn attention_tiled(
             for i in t0..t1 {
                 let pos = q_pos0 + i;
                 let (a, b) = (lo(pos).max(j0), (pos + 1).min(j0 + n));
-                for h in 0..nh {
-                    let qh = &s.q[i * q_stride + h * hk..][..hk];
+                for h in heads.clone() {
+                    let qh = &sq[i * q_stride + h * hk..][..hk];
                     let g = h / group;
-                    let row = &mut scores[((i - t0) * nh + h) * span..][..span];
+                    let row = &mut scores[((i - t0) * nhp + h - h0) * span..][..span];
                     for j in a..b {
                         let kh = &s.k[(j - j0) * kv_k + g * hk..][..hk];
                         row[j - k_lo] = dot(qh, kh) * p.scale;
@@ -166,10 +207,11 @@ fn attention_tiled(
             for i in t0..t1 {
                 let pos = q_pos0 + i;
                 let (a, b) = (lo(pos).max(j0), (pos + 1).min(j0 + n));
-                for h in 0..nh {
+                for h in heads.clone() {
                     let g = h / group;
-                    let row = &scores[((i - t0) * nh + h) * span..][..span];
-                    let oh = &mut out[i * o_stride + h * hv..][..hv];
+                    let row = &scores[((i - t0) * nhp + h - h0) * span..][..span];
+                    // Safety: heads are split between parts, so this (query, head) is ours.
+                    let oh = unsafe { out.slice(i * o_stride + h * hv..i * o_stride + (h + 1) * hv) };
                     for j in a..b {
                         let w = row[j - k_lo];
                         if w == 0.0 {
@@ -306,10 +348,17 @@ mod tests {
             let q = pseudo(50 * n_head * hk, 9);
             let mut one = vec![0.0; 50 * n_head * hv];
             let mut many = one.clone();
-            attention_tiled(&p, &q, 40, &kv, &mut one, &mut AttentionScratch::default(), SCORE_BUDGET);
+            attention_tiled(&Exec::Serial, &p, &q, 40, &kv, &mut one, &mut AttentionScratch::default(), SCORE_BUDGET);
             // A budget of 1000 scores: tiles of a few queries.
-            attention_tiled(&p, &q, 40, &kv, &mut many, &mut AttentionScratch::default(), 1000);
+            attention_tiled(&Exec::Serial, &p, &q, 40, &kv, &mut many, &mut AttentionScratch::default(), 1000);
             assert_eq!(one, many);
+            // Heads split over 2 and 3 threads (4 heads, 2 KV groups): bit for bit the same.
+            for threads in [2, 3] {
+                let mut split = vec![f32::NAN; one.len()];
+                let e = Exec::with_threads(threads).unwrap();
+                attention_tiled(&e, &p, &q, 40, &kv, &mut split, &mut AttentionScratch::default(), 1000);
+                assert_eq!(one.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), split.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+            }
         }
     }
 

@@ -6,6 +6,7 @@
 //! every weight row is dotted with every token row of a tile: weight rows outer, tokens inner,
 //! so a weight row is read from memory once per tile of [`TOKEN_TILE`] tokens, not once per token.
 
+use crate::exec::{Exec, SharedMut};
 use crate::gguf::GgmlType;
 use crate::quant::{self, QuantError, VecDotKernel};
 
@@ -84,8 +85,15 @@ impl MatmulScratch {
 }
 
 /// `out[t][r] = dot(W[r], x[t])` for `x` of `n_tok = x.len() / n_in` rows; `out` holds
-/// `n_tok * n_out` values.
+/// `n_tok * n_out` values. On the calling thread.
 pub fn matmul(w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> Result<(), QuantError> {
+    matmul_on(&Exec::Serial, w, x, out, s)
+}
+
+/// [`matmul`] with the weight rows split over `exec`'s threads: each thread streams its own
+/// rows (in groups of four, as the decode kernel takes them) against every token, so each
+/// output is computed exactly as on one thread.
+pub fn matmul_on(exec: &Exec, w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> Result<(), QuantError> {
     let n_in = w.n_in;
     let n_out = w.n_out;
     debug_assert_eq!(x.len() % n_in, 0);
@@ -105,50 +113,64 @@ pub fn matmul(w: &Weight, x: &[f32], out: &mut [f32], s: &mut MatmulScratch) -> 
         // prepared once here where the kernel wants it.
         let n4 = n_out / 4 * 4;
         let act = rows4.prepare(&s.act[..ab], n_in, &mut s.prep);
-        for r in (0..n4).step_by(4) {
-            out[r..r + 4].copy_from_slice(&(rows4.dot)(&w.data[r * rb..(r + 4) * rb], rb, act, n_in));
-        }
-        for r in n4..n_out {
-            out[r] = kernel(&w.data[r * rb..(r + 1) * rb], &s.act[..ab], n_in);
-        }
+        let act1 = &s.act[..ab];
+        let shared = SharedMut::new(out);
+        exec.for_ranges(n_out, 4, |_, rows| {
+            // Safety: the ranges are disjoint.
+            let out = unsafe { shared.slice(rows.clone()) };
+            let end4 = rows.end.min(n4);
+            for r in (rows.start..end4).step_by(4) {
+                let o = r - rows.start;
+                out[o..o + 4].copy_from_slice(&(rows4.dot)(&w.data[r * rb..(r + 4) * rb], rb, act, n_in));
+            }
+            for r in end4.max(rows.start)..rows.end {
+                out[r - rows.start] = kernel(&w.data[r * rb..(r + 1) * rb], act1, n_in);
+            }
+        });
         return Ok(());
     }
     if toks4.is_some() || toks8.is_some() {
         quant::activation_scales4(w.act_ty, &s.act, ab, n_tok, n_in, &mut s.act_d);
     }
-    let dy = |t: usize| quant::activation_scales4_at(&s.act_d, t, n_in);
-    let mut t0 = 0;
-    while t0 < n_tok {
-        let t1 = (t0 + TOKEN_TILE).min(n_tok);
-        for r in 0..n_out {
-            let wr = &w.data[r * rb..(r + 1) * rb];
-            let mut t = t0;
-            if let Some(toks8) = toks8 {
-                // Prefill: each weight block unpacked once for eight tokens.
-                while t + 8 <= t1 {
-                    let v = toks8(wr, &s.act[t * ab..(t + 8) * ab], ab, dy(t), n_in);
-                    for (k, &o) in v.iter().enumerate() {
-                        out[(t + k) * n_out + r] = o;
+    let (act, act_d) = (&s.act, &s.act_d);
+    let dy = |t: usize| quant::activation_scales4_at(act_d, t, n_in);
+    let shared = SharedMut::new(out);
+    // Safety (every `set` below): each part writes only the columns of its own rows.
+    let put = |i: usize, v: f32| unsafe { shared.set(i, v) };
+    exec.for_ranges(n_out, 4, |_, rows| {
+        let mut t0 = 0;
+        while t0 < n_tok {
+            let t1 = (t0 + TOKEN_TILE).min(n_tok);
+            for r in rows.clone() {
+                let wr = &w.data[r * rb..(r + 1) * rb];
+                let mut t = t0;
+                if let Some(toks8) = toks8 {
+                    // Prefill: each weight block unpacked once for eight tokens.
+                    while t + 8 <= t1 {
+                        let v = toks8(wr, &act[t * ab..(t + 8) * ab], ab, dy(t), n_in);
+                        for (k, &o) in v.iter().enumerate() {
+                            put((t + k) * n_out + r, o);
+                        }
+                        t += 8;
                     }
-                    t += 8;
+                }
+                if let Some(toks4) = toks4 {
+                    // Prefill: each weight block unpacked once for four tokens.
+                    while t + 4 <= t1 {
+                        let v = toks4(wr, &act[t * ab..(t + 4) * ab], ab, dy(t), n_in);
+                        for (k, &o) in v.iter().enumerate() {
+                            put((t + k) * n_out + r, o);
+                        }
+                        t += 4;
+                    }
+                }
+                for t in t..t1 {
+                    put(t * n_out + r, kernel(wr, &act[t * ab..(t + 1) * ab], n_in));
                 }
             }
-            if let Some(toks4) = toks4 {
-                // Prefill: each weight block unpacked once for four tokens.
-                while t + 4 <= t1 {
-                    let v = toks4(wr, &s.act[t * ab..(t + 4) * ab], ab, dy(t), n_in);
-                    for (k, &o) in v.iter().enumerate() {
-                        out[(t + k) * n_out + r] = o;
-                    }
-                    t += 4;
-                }
-            }
-            for t in t..t1 {
-                out[t * n_out + r] = kernel(wr, &s.act[t * ab..(t + 1) * ab], n_in);
-            }
+            t0 = t1;
         }
-        t0 = t1;
-    }
+    });
     Ok(())
 }
 

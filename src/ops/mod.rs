@@ -13,7 +13,7 @@ pub mod norm;
 pub mod rope;
 
 pub use act::{gelu_tanh, gelu_tanh_f16, silu, softmax_in_place};
-pub use attention::{attention, AttentionParams, AttentionScratch};
-pub use matmul::{matmul, MatmulScratch, Weight};
+pub use attention::{attention, attention_on, AttentionParams, AttentionScratch};
+pub use matmul::{matmul, matmul_on, MatmulScratch, Weight};
 pub use norm::{rms_norm_in_place, rms_norm_into};
 pub use rope::{Rope, RopeMode};

@@ -84,6 +84,8 @@ pub struct ServerConfig {
     pub max_prefill: Option<Duration>,
     /// The power model of `usage.compute.energy_j` (default `work::DEFAULT_WATTS_PER_BUSY_CORE`).
     pub power: crate::work::PowerModel,
+    /// Threads the inference thread splits each forward pass over (1: just itself).
+    pub threads: usize,
 }
 
 impl ServerConfig {
@@ -106,6 +108,7 @@ impl ServerConfig {
             send_timeout: Duration::from_secs(30),
             max_prefill: Some(Duration::from_secs(120)),
             power: crate::work::PowerModel::default(),
+            threads: 1,
         }
     }
 }
@@ -125,7 +128,8 @@ pub struct ModelCard {
     pub created: u64,
 }
 
-/// Why the server could not start. `code`: `MODEL_LOAD_FAILED`, `BAD_CONFIG`, `BIND_FAILED`, `IO`.
+/// Why the server could not start. `code`: `MODEL_LOAD_FAILED`, `BAD_CONFIG`, `THREADS_FAILED`,
+/// `BIND_FAILED`, `IO`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServerError {
     pub code: &'static str,
@@ -232,6 +236,7 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
     // usage.compute: the process's CPU time (every thread) under the configured power model.
     host.set_cpu_clock(crate::work::CpuClock::process());
     host.set_power_model(cfg.power).map_err(|e| ServerError { code: "BAD_CONFIG", message: e.message })?;
+    host.set_threads(cfg.threads).map_err(|e| ServerError { code: "THREADS_FAILED", message: format!("{} [{}]", e.message, e.code) })?;
     let info = host.model_info().expect("a model is loaded").clone();
     let card = ModelCard {
         id: cfg.model_id.clone().unwrap_or_else(|| info.name.clone()),

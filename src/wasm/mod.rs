@@ -54,6 +54,39 @@ fn tier() -> &'static str {
     }
 }
 
+/// Whether this is the threaded build (shared memory, a pool of web workers).
+#[wasm_bindgen]
+pub fn threads_build() -> bool {
+    cfg!(feature = "threads")
+}
+
+/// Threaded build: a pool worker's body (`index` from 0); never returns. JS calls it in each
+/// web worker it starts on this module and memory.
+#[cfg(feature = "threads")]
+#[wasm_bindgen]
+pub fn thread_worker_run(index: usize) {
+    crate::exec::wasm_pool::worker_loop(index)
+}
+
+/// Stack of each pool worker (`thread_stack_size` of the glue's init; the ledger counts it).
+#[wasm_bindgen]
+pub fn thread_stack_bytes() -> usize {
+    crate::limits::WORKER_STACK_BYTES
+}
+
+/// Threaded build: pool workers parked so far (JS waits for all before `set_threads`).
+#[wasm_bindgen]
+pub fn thread_workers() -> usize {
+    #[cfg(feature = "threads")]
+    {
+        crate::exec::wasm_pool::workers()
+    }
+    #[cfg(not(feature = "threads"))]
+    {
+        0
+    }
+}
+
 /// The message of the last panic (empty when none), cleared by reading it.
 #[wasm_bindgen]
 pub fn take_panic_message() -> String {
@@ -175,6 +208,17 @@ impl WasmEngine {
         let m: Option<crate::work::PowerModel> = serde_json::from_str(model_json)
             .map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad energy options: {e}"))))?;
         self.host.set_power_model(m.unwrap_or_default()).map_err(js_error)
+    }
+
+    /// Runs the model on `n` threads (the caller + `n - 1` started pool workers); returns the
+    /// count. `THREADS_UNSUPPORTED` in the single-thread builds for `n > 1`.
+    pub fn set_threads(&mut self, n: usize) -> Result<usize, JsValue> {
+        self.host.set_threads(n).map_err(js_error)
+    }
+
+    /// Threads the model runs on.
+    pub fn threads(&self) -> usize {
+        self.host.threads()
     }
 
     /// Sets the KV cache options (`KvOptions` JSON, or `null` for the plain context) for the

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 import { createEngine, ErrorCode } from '../../pkg/src/node.js';
-import { chooseTier, loadTier, relaxedSimdSupported } from '../../pkg/src/tier.js';
+import { chooseTier, loadTier, relaxedSimdSupported, chooseThreads, threadsOption, canShareMemory, wasmUrlOption } from '../../pkg/src/tier.js';
 import { ROOT, WASM, wasmMissing, relaxedWasmMissing } from './helpers.js';
 
 const skip = wasmMissing() || relaxedWasmMissing();
@@ -44,6 +44,34 @@ test('chooseTier / loadTier: option values, fallback under auto only', async () 
     assert.match(warnings[0], /relaxed-SIMD build did not load/);
     await assert.rejects(loadTier('relaxed', load), /no such file/);
   }
+});
+
+test('threads: option values, isolation and the build decide, an explicit count falls back with a warning', () => {
+  assert.equal(threadsOption(undefined), 'auto');
+  assert.equal(threadsOption('auto'), 'auto');
+  assert.equal(threadsOption(3), 3);
+  for (const bad of [0, -1, 1.5, '2', 257, null, NaN]) assert.throws(() => threadsOption(bad), (e) => e.code === ErrorCode.INVALID_REQUEST, String(bad));
+  const isolated = { crossOriginIsolated: true, SharedArrayBuffer, Atomics, navigator: { hardwareConcurrency: 4 } };
+  const plain = { ...isolated, crossOriginIsolated: false };
+  assert.equal(canShareMemory(isolated), true);
+  assert.equal(canShareMemory(plain), false);
+  assert.equal(canShareMemory({ ...isolated, SharedArrayBuffer: undefined }), false);
+  const warnings = [];
+  const warn = (m) => warnings.push(m);
+  assert.equal(chooseThreads('auto', true, warn, isolated), 4);
+  assert.equal(chooseThreads(2, true, warn, isolated), 2);
+  assert.equal(chooseThreads(1, true, warn, isolated), 1);
+  assert.equal(chooseThreads('auto', true, warn, plain), 1);
+  assert.equal(chooseThreads('auto', false, warn, isolated), 1);
+  assert.deepEqual(warnings, [], 'auto never warns');
+  assert.equal(chooseThreads(2, true, warn, plain), 1);
+  assert.match(warnings.pop(), /not cross-origin isolated/);
+  assert.equal(chooseThreads(2, false, warn, isolated), 1);
+  assert.match(warnings.pop(), /threaded build is not available/);
+  assert.equal(chooseThreads('auto', true, warn, { ...isolated, navigator: {} }), 1);
+  // This Node process is not isolated: 'auto' is one thread.
+  assert.equal(chooseThreads('auto', true), 1);
+  assert.deepEqual(wasmUrlOption({ threads: 'http://x/t.wasm' }, (l) => l), { threads: 'http://x/t.wasm' });
 });
 
 test('an unknown simd option is INVALID_REQUEST before any worker starts', async () => {

@@ -1,6 +1,6 @@
 //! `edgellm generate --model M (--prompt TEXT | --ids 2,818,5279) [--max-tokens N]
 //! [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]
-//! [--stop STR] [--chat] [--ignore-eos] [--json] [--trace N]
+//! [--stop STR] [--chat] [--ignore-eos] [--json] [--trace N] [--threads N]
 //! [--kv-tokens N | --kv-bytes B] [--kv-dtype f16|q8] [--kv-sinks K] [--kv-policy window-sinks|error]`
 //!
 //! `--prompt` is tokenized with BOS as the metadata asks and special tokens parsed (`--chat`
@@ -80,10 +80,11 @@ pub fn rss_kib() -> Option<u64> {
 }
 
 pub fn run(argv: &[String]) -> Result<(), String> {
-    let mut with_value = vec!["model", "prompt", "ids", "max-tokens", "temperature", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "stop", "trace"];
+    let mut with_value = vec!["model", "prompt", "ids", "max-tokens", "temperature", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "stop", "trace", crate::threads::OPTION];
     with_value.extend(KV_OPTIONS);
     let args = Args::parse(argv, &with_value, &["chat", "json", "ignore-eos"])?;
     let kv = kv_options(&args)?;
+    let exec = crate::threads::exec(&args)?;
     let path = args.required("model")?;
     let model = Model::load_file(path).map_err(|e| format!("{path}: {e} [{}]", e.code()))?;
     let tok = Tokenizer::from_gguf(model.header()).map_err(|e| format!("{path}: tokenizer: {e} [{}]", e.code()))?;
@@ -126,7 +127,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     let want_ctx = prompt_ids.len().saturating_add(max_tokens).min(MAX_CONTEXT_TOKENS);
     let max_context = if hp.n_ctx_train > 0 { want_ctx.min(hp.n_ctx_train) } else { want_ctx };
     let model = Arc::new(model);
-    let mut session = make_session(&model, SessionOptions { max_context, max_batch: 512, sampler, clock: native_clock }, kv.as_ref())?;
+    let mut session = make_session(&model, SessionOptions { max_context, max_batch: 512, sampler, clock: native_clock, exec }, kv.as_ref())?;
     let opts = GenerateOptions {
         max_tokens,
         stop: args.value("stop").map(|s| vec![s.to_string()]).unwrap_or_default(),

@@ -1,4 +1,4 @@
-//! `edgellm logits --model M --ids 2,818,5279 [--all-positions] [--top K] [--json]`:
+//! `edgellm logits --model M --ids 2,818,5279 [--all-positions] [--top K] [--json] [--threads N]`:
 //! teacher-forced scoring of a token sequence in one batched forward pass; prints the top-K
 //! next-token logits at the last position (or at every position).
 
@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::args::Args;
 
 pub fn run(argv: &[String]) -> Result<(), String> {
-    let args = Args::parse(argv, &["model", "ids", "top"], &["all-positions", "json"])?;
+    let args = Args::parse(argv, &["model", "ids", "top", crate::threads::OPTION], &["all-positions", "json"])?;
     let path = args.required("model")?;
     let ids = args.ids("ids")?.ok_or("--ids is required")?;
     if ids.is_empty() {
@@ -17,9 +17,10 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     let top: usize = args.parsed("top")?.unwrap_or(10);
     let all = args.flag("all-positions");
 
+    let exec = crate::threads::exec(&args)?;
     let model = Model::load_file(path).map_err(|e| format!("{path}: {e} [{}]", e.code()))?;
     let mut kv = model.new_kv_cache(ids.len());
-    let mut scratch = ForwardScratch::default();
+    let mut scratch = ForwardScratch::new(exec);
     let mut logits = Vec::new();
     let rows = if all { LogitRows::All } else { LogitRows::Last };
     model.forward(&ids, &mut kv, &mut scratch, rows, &mut logits).map_err(|e| format!("{e} [{}]", e.code()))?;

@@ -5,6 +5,7 @@ mod generate;
 mod logits;
 mod perplexity;
 mod serve;
+mod threads;
 mod tokenize;
 
 const USAGE: &str = "usage: edgellm <command> [options]
@@ -16,11 +17,11 @@ commands:
                                       runtime) and load peak, as the browser build uses them
   generate --model M (--prompt TEXT | --ids 2,818) [--max-tokens N] [--temperature T]
            [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]
-           [--chat] [--ignore-eos] [--json] [--trace N] [KV]
+           [--chat] [--ignore-eos] [--json] [--trace N] [--threads N] [KV]
                                       generate text (streams; metrics on stderr)
-  perplexity --model M --file F [--max-tokens N] [--chunk C] [--tail-from N] [--json] [KV]
+  perplexity --model M --file F [--max-tokens N] [--chunk C] [--tail-from N] [--json] [--threads N] [KV]
                                       teacher-forced perplexity of a text file
-  logits --model M --ids 2,818 [--all-positions] [--top K] [--json]
+  logits --model M --ids 2,818 [--all-positions] [--top K] [--json] [--threads N]
                                       teacher-forced next-token logits (one batched pass)
   tokenize --model M --text T [--special] [--no-bos] [--json]
                                       token ids (BOS per metadata; --text - reads stdin)
@@ -30,7 +31,7 @@ commands:
         [--queue 16] [--max-tokens 1024] [--max-prompt-tokens N] [--max-body-bytes B]
         [--max-connections 256] [--model-id NAME] [--allowed-host NAME,...]
         [--body-timeout-ms 30000] [--send-timeout-ms 30000] [--max-prefill-ms 120000]
-        [--watts-per-busy-core 1.33]
+        [--watts-per-busy-core 1.33] [--threads N]
                                       OpenAI-compatible HTTP server (/v1/chat/completions,
                                       /v1/completions, /v1/models, /health)
 
@@ -39,6 +40,8 @@ KV cache options [KV] (without them: a plain context, no eviction):
   --kv-dtype f16|q8                   storage (q8: int8 with an f16 scale per 32 values)
   --kv-policy window-sinks|error      evict old tokens keeping sinks + recent (default), or refuse
   --kv-sinks K                        attention sinks kept by window-sinks (default 4)
+
+--threads N: threads the model runs on (default: every core); any N gives the same output.
 ";
 
 fn main() {

@@ -1,4 +1,4 @@
-//! `edgellm perplexity --model M --file F [--max-tokens N] [--chunk C] [--tail-from N] [--json]
+//! `edgellm perplexity --model M --file F [--max-tokens N] [--chunk C] [--tail-from N] [--json] [--threads N]
 //! [--kv-tokens N | --kv-bytes B] [--kv-dtype f16|q8] [--kv-sinks K] [--kv-policy window-sinks|error]`
 //!
 //! Teacher-forced perplexity of a text file: the text is tokenized (BOS as the metadata asks,
@@ -26,10 +26,11 @@ use crate::args::Args;
 use crate::generate::{kv_options, make_session, rss_kib, KV_OPTIONS};
 
 pub fn run(argv: &[String]) -> Result<(), String> {
-    let mut with_value = vec!["model", "file", "max-tokens", "chunk", "tail-from"];
+    let mut with_value = vec!["model", "file", "max-tokens", "chunk", "tail-from", crate::threads::OPTION];
     with_value.extend(KV_OPTIONS);
     let args = Args::parse(argv, &with_value, &["json"])?;
     let kv = kv_options(&args)?;
+    let exec = crate::threads::exec(&args)?;
     let path = args.required("model")?;
     let file = args.required("file")?;
     let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
@@ -45,7 +46,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     let chunk: usize = args.parsed("chunk")?.unwrap_or(32).max(1);
 
     let model = Arc::new(model);
-    let opts = SessionOptions { max_context: ids.len(), max_batch: chunk, sampler: SamplerConfig::greedy(), clock: native_clock };
+    let opts = SessionOptions { max_context: ids.len(), max_batch: chunk, sampler: SamplerConfig::greedy(), clock: native_clock, exec };
     let mut session = make_session(&model, opts, kv.as_ref())?;
     let tail_from: usize = args.parsed("tail-from")?.unwrap_or(session.kv().max_tokens());
     let n_vocab = model.n_vocab();

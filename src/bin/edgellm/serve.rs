@@ -2,7 +2,7 @@
 //! [--cors-origin ORIGIN]... [--queue 16] [--max-tokens 1024] [--max-prompt-tokens N]
 //! [--max-body-bytes 1048576] [--max-connections 256] [--model-id NAME]
 //! [--allowed-host NAME,...] [--body-timeout-ms 30000] [--send-timeout-ms 30000]
-//! [--max-prefill-ms 120000] [--watts-per-busy-core 1.33]`
+//! [--max-prefill-ms 120000] [--watts-per-busy-core 1.33] [--threads N]`
 //!
 //! The OpenAI-compatible server (see `edgellm::server`). Prints one line
 //! `edgellm serve: listening on http://HOST:PORT ...` once it accepts requests (`--port 0`
@@ -34,7 +34,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     }
     let args = Args::parse(
         &rest,
-        &["model", "port", "host", "api-key", "queue", "max-tokens", "max-prompt-tokens", "max-body-bytes", "max-connections", "model-id", "allowed-host", "body-timeout-ms", "send-timeout-ms", "max-prefill-ms", "watts-per-busy-core"],
+        &["model", "port", "host", "api-key", "queue", "max-tokens", "max-prompt-tokens", "max-body-bytes", "max-connections", "model-id", "allowed-host", "body-timeout-ms", "send-timeout-ms", "max-prefill-ms", "watts-per-busy-core", crate::threads::OPTION],
         &[],
     )?;
     let mut cfg = ServerConfig::new(args.required("model")?);
@@ -80,6 +80,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     if let Some(w) = args.parsed::<f64>("watts-per-busy-core")? {
         cfg.power = edgellm::work::PowerModel::new(w).map_err(|e| format!("--watts-per-busy-core: {}", e.message))?;
     }
+    cfg.threads = crate::threads::count(&args)?;
     let auth = if cfg.api_key.is_some() { "bearer token required" } else { "no auth" };
     let handle = start(cfg).map_err(|e| e.to_string())?;
     let m = handle.model();
