@@ -73,7 +73,9 @@ cmd_model() {
 # from JS (the worker pool's web workers instantiate the same module on it), the executor's wasm
 # pool (feature `threads`, src/exec/wasm_pool.rs). Its own target dir and its own JS glue
 # (pkg/wasm/threads/): the memory import makes the glue differ from the single-thread builds'.
-# Not part of `build`: build-std compiles std too (minutes on CI's 2 cores).
+# Built by `demo` and `test` after `build` (the demo page is isolated, so it runs threads; the
+# tests check it against one thread); build-std compiles std too: ~2 min on 2 cores the first
+# time, seconds when the target dir is warm.
 THREADS_RUSTFLAGS="-C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128 \
 -C link-arg=--shared-memory -C link-arg=--import-memory -C link-arg=--max-memory=4294967296 \
 -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size -C link-arg=--export=__tls_align \
@@ -156,6 +158,7 @@ cmd_test() {
   cmd_setup
   cmd_model
   cmd_build
+  cmd_build_threads
   log "test: native (cargo test, optimized test profile)"
   EDGELLM_REQUIRE_MODEL=1 cargo test --all-targets
   log "test: wasm32 under Node (wasm-bindgen-test): SIMD128 kernels vs scalar, tokenizer timing"
@@ -189,6 +192,7 @@ cmd_demo() {
   cmd_setup
   cmd_model
   cmd_build
+  cmd_build_threads
   local bin="$CARGO_TARGET_DIR/release/edgellm"
   log "demo: inspect"
   "$bin" inspect "$MODEL"
