@@ -238,7 +238,8 @@ cmd_bench() {
   EDGELLM_CLI="$CARGO_TARGET_DIR/release/edgellm" node bench/run.mjs "$@"
 }
 
-# Fuzzing campaign (cargo fuzz on nightly, not CI): every target of fuzz/ for SECONDS each
+# Fuzzing campaign (cargo fuzz on nightly, not CI): every target of fuzz/ (or the ones named
+# after SECONDS) for SECONDS each
 # (default 60) at the lowest priority, from a seed corpus of the tiny models in tests/data and
 # fuzz/seeds. Prints each target's executions; a crash leaves its input in fuzz/artifacts/<target>/
 # and stops the campaign with a failure (add it as a regression test).
@@ -247,6 +248,8 @@ cmd_fuzz() {
   rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
   command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
   local targets=(gguf_parse header_skim model_from_header tokenizer chat_template server_request)
+  # Named targets after the seconds run alone (e.g. `fuzz 300 server_request tokenizer`).
+  [ $# -gt 1 ] && targets=("${@:2}")
   mkdir -p fuzz/logs
   for t in "${targets[@]}"; do
     mkdir -p "fuzz/corpus/$t"
@@ -281,7 +284,7 @@ usage: ./build.sh <command>
   build-threads  the threaded wasm build (nightly, build-std) -> pkg/wasm/threads/ (after build)
   test    everything CI runs (setup, model, build, native + wasm tests)
   demo    the main job: set up, fetch the model, build, run it natively, serve the page + edgellm serve
-  fuzz    cargo fuzz campaign over every target in fuzz/ [seconds per target, default 60]
+  fuzz    cargo fuzz campaign over every target in fuzz/ [seconds per target, default 60] [target...]
   bench   edgellm vs wllama side by side in headless Chromium [--rounds N] [--sustained S]
           [--simd auto|relaxed|simd128|both] (both: edgellm-relaxed and edgellm-simd128 each round)
           [--threads 1,2] (each engine at each count, on a cross-origin isolated page)
