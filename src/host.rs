@@ -136,8 +136,9 @@ pub struct Loaded {
     pub kv_options: Option<KvOptions>,
 }
 
-/// A generation request (the worker's `GenerateRequest`, OpenAI's parameters).
-#[derive(Clone, Debug, Default, Deserialize)]
+/// A generation request (the worker's `GenerateRequest`: OpenAI's parameters once checked by
+/// `crate::protocol`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct GenerateRequest {
     /// "chat" (apply the chat template to `messages`) or "completion" (raw `prompt`).
     #[serde(default)]
@@ -172,6 +173,10 @@ pub struct GenerateRequest {
     /// user cannot forge turns; `tokenizer::ContentSpecials`).
     #[serde(default)]
     pub raw_special_tokens: Option<bool>,
+    /// Log probabilities of the generated tokens, with this many alternatives each (at most
+    /// 20; `None`: none computed). See `generate/logprobs.rs`.
+    #[serde(default)]
+    pub logprobs: Option<usize>,
 }
 
 impl GenerateRequest {
@@ -244,6 +249,10 @@ pub struct GenerateResult {
     pub ids: Vec<u32>,
     /// The KV cache at the end: tokens held, evicted, bytes used / budget, by layer kind.
     pub kv: KvStats,
+    /// With `GenerateRequest::logprobs`: one entry per generated token (an end-of-generation
+    /// token excluded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Vec<crate::generate::TokenLogprob>>,
 }
 
 struct Generating {
@@ -478,7 +487,8 @@ impl Host {
         }
         l.session.set_sampler(req.sampler());
         let opts = GenerateOptions { max_tokens, stop: req.stop.clone().unwrap_or_default(), stop_on_eog: true };
-        let driver = Generator::start(&l.session, &l.tokenizer, prompt, opts)?;
+        let mut driver = Generator::start(&l.session, &l.tokenizer, prompt, opts)?;
+        driver.set_logprobs(req.logprobs);
         let started = GenerateStarted { prompt_tokens: driver.prompt().len(), cached_tokens: driver.cached_tokens(), max_tokens };
         self.generating = Some(Generating { driver, started_ms: now_ms });
         Ok(started)
@@ -507,6 +517,7 @@ impl Host {
         let l = self.loaded.as_ref().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
         let g = self.generating.take().ok_or_else(|| HostError::new("NO_GENERATION", "no generation in progress"))?;
         let total_ms = (now_ms - g.started_ms).max(0.0);
+        let logprobs = g.driver.is_logprobs().then(|| g.driver.logprobs().to_vec());
         let r = g.driver.into_generation(&l.session);
         let m = &r.metrics;
         Ok(GenerateResult {
@@ -526,6 +537,7 @@ impl Host {
             total_ms,
             ids: r.ids,
             kv: l.session.kv_stats(),
+            logprobs,
         })
     }
 

@@ -13,6 +13,7 @@ pub mod limits;
 pub mod memory;
 pub mod metrics;
 pub mod model;
+pub mod protocol;
 pub mod ops;
 pub mod quant;
 pub mod sampling;
