@@ -490,8 +490,7 @@ export interface ChatMessage {
 /**
  * The OpenAI parameters, checked by the core's rules (src/protocol/request.rs, the same for
  * `edgellm serve` and the remote route; a Rust test checks these declarations against them).
- * Any other parameter — including OpenAI's `tools`, `logprobs`, `response_format` other than
- * text, `logit_bias` with entries — is refused with INVALID_REQUEST, `detail`
+ * Any other parameter — including OpenAI's `tools`, `logit_bias` with entries — is refused with INVALID_REQUEST, `detail`
  * 'unsupported_parameter' or 'unknown_parameter' and `param` naming it: never silently ignored.
  */
 export interface SamplingParams extends RouteParams {
@@ -535,6 +534,18 @@ export interface SamplingParams extends RouteParams {
   signal?: AbortSignal;
 }
 
+/**
+ * OpenAI's `response_format`. 'json_object': any JSON object; 'json_schema': JSON valid against
+ * `schema` (JSON Schema as llguidance supports it: types, properties/required,
+ * additionalProperties, enum/const, anyOf/oneOf, min/max lengths, items, patterns, $defs/$ref
+ * within the schema; no schema = any JSON). `name`: 1–64 of a-z A-Z 0-9 _ -. `strict` is accepted;
+ * the output always follows the schema. A schema that cannot be compiled: INVALID_REQUEST.
+ */
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; json_schema: { name: string; schema?: Record<string, unknown>; strict?: boolean | null; description?: string } };
+
 export interface ChatCompletionCreateParamsBase extends SamplingParams {
   /** Each message has only `role` and `content` (tool_calls, name: refused). */
   messages: ChatMessage[];
@@ -542,8 +553,8 @@ export interface ChatCompletionCreateParamsBase extends SamplingParams {
   model?: string;
   /** Only with stream: true. include_usage: one more last chunk, `choices: []` and `usage` (the only chunk with usage). */
   stream_options?: { include_usage?: boolean } | null;
-  /** Only {type: 'text'}: structured output is not supported yet. */
-  response_format?: { type: 'text' } | null;
+  /** Structured output by constrained decoding: the text always parses (and follows the schema). */
+  response_format?: ResponseFormat | null;
   /** Each generated token's log probability (choices[].logprobs.content; see ChatCompletionLogprobs). */
   logprobs?: boolean | null;
   /** Alternatives per token, in [0, 20]; needs logprobs: true. */
@@ -562,6 +573,8 @@ export interface CompletionCreateParamsBase extends SamplingParams {
   model?: string;
   /** Only with stream: true (see ChatCompletionCreateParamsBase). */
   stream_options?: { include_usage?: boolean } | null;
+  /** Structured output by constrained decoding (see ChatCompletionCreateParamsBase). */
+  response_format?: ResponseFormat | null;
   /** Log probabilities with this many alternatives per token, in [0, 5] (OpenAI's legacy shape: CompletionLogprobs). */
   logprobs?: number | null;
 }

@@ -134,6 +134,9 @@ pub struct Loaded {
     pub info: ModelInfo,
     /// The KV options the session was made with (`None`: the plain context).
     pub kv_options: Option<KvOptions>,
+    /// The vocabulary as the structured-output engine sees it: built at the first request with
+    /// a `response_format`, then kept with the model.
+    vocabulary: Option<crate::structured::Vocabulary>,
 }
 
 /// A generation request (the worker's `GenerateRequest`: OpenAI's parameters once checked by
@@ -177,6 +180,10 @@ pub struct GenerateRequest {
     /// 20; `None`: none computed). See `generate/logprobs.rs`.
     #[serde(default)]
     pub logprobs: Option<usize>,
+    /// Structured output: the text must be JSON of this form (constrained decoding,
+    /// `crate::structured`).
+    #[serde(default)]
+    pub response_format: Option<crate::structured::OutputFormat>,
 }
 
 impl GenerateRequest {
@@ -258,6 +265,8 @@ pub struct GenerateResult {
 struct Generating {
     driver: Generator,
     started_ms: f64,
+    /// The grammar state of a request with a `response_format`.
+    constraint: Option<crate::structured::Constraint>,
 }
 
 /// The engine as seen by a host. One model at a time, one generation at a time.
@@ -359,7 +368,7 @@ impl Host {
             max_context,
             kv: session.kv_stats(),
         };
-        self.loaded = Some(Loaded { model, tokenizer, session, info, kv_options: self.kv_options.clone() });
+        self.loaded = Some(Loaded { model, tokenizer, session, info, kv_options: self.kv_options.clone(), vocabulary: None });
         self.memory_loaded();
         Ok(&self.loaded.as_ref().unwrap().info)
     }
@@ -485,12 +494,23 @@ impl Host {
         if max_tokens == 0 {
             return Err(HostError::new("INVALID_REQUEST", "max_tokens must be at least 1"));
         }
+        let constraint = match &req.response_format {
+            None => None,
+            Some(format) => {
+                if l.vocabulary.is_none() {
+                    let v = crate::structured::Vocabulary::new(&l.tokenizer).map_err(|e| HostError::new("INTERNAL", format!("structured output: {e}")))?;
+                    l.vocabulary = Some(v);
+                }
+                let vocab = l.vocabulary.as_ref().expect("built above");
+                Some(vocab.constraint(format).map_err(|e| HostError::new("INVALID_REQUEST", format!("response_format: the schema cannot be used: {e}")))?)
+            }
+        };
         l.session.set_sampler(req.sampler());
         let opts = GenerateOptions { max_tokens, stop: req.stop.clone().unwrap_or_default(), stop_on_eog: true };
         let mut driver = Generator::start(&l.session, &l.tokenizer, prompt, opts)?;
         driver.set_logprobs(req.logprobs);
         let started = GenerateStarted { prompt_tokens: driver.prompt().len(), cached_tokens: driver.cached_tokens(), max_tokens };
-        self.generating = Some(Generating { driver, started_ms: now_ms });
+        self.generating = Some(Generating { driver, started_ms: now_ms, constraint });
         Ok(started)
     }
 
@@ -509,7 +529,8 @@ impl Host {
         if g.driver.prompt_remaining() > 0 {
             return Err(HostError::new("INVALID_REQUEST", "decode_step before the prompt is prefilled"));
         }
-        Ok(g.driver.step(&mut l.session, &l.tokenizer)?)
+        let filter = g.constraint.as_mut().map(|c| c as &mut dyn crate::generate::TokenFilter);
+        Ok(g.driver.step_with(&mut l.session, &l.tokenizer, filter)?)
     }
 
     /// Ends the generation and returns its text and usage figures.

@@ -21,6 +21,7 @@ pub mod sampling;
 pub mod server;
 pub mod sha256;
 pub mod snapshot;
+pub mod structured;
 pub mod tokenizer;
 
 #[cfg(target_arch = "wasm32")]

@@ -158,3 +158,30 @@ fn the_typescript_declarations_name_exactly_the_accepted_parameters() {
         }
     }
 }
+
+#[test]
+fn response_format_is_checked_and_passed_on() {
+    use edgellm::structured::OutputFormat;
+    let rf = |v: Value| parse_request(Kind::Chat, &chat(json!({ "response_format": v })), RequestLimits::default());
+    assert_eq!(rf(json!({"type": "text"})).unwrap().gen.response_format, None);
+    assert_eq!(rf(json!({"type": "json_object"})).unwrap().gen.response_format, Some(OutputFormat::JsonObject));
+    let s = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+    let got = rf(json!({"type": "json_schema", "json_schema": {"name": "a-b_1", "schema": s, "strict": true}})).unwrap().gen.response_format;
+    assert_eq!(got, Some(OutputFormat::JsonSchema { schema: s }));
+    // No schema: any JSON.
+    let got = rf(json!({"type": "json_schema", "json_schema": {"name": "any"}})).unwrap().gen.response_format;
+    assert_eq!(got, Some(OutputFormat::JsonSchema { schema: json!({}) }));
+    for (v, param) in [
+        (json!({"type": "xml"}), "response_format"),
+        (json!("json_object"), "response_format"),
+        (json!({"type": "json_schema"}), "response_format"),
+        (json!({"type": "json_schema", "json_schema": {"schema": {}}}), "response_format.json_schema.name"),
+        (json!({"type": "json_schema", "json_schema": {"name": "has space"}}), "response_format.json_schema.name"),
+        (json!({"type": "json_schema", "json_schema": {"name": "n", "schema": []}}), "response_format.json_schema.schema"),
+        (json!({"type": "json_schema", "json_schema": {"name": "n", "strict": "yes"}}), "response_format.json_schema.strict"),
+        (json!({"type": "json_schema", "json_schema": {"name": "n", "grammar": "x"}}), "response_format.json_schema.grammar"),
+        (json!({"type": "json_object", "schema": {}}), "response_format.schema"),
+    ] {
+        assert_eq!(rf(v.clone()).unwrap_err().param, param, "{v}");
+    }
+}

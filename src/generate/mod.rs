@@ -105,6 +105,14 @@ pub struct StepEvent {
     pub logprobs: Vec<TokenLogprob>,
 }
 
+/// Constrained decoding's hook (`crate::structured::Constraint`): `filter` masks the tokens
+/// that cannot come next out of the logits (`-inf`) before sampling; `accept` tells it the token
+/// sampled. Errors end the generation with `INVALID_REQUEST`.
+pub trait TokenFilter {
+    fn filter(&mut self, logits: &mut [f32]) -> Result<(), String>;
+    fn accept(&mut self, id: u32) -> Result<(), String>;
+}
+
 /// One generation in progress over a session (which it borrows per call, so a host can keep
 /// both side by side).
 #[derive(Clone, Debug)]
@@ -223,6 +231,12 @@ impl Generator {
     /// Samples one token (the prompt must be prefilled) and applies the stop rules. After the
     /// event that carries a `finish_reason`, further calls only repeat it.
     pub fn step(&mut self, session: &mut Session, tok: &Tokenizer) -> Result<StepEvent, EngineError> {
+        self.step_with(session, tok, None)
+    }
+
+    /// [`step`](Self::step) under a [`TokenFilter`] (constrained decoding). Log probabilities
+    /// stay those of the model's distribution (taken before the mask).
+    pub fn step_with(&mut self, session: &mut Session, tok: &Tokenizer, mut filter: Option<&mut dyn TokenFilter>) -> Result<StepEvent, EngineError> {
         if let Some(f) = self.finish {
             return Ok(StepEvent { token: None, text: String::new(), finish_reason: Some(f), logprobs: Vec::new() });
         }
@@ -233,12 +247,26 @@ impl Generator {
             let text = self.end(tok, FinishReason::Length);
             return Ok(self.event(None, text));
         }
-        let id = session.step()?;
+        let want_raw = self.logprobs.is_some() && filter.is_some();
+        let mut raw: Vec<f32> = Vec::new();
+        let id = match filter.as_deref_mut() {
+            None => session.step()?,
+            Some(f) => session.step_with(|logits| {
+                if want_raw {
+                    raw.extend_from_slice(logits);
+                }
+                f.filter(logits).map_err(|e| EngineError::from(ModelError::BadRequest(format!("response_format: {e}"))))
+            })?,
+        };
+        if let Some(f) = filter {
+            f.accept(id).map_err(|e| EngineError::from(ModelError::BadRequest(format!("response_format: {e}"))))?;
+        }
         self.ids.push(id);
         let eog = self.opts.stop_on_eog && tok.is_eog(id);
         if let (Some(top), false) = (self.logprobs, eog) {
-            // The logits `id` was sampled from are still the session's (until the next step).
-            let e = token_logprob(session.logits(), id, top, tok);
+            // The logits `id` was sampled from are still the session's (until the next step);
+            // under a filter, the copy taken before the mask.
+            let e = token_logprob(if want_raw { &raw } else { session.logits() }, id, top, tok);
             self.logprobs_all.push(e.clone());
             self.logprobs_pending.push(e);
         }

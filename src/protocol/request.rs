@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use super::error::ProtocolError;
 use crate::generate::MAX_TOP_LOGPROBS;
 use crate::host::GenerateRequest;
+use crate::structured::OutputFormat;
 use crate::limits::MAX_NEW_TOKENS;
 use crate::tokenizer::ChatMessage;
 
@@ -107,7 +108,7 @@ pub const PARAMETERS: &[Param] = &[
     p("logit_bias", On::Both, Rule::Shaped, "only an empty object: token biases are not supported"),
     p("logprobs", On::Both, Rule::Shaped, "chat: a boolean; completions: an integer in [0, 5], the alternatives per token"),
     p("top_logprobs", On::Chat, Rule::Integer(0, MAX_TOP_LOGPROBS as i128), "alternatives per token, in [0, 20] (needs logprobs: true)"),
-    p("response_format", On::Chat, Rule::Shaped, "only {type: 'text'}: structured output is not supported yet"),
+    p("response_format", On::Both, Rule::Shaped, "{type: 'text' | 'json_object' | 'json_schema', json_schema: {name, schema, strict, description}}: constrained decoding"),
     p("tools", On::Chat, Rule::Unsupported(NO_TOOLS), ""),
     p("tool_choice", On::Chat, Rule::Unsupported(NO_TOOLS), ""),
     p("parallel_tool_calls", On::Chat, Rule::Unsupported(NO_TOOLS), ""),
@@ -345,14 +346,43 @@ fn check_logit_bias(o: &Map<String, Value>) -> Result<(), ProtocolError> {
     }
 }
 
-fn check_response_format(o: &Map<String, Value>) -> Result<(), ProtocolError> {
-    let Some(v) = get(o, "response_format") else { return Ok(()) };
-    match v.get("type").and_then(Value::as_str) {
-        Some("text") => Ok(()),
-        Some(t @ ("json_object" | "json_schema")) => {
-            Err(ProtocolError::unsupported("response_format", format!("response_format {t:?} is not supported yet (structured output)")))
+/// `response_format` → what the output must be (`None`: free text). The schema itself is
+/// compiled by the engine (`crate::structured`), which refuses one it cannot use.
+fn response_format(o: &Map<String, Value>) -> Result<Option<OutputFormat>, ProtocolError> {
+    let Some(v) = get(o, "response_format") else { return Ok(None) };
+    let bad = |m: String| ProtocolError::invalid("response_format", m);
+    let obj = v.as_object().ok_or_else(|| bad(format!("response_format must be an object, got {v}")))?;
+    let only = |allowed: &[&str]| match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(ProtocolError::new("unknown_parameter", format!("response_format.{k}"), format!("unknown parameter response_format.{k}"))),
+        None => Ok(()),
+    };
+    match obj.get("type").and_then(Value::as_str) {
+        Some("text") => only(&["type"]).map(|_| None),
+        Some("json_object") => only(&["type"]).map(|_| Some(OutputFormat::JsonObject)),
+        Some("json_schema") => {
+            only(&["type", "json_schema"])?;
+            let js = obj.get("json_schema").and_then(Value::as_object).ok_or_else(|| bad("response_format.json_schema must be an object {name, schema, strict}".into()))?;
+            if let Some(k) = js.keys().find(|k| !["name", "schema", "strict", "description"].contains(&k.as_str())) {
+                return Err(ProtocolError::new("unknown_parameter", format!("response_format.json_schema.{k}"), format!("unknown parameter response_format.json_schema.{k}")));
+            }
+            // OpenAI's rule for the name: a-z, A-Z, 0-9, _ and -, at most 64.
+            let name_ok = js.get("name").and_then(Value::as_str).is_some_and(|n| !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+            if !name_ok {
+                return Err(ProtocolError::invalid("response_format.json_schema.name", "response_format.json_schema.name must be 1 to 64 of a-z, A-Z, 0-9, _ and -"));
+            }
+            if js.get("strict").is_some_and(|s| !s.is_boolean() && !s.is_null()) {
+                return Err(ProtocolError::invalid("response_format.json_schema.strict", "response_format.json_schema.strict must be a boolean"));
+            }
+            // No schema: any JSON value (OpenAI's default); `strict` changes nothing here, the
+            // output always follows the schema.
+            let schema = match js.get("schema") {
+                None | Some(Value::Null) => serde_json::json!({}),
+                Some(s @ Value::Object(_)) => s.clone(),
+                Some(s) => return Err(ProtocolError::invalid("response_format.json_schema.schema", format!("response_format.json_schema.schema must be an object, got {s}"))),
+            };
+            Ok(Some(OutputFormat::JsonSchema { schema }))
         }
-        _ => Err(ProtocolError::invalid("response_format", format!("response_format must be {{type: 'text' | 'json_object' | 'json_schema'}}, got {v}"))),
+        _ => Err(bad(format!("response_format.type must be 'text', 'json_object' or 'json_schema', got {v}"))),
     }
 }
 
@@ -403,7 +433,7 @@ pub fn parse_request(kind: Kind, body: &Value, limits: RequestLimits) -> Result<
     check_logit_bias(o)?;
     check_metadata(o)?;
     gen.logprobs = logprobs(kind, o)?;
-    check_response_format(o)?;
+    gen.response_format = response_format(o)?;
     let stream = boolean(o, "stream")?.unwrap_or(false);
     let include_usage = include_usage(o, stream)?;
     Ok(OpenAiRequest { kind, gen, stream, include_usage })
