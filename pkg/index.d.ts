@@ -544,7 +544,9 @@ export interface SamplingParams extends RouteParams {
 export type ResponseFormat =
   | { type: 'text' }
   | { type: 'json_object' }
-  | { type: 'json_schema'; json_schema: { name: string; schema?: Record<string, unknown>; strict?: boolean | null; description?: string } };
+  | { type: 'json_schema'; json_schema: { name: string; schema?: Record<string, unknown>; strict?: boolean | null; description?: string } }
+  /** Extension: text in the language of a grammar in llguidance's Lark syntax, e.g. 'start: "yes" | "no"'. */
+  | { type: 'grammar'; grammar: string };
 
 export interface ChatCompletionCreateParamsBase extends SamplingParams {
   /** Each message has only `role` and `content` (tool_calls, name: refused). */

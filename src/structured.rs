@@ -23,6 +23,9 @@ pub enum OutputFormat {
     JsonObject,
     /// A JSON value valid against this JSON Schema (`{type: 'json_schema', json_schema: {schema}}`).
     JsonSchema { schema: Value },
+    /// Extension: text in the language of this grammar, in llguidance's Lark syntax
+    /// (`{type: 'grammar', grammar: 'start: "yes" | "no"'}`).
+    Grammar { grammar: String },
 }
 
 impl OutputFormat {
@@ -30,6 +33,7 @@ impl OutputFormat {
         let mut schema = match self {
             OutputFormat::JsonObject => serde_json::json!({ "type": "object" }),
             OutputFormat::JsonSchema { schema } => schema.clone(),
+            OutputFormat::Grammar { grammar } => return TopLevelGrammar::from_lark(grammar.clone()),
         };
         // Compact JSON: no free whitespace between tokens (a small model would otherwise fill
         // the output with it), `, ` and `: ` as separators.

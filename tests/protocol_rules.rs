@@ -168,6 +168,10 @@ fn response_format_is_checked_and_passed_on() {
     let s = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
     let got = rf(json!({"type": "json_schema", "json_schema": {"name": "a-b_1", "schema": s, "strict": true}})).unwrap().gen.response_format;
     assert_eq!(got, Some(OutputFormat::JsonSchema { schema: s }));
+    // Extension: a Lark grammar.
+    let got = rf(json!({"type": "grammar", "grammar": "start: \"yes\" | \"no\""})).unwrap().gen.response_format;
+    assert_eq!(got, Some(OutputFormat::Grammar { grammar: "start: \"yes\" | \"no\"".into() }));
+    assert_eq!(rf(json!({"type": "grammar", "grammar": " "})).unwrap_err().param, "response_format.grammar");
     // No schema: any JSON.
     let got = rf(json!({"type": "json_schema", "json_schema": {"name": "any"}})).unwrap().gen.response_format;
     assert_eq!(got, Some(OutputFormat::JsonSchema { schema: json!({}) }));

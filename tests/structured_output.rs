@@ -83,6 +83,14 @@ fn json_schema_and_json_object_outputs_always_parse_and_validate() {
     if finish == "stop" {
         assert!(serde_json::from_str::<Value>(&text).unwrap().is_object(), "{text}");
     }
+    // Extension: a Lark grammar; the text is one of its sentences.
+    let req = request(json!({
+        "messages": [{"role": "user", "content": "Is the sky blue?"}],
+        "max_tokens": 8, "temperature": 1.0, "seed": 5,
+        "response_format": {"type": "grammar", "grammar": "start: answer \".\"\nanswer: \"yes\" | \"no\" | \"maybe\""}
+    }));
+    let (text, finish, _) = run(&mut h, &req);
+    assert!(["yes.", "no.", "maybe."].contains(&text.as_str()) && finish == "stop", "{text:?} {finish}");
     // A schema llguidance cannot compile: INVALID_REQUEST before any model call; the host works on.
     let bad = request(json!({
         "messages": [{"role": "user", "content": "x"}],

@@ -108,7 +108,7 @@ pub const PARAMETERS: &[Param] = &[
     p("logit_bias", On::Both, Rule::Shaped, "only an empty object: token biases are not supported"),
     p("logprobs", On::Both, Rule::Shaped, "chat: a boolean; completions: an integer in [0, 5], the alternatives per token"),
     p("top_logprobs", On::Chat, Rule::Integer(0, MAX_TOP_LOGPROBS as i128), "alternatives per token, in [0, 20] (needs logprobs: true)"),
-    p("response_format", On::Both, Rule::Shaped, "{type: 'text' | 'json_object' | 'json_schema', json_schema: {name, schema, strict, description}}: constrained decoding"),
+    p("response_format", On::Both, Rule::Shaped, "{type: 'text' | 'json_object' | 'json_schema' | 'grammar' (extension: Lark)}: constrained decoding"),
     p("tools", On::Chat, Rule::Unsupported(NO_TOOLS), ""),
     p("tool_choice", On::Chat, Rule::Unsupported(NO_TOOLS), ""),
     p("parallel_tool_calls", On::Chat, Rule::Unsupported(NO_TOOLS), ""),
@@ -382,7 +382,15 @@ fn response_format(o: &Map<String, Value>) -> Result<Option<OutputFormat>, Proto
             };
             Ok(Some(OutputFormat::JsonSchema { schema }))
         }
-        _ => Err(bad(format!("response_format.type must be 'text', 'json_object' or 'json_schema', got {v}"))),
+        // Extension: a grammar in llguidance's Lark syntax (compiled by the engine).
+        Some("grammar") => {
+            only(&["type", "grammar"])?;
+            match obj.get("grammar").and_then(Value::as_str) {
+                Some(g) if !g.trim().is_empty() => Ok(Some(OutputFormat::Grammar { grammar: g.to_string() })),
+                _ => Err(ProtocolError::invalid("response_format.grammar", "response_format.grammar must be a non-empty Lark grammar (a string)")),
+            }
+        }
+        _ => Err(bad(format!("response_format.type must be 'text', 'json_object', 'json_schema' or 'grammar', got {v}"))),
     }
 }
 

@@ -214,6 +214,12 @@ test('response_format json_object / json_schema: the output always parses and va
     for await (const c of s) text += c.choices[0]?.delta?.content ?? '';
     assert.equal(text, mine.choices[0].message.content);
   }
+  // Extension: a Lark grammar, the same sentence from both engines.
+  const g = { type: 'grammar', grammar: 'start: answer "."\nanswer: "yes" | "no" | "maybe"' };
+  const gl = (await engine.chat.completions.create(ask(g, 8))).choices[0].message.content;
+  const gs = JSON.parse((await post('chat', ask(g, 8))).text).choices[0].message.content;
+  assert.ok(['yes.', 'no.', 'maybe.'].includes(gl), gl);
+  assert.equal(gl, gs);
   // A schema that cannot be compiled, or a malformed response_format: typed errors.
   for (const rf of [{ type: 'json_schema', json_schema: { name: 'x', schema: { type: 'nonsense' } } }, { type: 'json_schema', json_schema: { schema: {} } }, { type: 'xml' }]) {
     const s = await post('chat', ask(rf));
