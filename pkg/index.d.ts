@@ -44,6 +44,8 @@ export declare class EdgeLLMError extends Error {
   readonly detail?: string;
   /** HTTP status, for NETWORK and REMOTE_* errors caused by one. */
   readonly status?: number;
+  /** INVALID_REQUEST for a request parameter: its name (e.g. 'tools', 'messages[1].tool_calls'). */
+  readonly param?: string;
   /** For errors of routed requests: the decision (what was ruled out and why). */
   route?: RouteInfo;
   /** OVER_MEMORY_BUDGET from a load: the estimate per term, and the budget it exceeded. */
@@ -322,7 +324,7 @@ export interface RemoteOptions {
 
 export interface RouteCapabilityContext {
   target: RouteTarget;
-  /** The request's parameters, app-specific fields (e.g. `quality`) included. */
+  /** The request's parameters (app tags such as `metadata.quality` included). */
   params: Record<string, unknown>;
   /** The local ModelInfo, or the server's model card. */
   model: unknown;
@@ -544,20 +546,43 @@ export interface ChatMessage {
   content: string | TextContentPart[] | null;
 }
 
+/**
+ * The OpenAI parameters, checked by the core's rules (src/protocol/request.rs, the same for
+ * `edgellm serve` and the remote route; a Rust test checks these declarations against them).
+ * Any other parameter — including OpenAI's `tools`, `logit_bias` with entries — is refused with INVALID_REQUEST, `detail`
+ * 'unsupported_parameter' or 'unknown_parameter' and `param` naming it: never silently ignored.
+ */
 export interface SamplingParams extends RouteParams {
+  /** Most tokens to generate, in [1, 2^24] (default: until the context is full). */
   max_tokens?: number | null;
   /** Alias of max_tokens. */
   max_completion_tokens?: number | null;
-  /** 0 = greedy. */
+  /** In [0, 100]; 0 = greedy (above OpenAI's 2 is an extension). */
   temperature?: number | null;
+  /** In [0, 1]. */
   top_p?: number | null;
+  /** Extension: integer in [0, 2^20], 0 = off. */
   top_k?: number | null;
+  /** Extension: in [0, 1]. */
   min_p?: number | null;
+  /** Extension (llama.cpp's repeat_penalty): in [0, 10], 1 = off. */
   repetition_penalty?: number | null;
+  /** Extension: another name of repetition_penalty. */
+  repeat_penalty?: number | null;
+  /** In [-2, 2]. */
   presence_penalty?: number | null;
+  /** In [-2, 2]. */
   frequency_penalty?: number | null;
+  /** Any 64-bit integer (a negative seed is its two's complement); default: random per request. */
   seed?: number | null;
+  /** A non-empty string or up to 4 non-empty strings (OpenAI's limit). */
   stop?: string | string[] | null;
+  /** Informational (an end-user id): accepted, changes nothing. */
+  user?: string | null;
+  /** Informational: up to 16 string tags (e.g. for the router's `capability` rule). */
+  metadata?: Record<string, string> | null;
+  /** Only an empty object: token biases are not supported. */
+  logit_bias?: Record<string, never> | null;
   /**
    * Parse special-token text inside user and tool contents (default false: it is literal text,
    * so a user typing `<start_of_turn>` cannot forge a turn).
@@ -568,10 +593,33 @@ export interface SamplingParams extends RouteParams {
   signal?: AbortSignal;
 }
 
+/**
+ * OpenAI's `response_format`. 'json_object': any JSON object; 'json_schema': JSON valid against
+ * `schema` (JSON Schema as llguidance supports it: types, properties/required,
+ * additionalProperties, enum/const, anyOf/oneOf, min/max lengths, items, patterns, $defs/$ref
+ * within the schema; no schema = any JSON). `name`: 1–64 of a-z A-Z 0-9 _ -. `strict` is accepted;
+ * the output always follows the schema. A schema that cannot be compiled: INVALID_REQUEST.
+ */
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; json_schema: { name: string; schema?: Record<string, unknown>; strict?: boolean | null; description?: string } }
+  /** Extension: text in the language of a grammar in llguidance's Lark syntax, e.g. 'start: "yes" | "no"'. */
+  | { type: 'grammar'; grammar: string };
+
 export interface ChatCompletionCreateParamsBase extends SamplingParams {
+  /** Each message has only `role` and `content` (tool_calls, name: refused). */
   messages: ChatMessage[];
+  /** Informational: the loaded model answers. */
   model?: string;
+  /** Only with stream: true. include_usage: one more last chunk, `choices: []` and `usage` (the only chunk with usage). */
   stream_options?: { include_usage?: boolean } | null;
+  /** Structured output by constrained decoding: the text always parses (and follows the schema). */
+  response_format?: ResponseFormat | null;
+  /** Each generated token's log probability (choices[].logprobs.content; see ChatCompletionLogprobs). */
+  logprobs?: boolean | null;
+  /** Alternatives per token, in [0, 20]; needs logprobs: true. */
+  top_logprobs?: number | null;
 }
 export interface ChatCompletionCreateParamsNonStreaming extends ChatCompletionCreateParamsBase {
   stream?: false | null;
@@ -582,8 +630,14 @@ export interface ChatCompletionCreateParamsStreaming extends ChatCompletionCreat
 
 export interface CompletionCreateParamsBase extends SamplingParams {
   prompt: string | [string];
+  /** Informational: the loaded model answers. */
   model?: string;
+  /** Only with stream: true (see ChatCompletionCreateParamsBase). */
   stream_options?: { include_usage?: boolean } | null;
+  /** Structured output by constrained decoding (see ChatCompletionCreateParamsBase). */
+  response_format?: ResponseFormat | null;
+  /** Log probabilities with this many alternatives per token, in [0, 5] (OpenAI's legacy shape: CompletionLogprobs). */
+  logprobs?: number | null;
 }
 export interface CompletionCreateParamsNonStreaming extends CompletionCreateParamsBase {
   stream?: false | null;
@@ -704,6 +758,33 @@ export interface CompletionUsage {
   compute?: ComputeUsage;
 }
 
+/**
+ * A generated token's log probability under the model's own distribution: log-softmax of the
+ * raw logits over the whole vocabulary, before temperature, penalties and top-k/top-p/min-p (what
+ * OpenAI reports). `bytes`: the token's UTF-8 bytes (a token may hold part of a character).
+ */
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+  /** The likeliest tokens at this position, most likely first (top_logprobs of them). */
+  top_logprobs: Array<{ token: string; logprob: number; bytes: number[] }>;
+}
+
+/** Chat `logprobs` (with logprobs: true): one entry per generated token (end of turn excluded). */
+export interface ChatCompletionLogprobs {
+  content: TokenLogprob[];
+  refusal: null;
+}
+
+/** Completions `logprobs` (OpenAI's legacy shape); text_offset counts characters from the prompt's start. */
+export interface CompletionLogprobs {
+  tokens: string[];
+  token_logprobs: number[];
+  top_logprobs: Array<Record<string, number>>;
+  text_offset: number[];
+}
+
 /** 'error': the route's source broke after the first token (see `error`); routed requests only. */
 export type FinishReason = 'stop' | 'length' | 'error';
 
@@ -721,7 +802,7 @@ export interface ChatCompletion extends Routed {
   choices: Array<{
     index: number;
     message: { role: 'assistant'; content: string };
-    logprobs: null;
+    logprobs: ChatCompletionLogprobs | null;
     finish_reason: FinishReason;
   }>;
   usage: CompletionUsage;
@@ -735,10 +816,11 @@ export interface ChatCompletionChunk extends Routed {
   choices: Array<{
     index: number;
     delta: { role?: 'assistant'; content?: string };
-    logprobs: null;
+    /** The entries of the tokens whose text this chunk completes. */
+    logprobs: ChatCompletionLogprobs | null;
     finish_reason: FinishReason | null;
   }>;
-  /** Set on the chunk that carries finish_reason (and on the extra usage chunk of stream_options.include_usage). */
+  /** Only on the extra last chunk of stream_options.include_usage (whose choices are []), as OpenAI. */
   usage?: CompletionUsage;
 }
 
@@ -747,7 +829,7 @@ export interface Completion extends Routed {
   object: 'text_completion';
   created: number;
   model: string;
-  choices: Array<{ index: number; text: string; logprobs: null; finish_reason: FinishReason }>;
+  choices: Array<{ index: number; text: string; logprobs: CompletionLogprobs | null; finish_reason: FinishReason }>;
   usage: CompletionUsage;
 }
 
@@ -756,7 +838,8 @@ export interface CompletionChunk extends Routed {
   object: 'text_completion';
   created: number;
   model: string;
-  choices: Array<{ index: number; text: string; logprobs: null; finish_reason: FinishReason | null }>;
+  choices: Array<{ index: number; text: string; logprobs: CompletionLogprobs | null; finish_reason: FinishReason | null }>;
+  /** Only on the extra last chunk of stream_options.include_usage. */
   usage?: CompletionUsage;
 }
 
@@ -769,6 +852,7 @@ export interface RequestOptions {
  * early stops the generation (an aborted stream's pending/next `next()` rejects with ABORTED).
  */
 export declare class CompletionStream<T> implements AsyncIterable<T> {
+  /** As in the openai SDK: `stream.controller.abort()` stops the generation like abort(). */
   readonly controller: AbortController;
   abort(): void;
   [Symbol.asyncIterator](): AsyncIterator<T>;

@@ -409,6 +409,12 @@ impl Session {
 
     /// Samples the next token (first running the previously sampled one through the model).
     pub fn step(&mut self) -> Result<u32, EngineError> {
+        self.step_with(|_| Ok(()))
+    }
+
+    /// [`step`](Self::step), with `filter` editing the logits between the forward pass and the
+    /// sampler (constrained decoding masks tokens out with `-inf`).
+    pub fn step_with(&mut self, filter: impl FnOnce(&mut [f32]) -> Result<(), EngineError>) -> Result<u32, EngineError> {
         let t0 = (self.clock)();
         let mut kv_read = None;
         if let Some(t) = self.pending {
@@ -421,6 +427,7 @@ impl Session {
         if self.logits.is_empty() {
             return Err(EngineError::NothingToDecode);
         }
+        filter(&mut self.logits)?;
         let id = self.sampler.sample(&self.logits, &self.tokens);
         self.tokens.push(id);
         self.pending = Some(id);

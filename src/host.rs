@@ -136,10 +136,14 @@ pub struct Loaded {
     pub info: ModelInfo,
     /// The KV options the session was made with (`None`: the plain context).
     pub kv_options: Option<KvOptions>,
+    /// The vocabulary as the structured-output engine sees it: built at the first request with
+    /// a `response_format`, then kept with the model.
+    vocabulary: Option<crate::structured::Vocabulary>,
 }
 
-/// A generation request (the worker's `GenerateRequest`, OpenAI's parameters).
-#[derive(Clone, Debug, Default, Deserialize)]
+/// A generation request (the worker's `GenerateRequest`: OpenAI's parameters once checked by
+/// `crate::protocol`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct GenerateRequest {
     /// "chat" (apply the chat template to `messages`) or "completion" (raw `prompt`).
     #[serde(default)]
@@ -174,6 +178,14 @@ pub struct GenerateRequest {
     /// user cannot forge turns; `tokenizer::ContentSpecials`).
     #[serde(default)]
     pub raw_special_tokens: Option<bool>,
+    /// Log probabilities of the generated tokens, with this many alternatives each (at most
+    /// 20; `None`: none computed). See `generate/logprobs.rs`.
+    #[serde(default)]
+    pub logprobs: Option<usize>,
+    /// Structured output: the text must be JSON of this form (constrained decoding,
+    /// `crate::structured`).
+    #[serde(default)]
+    pub response_format: Option<crate::structured::OutputFormat>,
 }
 
 impl GenerateRequest {
@@ -248,12 +260,18 @@ pub struct GenerateResult {
     pub kv: KvStats,
     /// CPU time per phase and the energy estimate (`crate::work`).
     pub compute: WorkReport,
+    /// With `GenerateRequest::logprobs`: one entry per generated token (an end-of-generation
+    /// token excluded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Vec<crate::generate::TokenLogprob>>,
 }
 
 struct Generating {
     driver: Generator,
     started_ms: f64,
     work: WorkMeter,
+    /// The grammar state of a request with a `response_format`.
+    constraint: Option<crate::structured::Constraint>,
 }
 
 /// The engine as seen by a host. One model at a time, one generation at a time.
@@ -400,7 +418,7 @@ impl Host {
             max_context,
             kv: session.kv_stats(),
         };
-        self.loaded = Some(Loaded { model, tokenizer, session, info, kv_options: self.kv_options.clone() });
+        self.loaded = Some(Loaded { model, tokenizer, session, info, kv_options: self.kv_options.clone(), vocabulary: None });
         self.memory_loaded();
         Ok(&self.loaded.as_ref().unwrap().info)
     }
@@ -560,11 +578,23 @@ impl Host {
         if max_tokens == 0 {
             return Err(HostError::new("INVALID_REQUEST", "max_tokens must be at least 1"));
         }
+        let constraint = match &req.response_format {
+            None => None,
+            Some(format) => {
+                if l.vocabulary.is_none() {
+                    let v = crate::structured::Vocabulary::new(&l.tokenizer).map_err(|e| HostError::new("INTERNAL", format!("structured output: {e}")))?;
+                    l.vocabulary = Some(v);
+                }
+                let vocab = l.vocabulary.as_ref().expect("built above");
+                Some(vocab.constraint(format).map_err(|e| HostError::new("INVALID_REQUEST", format!("response_format: the schema cannot be used: {e}")))?)
+            }
+        };
         l.session.set_sampler(req.sampler());
         let opts = GenerateOptions { max_tokens, stop: req.stop.clone().unwrap_or_default(), stop_on_eog: true };
-        let driver = Generator::start(&l.session, &l.tokenizer, prompt, opts)?;
+        let mut driver = Generator::start(&l.session, &l.tokenizer, prompt, opts)?;
+        driver.set_logprobs(req.logprobs);
         let started = GenerateStarted { prompt_tokens: driver.prompt().len(), cached_tokens: driver.cached_tokens(), max_tokens };
-        self.generating = Some(Generating { driver, started_ms: now_ms, work: WorkMeter::default() });
+        self.generating = Some(Generating { driver, started_ms: now_ms, work: WorkMeter::default(), constraint });
         Ok(started)
     }
 
@@ -597,7 +627,8 @@ impl Host {
         if g.driver.prompt_remaining() > 0 {
             return Err(HostError::new("INVALID_REQUEST", "decode_step before the prompt is prefilled"));
         }
-        Ok(g.driver.step(&mut l.session, &l.tokenizer)?)
+        let filter = g.constraint.as_mut().map(|c| c as &mut dyn crate::generate::TokenFilter);
+        Ok(g.driver.step_with(&mut l.session, &l.tokenizer, filter)?)
     }
 
     /// Ends the generation and returns its text and usage figures.
@@ -606,6 +637,7 @@ impl Host {
         let g = self.generating.take().ok_or_else(|| HostError::new("NO_GENERATION", "no generation in progress"))?;
         let total_ms = (now_ms - g.started_ms).max(0.0);
         let compute = g.work.report(&self.power, self.cpu_clock.map_or("none", |c| c.kind));
+        let logprobs = g.driver.is_logprobs().then(|| g.driver.logprobs().to_vec());
         let r = g.driver.into_generation(&l.session);
         let m = &r.metrics;
         Ok(GenerateResult {
@@ -626,6 +658,7 @@ impl Host {
             ids: r.ids,
             kv: l.session.kv_stats(),
             compute,
+            logprobs,
         })
     }
 

@@ -17,6 +17,7 @@ pub mod limits;
 pub mod memory;
 pub mod metrics;
 pub mod model;
+pub mod protocol;
 pub mod ops;
 pub mod quant;
 pub mod sampling;
@@ -24,6 +25,7 @@ pub mod sampling;
 pub mod server;
 pub mod sha256;
 pub mod snapshot;
+pub mod structured;
 pub mod tokenizer;
 pub mod work;
 

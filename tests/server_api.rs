@@ -167,9 +167,12 @@ fn greedy_chat_equals_the_cli_streamed_and_not() {
     assert_eq!(text, cli["text"].as_str().unwrap());
     let fin = &chunks[chunks.len() - 2];
     assert_eq!(fin["choices"][0]["finish_reason"], cli["finish_reason"]);
-    assert!(fin["usage"]["decode_tokens_per_s"].as_f64().unwrap() > 0.0);
+    // OpenAI's include_usage: usage on exactly one chunk, the last, with no choices.
+    assert!(fin.get("usage").is_none(), "{fin}");
+    assert_eq!(chunks.iter().filter(|c| c.get("usage").is_some()).count(), 1);
     let last = &chunks[chunks.len() - 1];
     assert_eq!(last["choices"], json!([]));
+    assert!(last["usage"]["decode_tokens_per_s"].as_f64().unwrap() > 0.0);
     assert_eq!(last["usage"]["completion_tokens"], cli["ids"].as_array().unwrap().len());
     assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk" && c["id"] == chunks[0]["id"]));
 }
@@ -192,6 +195,13 @@ fn typed_errors_for_bad_requests_and_limits() {
     check(post("/v1/completions", b"{\"prompt\": \"x\", \"max_tokens\": 0}"), 400, "invalid_value");
     check(post("/v1/completions", b"{\"prompt\": \"x\", \"temperature\": \"hot\"}"), 400, "invalid_value");
     check(post("/v1/completions", b"{\"prompt\": \"x\", \"n\": 2}"), 400, "unsupported_parameter");
+    // Parameters the engine does not implement, or that nobody defines, are named (`param`).
+    let r = post("/v1/chat/completions", br#"{"messages": [{"role": "user", "content": "x"}], "tools": []}"#);
+    assert_eq!(r.json()["error"]["param"], "tools");
+    check(r, 400, "unsupported_parameter");
+    let r = post("/v1/completions", br#"{"prompt": "x", "frobnicate": 1}"#);
+    assert_eq!(r.json()["error"]["param"], "frobnicate");
+    check(r, 400, "unknown_parameter");
     // Over the prompt-token limit (200): refused before any generation, also when streamed.
     let long = "word ".repeat(400);
     check(post("/v1/completions", json!({"prompt": long, "max_tokens": 2}).to_string().as_bytes()), 400, "context_length_exceeded");
@@ -203,6 +213,32 @@ fn typed_errors_for_bad_requests_and_limits() {
     check(get(a, "/v1/nothing", &[AUTH]), 404, "not_found");
     check(get(a, "/v1/completions", &[AUTH]), 405, "method_not_allowed");
     check(request(a, "POST", "/v1/completions", &[], b"{\"prompt\": \"x\"}"), 401, "invalid_api_key");
+}
+
+#[test]
+fn logprobs_in_openai_shape() {
+    let Some(s) = server() else { return };
+    let body = json!({"messages": [{"role": "user", "content": "Name a color."}], "max_tokens": 4, "temperature": 0, "logprobs": true, "top_logprobs": 2});
+    let r = post_json(s.addr(), "/v1/chat/completions", &[AUTH], &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let lp = &v["choices"][0]["logprobs"];
+    assert_eq!(lp["refusal"], Value::Null);
+    let content = lp["content"].as_array().unwrap();
+    assert!(!content.is_empty());
+    let text: String = content.iter().map(|e| e["token"].as_str().unwrap()).collect();
+    assert_eq!(text, v["choices"][0]["message"]["content"].as_str().unwrap());
+    for e in content {
+        let top = e["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 2);
+        // Greedy: the chosen token is the model's likeliest.
+        assert_eq!((&top[0]["token"], &top[0]["logprob"]), (&e["token"], &e["logprob"]));
+        assert!(e["logprob"].as_f64().unwrap() <= 0.0 && top[1]["logprob"].as_f64() <= top[0]["logprob"].as_f64());
+        let t = e["token"].as_str().unwrap();
+        if !t.contains('\u{FFFD}') {
+            assert_eq!(e["bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap() as u8).collect::<Vec<_>>(), t.as_bytes());
+        }
+    }
 }
 
 #[test]

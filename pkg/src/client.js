@@ -9,7 +9,7 @@
 
 import { Req, Ev, PROTOCOL_VERSION } from './protocol.js';
 import { EdgeLLMError, ErrorCode, errorFromPayload, abortedError } from './errors.js';
-import { Router } from './router.js';
+import { Router, ROUTER_PARAMS } from './router.js';
 import { memoryOptions } from './memory.js';
 import { SIMD_OPTIONS, threadsOption } from './tier.js';
 import { strictBoolean } from './strict.js';
@@ -39,72 +39,24 @@ function optNumber(p, name, lo, hi, { int = false } = {}) {
   return v;
 }
 
-function textOf(content, where) {
-  if (typeof content === 'string') return content;
-  if (Array.isArray(content)) {
-    return content
-      .map((part, i) => {
-        if (part && part.type === 'text' && typeof part.text === 'string') return part.text;
-        throw invalid(`${where}.content[${i}]: only text parts are supported`);
-      })
-      .join('');
-  }
-  if (content === null || content === undefined) return '';
-  throw invalid(`${where}.content must be a string or an array of text parts`);
-}
-
-/** OpenAI-style sampling parameters → the worker's GenerateRequest fields (validated). */
-function samplingParams(p) {
-  const out = {};
-  const maxTokens = p.max_tokens ?? p.max_completion_tokens;
-  if (maxTokens !== undefined && maxTokens !== null) out.max_tokens = optNumber({ max_tokens: maxTokens }, 'max_tokens', 1, 1 << 20, { int: true });
-  const nums = [
-    ['temperature', 0, 100],
-    ['top_p', 0, 1],
-    ['top_k', 0, 1 << 20, true],
-    ['min_p', 0, 1],
-    ['repetition_penalty', 0, 100],
-    ['presence_penalty', -2, 2],
-    ['frequency_penalty', -2, 2],
-    ['seed', 0, Number.MAX_SAFE_INTEGER, true],
-  ];
-  for (const [name, lo, hi, int] of nums) {
-    const v = optNumber(p, name, lo, hi, { int });
-    if (v !== undefined) out[name] = v;
-  }
-  if (p.stop !== undefined && p.stop !== null) {
-    const stop = typeof p.stop === 'string' ? [p.stop] : p.stop;
-    if (!Array.isArray(stop) || stop.some((s) => typeof s !== 'string' || s === '') || stop.length > 16) {
-      throw invalid('stop must be a non-empty string or an array of at most 16 non-empty strings');
-    }
-    out.stop = stop;
-  }
-  if (p.n !== undefined && p.n !== null && p.n !== 1) throw invalid('n: only 1 choice per request is supported');
-  // OpenAI semantics: without a seed, sampling differs from run to run.
-  if (out.seed === undefined && out.temperature !== 0) out.seed = globalThis.crypto.getRandomValues(new Uint32Array(1))[0];
-  return out;
-}
-
-/** OpenAI-style parameters → the worker's GenerateRequest (validated). */
-function buildRequest(kind, params) {
-  const request = { kind, ...samplingParams(params) };
-  // Opt-in: special-token text in user/tool contents is parsed (default: literal, no forged turns).
-  strictBoolean(params, 'private'); // no router here: nothing leaves the device, but "true" is still refused
-  const raw = strictBoolean(params, 'raw_special_tokens');
-  if (raw !== undefined) request.raw_special_tokens = raw;
-  if (kind === 'chat') {
-    if (!Array.isArray(params.messages) || params.messages.length === 0) throw invalid('messages must be a non-empty array');
-    request.messages = params.messages.map((m, i) => {
-      if (!m || typeof m.role !== 'string') throw invalid(`messages[${i}].role must be a string`);
-      return { role: m.role, content: textOf(m.content, `messages[${i}]`) };
+/**
+ * The OpenAI parameters as the JSON text the core checks (src/protocol, through the worker): the
+ * JS-only ones (AbortSignal, the router's) left out; undefined fields are absent, as in the
+ * openai SDK; a non-finite number is refused here (JSON would turn it into null, i.e. absent).
+ */
+function paramsJson(params) {
+  const body = {};
+  for (const [k, v] of Object.entries(params)) if (!ROUTER_PARAMS.includes(k)) body[k] = v;
+  try {
+    return JSON.stringify(body, (k, v) => {
+      if (typeof v === 'number' && !Number.isFinite(v)) throw invalid(`${k || 'a parameter'} must be a finite number, got ${v}`);
+      if (typeof v === 'bigint') throw invalid(`${k} must be a number, got a BigInt`);
+      return v;
     });
-  } else {
-    let prompt = params.prompt;
-    if (Array.isArray(prompt) && prompt.length === 1) prompt = prompt[0];
-    if (typeof prompt !== 'string') throw invalid('prompt must be a string');
-    request.prompt = prompt;
+  } catch (e) {
+    if (e instanceof EdgeLLMError) throw e;
+    throw invalid(`the parameters are not JSON: ${e && e.message ? e.message : e}`);
   }
-  return request;
 }
 
 /** Energy options (createEngine({energy})) as sent to the core, which validates the numbers. */
@@ -179,7 +131,9 @@ export class CompletionStream {
 
   constructor(onCancel) {
     this.#onCancel = onCancel;
+    // The openai SDK's handle: `stream.controller.abort()` stops the generation like abort().
     this.controller = new AbortController();
+    this.controller.signal.addEventListener('abort', () => this.abort(), { once: true });
   }
 
   /** @internal */ _push(chunk) {
@@ -692,6 +646,7 @@ export class Engine {
     return {
       local: (kind, params, options) => this.#createLocal(kind, params, options),
       countTokens: (kind, params) => this.#countTokens(kind, params),
+      validate: (kind, params) => this.#parse(kind, params),
       localState: () => ({
         model: this.model,
         reloadable: this.#reloadNeeded && !!this.#lastLoad,
@@ -725,8 +680,25 @@ export class Engine {
   }
 
   async #countTokens(kind, params) {
-    const request = buildRequest(kind, params);
+    const { request } = await this.#parse(kind, params);
     return this.#request({ type: Req.COUNT, request });
+  }
+
+  /**
+   * Checks OpenAI parameters with the core's rules (the same as edgellm serve: src/protocol) in
+   * the worker; resolves with {request, stream, include_usage}, or rejects INVALID_REQUEST with
+   * `detail` (the rule's code) and `param` (the parameter at fault).
+   */
+  async #parse(kind, params) {
+    if (!params || typeof params !== 'object') throw invalid('create() needs a parameters object');
+    strictBoolean(params, 'private'); // no router here: nothing leaves the device, but "true" is still refused
+    const text = paramsJson(params);
+    await this.start();
+    const parsed = await this.#send(this.#worker, { type: Req.PARSE, kind, params: text }, null, 0);
+    // OpenAI semantics: without a seed, sampling differs from run to run.
+    const r = parsed.request;
+    if ((r.seed === null || r.seed === undefined) && r.temperature !== 0) r.seed = globalThis.crypto.getRandomValues(new Uint32Array(1))[0];
+    return parsed;
   }
 
   /**
@@ -740,8 +712,7 @@ export class Engine {
   }
 
   async #createLocal(kind, params, options = {}) {
-    if (!params || typeof params !== 'object') throw invalid('create() needs a parameters object');
-    const request = buildRequest(kind, params);
+    const { request, stream: streamed, include_usage: includeUsage } = await this.#parse(kind, params);
     const signal = params.signal || options.signal;
     if (signal && signal.aborted) throw abortedError('generation');
     await this.#ensureModel();
@@ -767,7 +738,7 @@ export class Engine {
       if (ev.type === Ev.SUSTAINED) this.#emit('pressure', { reason: 'window', state: this.#device.pressure.state, sustained: ev.sustained });
     };
 
-    if (!params.stream) {
+    if (!streamed) {
       let r;
       try {
         r = await this.#request(msg, onSustained, signal);
@@ -777,8 +748,8 @@ export class Engine {
       }
       const choice =
         kind === 'chat'
-          ? { index: 0, message: { role: 'assistant', content: r.text }, logprobs: null, finish_reason: r.finish_reason }
-          : { index: 0, text: r.text, logprobs: null, finish_reason: r.finish_reason };
+          ? { index: 0, message: { role: 'assistant', content: r.text }, logprobs: r.logprobs ?? null, finish_reason: r.finish_reason }
+          : { index: 0, text: r.text, logprobs: r.logprobs ?? null, finish_reason: r.finish_reason };
       return { id, object, created, model, choices: [choice], usage: finish(r) };
     }
 
@@ -790,10 +761,9 @@ export class Engine {
     const stream = new CompletionStream(() => {
       if (opId !== null) this.#abortOp(opId, abortedError('generation'));
     });
-    const includeUsage = !!(params.stream_options && params.stream_options.include_usage);
-    const chunk = (delta, finish_reason, extra) => {
-      const choice = kind === 'chat' ? { index: 0, delta, logprobs: null, finish_reason } : { index: 0, text: delta.content || '', logprobs: null, finish_reason };
-      return { id, object: chunkObject, created, model, choices: [choice], ...extra };
+    const chunk = (delta, finish_reason, logprobs = null) => {
+      const choice = kind === 'chat' ? { index: 0, delta, logprobs, finish_reason } : { index: 0, text: delta.content || '', logprobs, finish_reason };
+      return { id, object: chunkObject, created, model, choices: [choice] };
     };
     return new Promise((resolve, reject) => {
       let started = false;
@@ -802,16 +772,17 @@ export class Engine {
           started = true;
           if (kind === 'chat') stream._push(chunk({ role: 'assistant', content: '' }, null));
           resolve(stream);
-        } else if (ev.type === Ev.TOKEN && ev.text) {
-          stream._push(chunk({ content: ev.text }, null));
+        } else if (ev.type === Ev.TOKEN && (ev.text || ev.logprobs)) {
+          stream._push(chunk({ content: ev.text }, null, ev.logprobs ?? null));
         } else onSustained(ev);
       };
       opId = nextId();
       const p = this.#send(worker, msg, onEvent, 0, signal, opId);
       p.then(
         (r) => {
+          // OpenAI's shape: usage only with include_usage, on one more chunk with no choices.
           const usage = finish(r);
-          stream._push(chunk({}, r.finish_reason, { usage }));
+          stream._push(chunk({}, r.finish_reason));
           if (includeUsage) stream._push({ id, object: chunkObject, created, model, choices: [], usage });
           stream._end();
         },

@@ -61,7 +61,7 @@ export class EdgeLLMError extends Error {
   /**
    * @param {string} code one of ErrorCode
    * @param {string} message what happened, in words a person can act on
-   * @param {{detail?: string, status?: number, cause?: unknown, terms?: object, budget_bytes?: number, estimate?: object}} [extra]
+   * @param {{detail?: string, status?: number, param?: string, cause?: unknown, terms?: object, budget_bytes?: number, estimate?: object}} [extra]
    */
   constructor(code, message, extra = {}) {
     super(message, extra.cause !== undefined ? { cause: extra.cause } : undefined);
@@ -69,6 +69,8 @@ export class EdgeLLMError extends Error {
     this.code = code;
     if (extra.detail !== undefined) this.detail = extra.detail;
     if (extra.status !== undefined) this.status = extra.status;
+    // INVALID_REQUEST: the request parameter at fault (OpenAI's `param`).
+    if (extra.param !== undefined) this.param = extra.param;
     // OVER_MEMORY_BUDGET: the estimate per term and the budget it was checked against.
     for (const k of ['terms', 'budget_bytes', 'estimate']) if (extra[k] !== undefined) this[k] = extra[k];
   }
@@ -78,6 +80,7 @@ export class EdgeLLMError extends Error {
     const o = { code: this.code, message: this.message };
     if (this.detail !== undefined) o.detail = this.detail;
     if (this.status !== undefined) o.status = this.status;
+    if (this.param !== undefined) o.param = this.param;
     for (const k of ['terms', 'budget_bytes', 'estimate']) if (this[k] !== undefined) o[k] = this[k];
     return o;
   }
@@ -87,7 +90,7 @@ export class EdgeLLMError extends Error {
 export function errorFromPayload(p) {
   if (!p || typeof p !== 'object') return new EdgeLLMError(ErrorCode.INTERNAL, String(p));
   const code = Object.prototype.hasOwnProperty.call(ErrorCode, p.code) ? p.code : ErrorCode.INTERNAL;
-  return new EdgeLLMError(code, p.message || code, { detail: p.detail, status: p.status, terms: p.terms, budget_bytes: p.budget_bytes, estimate: p.estimate });
+  return new EdgeLLMError(code, p.message || code, { detail: p.detail, status: p.status, param: p.param, terms: p.terms, budget_bytes: p.budget_bytes, estimate: p.estimate });
 }
 
 /**

@@ -39,6 +39,11 @@
 //     → started → token* (sustained*) → result GenerateResult
 //     GenerateResult.compute: CPU time per phase (the busy wall time inside the wasm calls) and
 //     the energy estimate under init's `energy` (src/work.rs); .sustained: sustained.js summary.
+// {type:'parse', id, kind: 'chat'|'completion', params: string}   (answered at once, not queued)
+//     → result {request: GenerateRequest, stream: boolean, include_usage: boolean}
+//     The OpenAI parameters (JSON text) checked by the core's rules (src/protocol, the same as
+//     edgellm serve); a broken rule → error INVALID_REQUEST, detail = the rule's code
+//     ('unsupported_parameter', 'unknown_parameter', 'invalid_value', ...), param = its name.
 // {type:'count', id, request: GenerateRequest}
 //     → result {prompt_tokens: number|null, max_context: number, fits: boolean}
 //     The prompt's tokens as generate would see them (chat template applied); fits = false when
@@ -65,9 +70,11 @@
 //     `loaded` never decreases within a phase; the last event of a phase has loaded === total.
 //     A corrupt cache entry ends phase 'cache' early and the load continues with 'download'.
 // {type:'started', id, prompt_tokens: number, cached_tokens: number}  (cached: already in the KV cache)
-// {type:'token', id, text: string, token: number|null}
+// {type:'token', id, text: string, token: number|null, logprobs?: object}
 //     `text` is the decoded delta (may be '' while a UTF-8 sequence or a possible stop string is
-//     held back); `token` is null on a last event that only flushes held-back text.
+//     held back); `token` is null on a last event that only flushes held-back text. `logprobs`
+//     (with the request's logprobs): OpenAI's logprobs object for the tokens whose text this
+//     event completes; the result's `logprobs` holds all of them (see src/protocol/response.rs).
 // {type:'result', id, value}
 // {type:'error', id, error: ErrorPayload, fatal?: true}
 // {type:'log', level: 'debug'|'info'|'warn'|'error', message: string}
@@ -151,6 +158,7 @@ export const Req = Object.freeze({
   ESTIMATE: 'estimate',
   MEMORY: 'memory',
   SESSION: 'session',
+  PARSE: 'parse',
 });
 
 /** Worker → client message types. */
@@ -166,4 +174,4 @@ export const Ev = Object.freeze({
 });
 
 /** Operations that are answered immediately instead of being queued behind the running one. */
-export const IMMEDIATE = new Set([Req.ABORT, Req.STATUS]);
+export const IMMEDIATE = new Set([Req.ABORT, Req.STATUS, Req.PARSE]);

@@ -30,7 +30,16 @@ import { strictBoolean } from './strict.js';
 
 const invalid = (m) => new EdgeLLMError(ErrorCode.INVALID_REQUEST, m);
 const LOCAL_FAILOVER = new Set([ErrorCode.OVER_MEMORY_BUDGET, ErrorCode.ENGINE_CRASHED]);
-const ROUTER_PARAMS = ['private', 'route', 'conversation_id', 'max_latency_ms', 'signal'];
+/** The router's own request parameters (and the AbortSignal): never sent to an engine. */
+export const ROUTER_PARAMS = ['private', 'route', 'conversation_id', 'max_latency_ms', 'signal'];
+
+/** Two chunks' `logprobs` objects as one (chat's content, completions' parallel arrays). */
+function mergeLogprobs(a, b) {
+  if (!a) return { ...b };
+  const out = { ...a };
+  for (const [k, v] of Object.entries(b)) out[k] = Array.isArray(v) && Array.isArray(a[k]) ? a[k].concat(v) : v;
+  return out;
+}
 
 /** FNV-1a over a string: a compact conversation key. */
 function hash(s) {
@@ -151,6 +160,9 @@ export class Router {
     for (const k of ROUTER_PARAMS) delete clean[k];
     if (kind === 'chat' && (!Array.isArray(clean.messages) || clean.messages.length === 0)) throw invalid('messages must be a non-empty array');
     if (kind !== 'chat' && typeof clean.prompt !== 'string' && !Array.isArray(clean.prompt)) throw invalid('prompt must be a string');
+    // The core's rules (src/protocol), whatever the route: a request the engine would refuse is
+    // refused the same way before it could go to the server.
+    if (this.#hooks.validate) await this.#hooks.validate(kind, clean);
 
     // Only a real boolean: `private: "true"` or `1` is refused, never read as "not private".
     let isPrivate = strictBoolean(params, 'private') === true;
@@ -275,7 +287,7 @@ export class Router {
     let it;
     let abort;
     if (target === 'local') {
-      const p = { ...ctx.clean, stream: true, stream_options: { include_usage: false } };
+      const p = { ...ctx.clean, stream: true, stream_options: { include_usage: true } };
       delete p.max_completion_tokens;
       if (ctx.local.max_tokens !== undefined) p.max_tokens = ctx.local.max_tokens;
       const s = await this.#hooks.local(ctx.kind, p, { signal: ctx.signal });
@@ -366,10 +378,8 @@ export class Router {
     const u = finalUsage();
     if (run.target === 'local') this.estimates.observeLocal(u);
     else this.estimates.observeRemote(usage, { prompt_tokens: u.prompt_tokens, ttft_ms: u.ttft_ms, tpot_ms: u.tpot_ms });
-    if (held) {
-      held.usage = u;
-      yield { chunk: held };
-    }
+    // OpenAI's shape: the finish chunk carries no usage (a usage-only chunk follows, see #stream).
+    if (held) yield { chunk: held };
     yield { usage: u, meta };
   }
 
@@ -409,6 +419,7 @@ export class Router {
   async #collect(run, ctx) {
     const kind = ctx.kind;
     let text = '';
+    let logprobs = null; // the chunks' logprobs objects, their arrays concatenated
     let finish = null;
     let usage = null;
     let meta = null;
@@ -421,6 +432,7 @@ export class Router {
           for (const ch of c.choices || []) {
             text += (ch.delta ? ch.delta.content : ch.text) || '';
             if (ch.finish_reason) finish = ch.finish_reason;
+            if (ch.logprobs) logprobs = mergeLogprobs(logprobs, ch.logprobs);
           }
           if (c.usage) usage = c.usage;
         } else if (ev.error) {
@@ -439,8 +451,8 @@ export class Router {
     const m = meta || {};
     const choice =
       kind === 'chat'
-        ? { index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: finish || 'stop' }
-        : { index: 0, text, logprobs: null, finish_reason: finish || 'stop' };
+        ? { index: 0, message: { role: 'assistant', content: text }, logprobs, finish_reason: finish || 'stop' }
+        : { index: 0, text, logprobs, finish_reason: finish || 'stop' };
     const r = { id: m.id, object: kind === 'chat' ? 'chat.completion' : 'text_completion', created: m.created, model: m.model, choices: [choice], usage, route: ctx.route };
     if (error) r.error = error;
     return r;

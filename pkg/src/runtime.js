@@ -95,6 +95,7 @@ export class Runtime {
     if (IMMEDIATE.has(msg.type)) {
       if (msg.type === Req.ABORT) this.#abort(msg.target);
       else if (msg.type === Req.STATUS) this.#reply(msg.id, this.#status());
+      else if (msg.type === Req.PARSE) this.#parseOp(msg);
       return;
     }
     if (this.dead) {
@@ -472,12 +473,40 @@ export class Runtime {
     if (!this.engine) throw new EdgeLLMError(ErrorCode.ENGINE_INIT_FAILED, 'the engine was not initialised');
   }
 
+  // ── parse (the core's OpenAI rules, src/protocol) ────────────────────────────────────────
+  #parseOp(msg) {
+    try {
+      if (this.dead) throw this.dead;
+      this.#requireEngine();
+      const value = this.#json(() => {
+        try {
+          return this.bindings.parse_openai_request(msg.kind, msg.params);
+        } catch (e) {
+          // A broken rule: its code and the parameter at fault travel with the error.
+          if (e && typeof e.rule === 'string') throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, e.message, { detail: e.rule, ...(e.param ? { param: e.param } : {}) });
+          throw e;
+        }
+      });
+      this.#reply(msg.id, value);
+    } catch (e) {
+      const err = toEdgeError(e);
+      if (e instanceof Fatal) this.dead = err;
+      this.env.post({ type: Ev.ERROR, id: msg.id, error: err.toJSON(), ...(e instanceof Fatal || e === this.dead ? { fatal: true } : {}) });
+    }
+  }
+
   // ── generate ─────────────────────────────────────────────────────────────────────────────
   async #generate(msg, signal) {
     this.#requireEngine();
     if (!this.model) throw new EdgeLLMError(ErrorCode.MODEL_NOT_LOADED, 'no model is loaded: call engine.load() first');
     const id = msg.id;
     const begin = this.#json(() => this.engine.generate_begin(JSON.stringify(msg.request)));
+    // Log probabilities in OpenAI's shape for the request's endpoint (the core's, src/protocol);
+    // completions count text_offset in characters from the start of the prompt.
+    const kind = msg.request.kind || (msg.request.messages ? 'chat' : 'completion');
+    const promptChars = kind === 'completion' ? [...(msg.request.prompt || '')].length : 0;
+    let offset = promptChars;
+    const shape = (entries, at) => this.#json(() => this.bindings.openai_logprobs(kind, JSON.stringify(entries), at));
     this.env.post({ type: Ev.STARTED, id, prompt_tokens: begin.prompt_tokens, cached_tokens: begin.cached_tokens });
     let active = true;
     // Decode speed per time window (sustained.js), measured here where the tokens are made.
@@ -500,7 +529,9 @@ export class Runtime {
         if (signal.aborted) throw abortedError('generation');
         const ev = this.#json(() => this.engine.decode_step());
         this.#pollMemory();
-        if ((ev.token !== null && ev.token !== undefined) || ev.text) this.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token ?? null });
+        const lp = ev.logprobs && ev.logprobs.length ? shape(ev.logprobs, offset) : undefined;
+        if (lp) offset += ev.logprobs.reduce((n, e) => n + [...e.token].length, 0);
+        if ((ev.token !== null && ev.token !== undefined) || ev.text || lp) this.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token ?? null, ...(lp ? { logprobs: lp } : {}) });
         if (ev.token !== null && ev.token !== undefined && windows.token(now()) !== null) this.env.post({ type: Ev.SUSTAINED, id, sustained: windows.summary() });
         if (ev.finish_reason) break;
         this.#faultPoint('decode'); // after the token went out: a crash here loses nothing emitted
@@ -508,6 +539,7 @@ export class Runtime {
       }
       const result = this.#json(() => this.engine.generate_end());
       result.sustained = windows.summary();
+      if (result.logprobs) result.logprobs = shape(result.logprobs, promptChars);
       active = false;
       this.#postMemory('request');
       if (this.lastMemory) result.memory = this.lastMemory;

@@ -9,6 +9,7 @@
 //! a full context) and streaming text. The decoder state is owned ([`DecodeState`]): each step
 //! decodes only its own token.
 
+mod logprobs;
 mod stop;
 
 use serde::Serialize;
@@ -18,6 +19,7 @@ use crate::metrics::GenerationMetrics;
 use crate::model::ModelError;
 use crate::tokenizer::{DecodeOptions, DecodeState, Tokenizer};
 
+pub use logprobs::{token_logprob, TokenLogprob, TopLogprob, MAX_TOP_LOGPROBS};
 pub use stop::StopHold;
 
 /// Stop conditions of a generation.
@@ -96,6 +98,19 @@ pub struct StepEvent {
     pub text: String,
     /// Set on the last step.
     pub finish_reason: Option<FinishReason>,
+    /// With [`Generator::set_logprobs`]: the entries of the tokens whose text this event
+    /// completes (held-back tokens wait for the event that releases their text; the last event
+    /// carries what is left). An end-of-generation token has none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub logprobs: Vec<TokenLogprob>,
+}
+
+/// Constrained decoding's hook (`crate::structured::Constraint`): `filter` masks the tokens
+/// that cannot come next out of the logits (`-inf`) before sampling; `accept` tells it the token
+/// sampled. Errors end the generation with `INVALID_REQUEST`.
+pub trait TokenFilter {
+    fn filter(&mut self, logits: &mut [f32]) -> Result<(), String>;
+    fn accept(&mut self, id: u32) -> Result<(), String>;
 }
 
 /// One generation in progress over a session (which it borrows per call, so a host can keep
@@ -113,6 +128,11 @@ pub struct Generator {
     hold: StopHold,
     opts: GenerateOptions,
     finish: Option<FinishReason>,
+    /// Alternatives per token when log probabilities are wanted (`None`: not computed).
+    logprobs: Option<usize>,
+    /// Entries not yet handed out by an event; all of them, in order.
+    logprobs_pending: Vec<TokenLogprob>,
+    logprobs_all: Vec<TokenLogprob>,
 }
 
 impl Generator {
@@ -135,6 +155,9 @@ impl Generator {
             hold: StopHold::new(opts.stop.clone()),
             opts,
             finish: None,
+            logprobs: None,
+            logprobs_pending: Vec::new(),
+            logprobs_all: Vec::new(),
         })
     }
 
@@ -170,6 +193,22 @@ impl Generator {
         self.finish
     }
 
+    /// Computes each generated token's log probability with `top` alternatives (at most
+    /// [`MAX_TOP_LOGPROBS`]); `None` turns it off. See `logprobs.rs` for the distribution.
+    pub fn set_logprobs(&mut self, top: Option<usize>) {
+        self.logprobs = top.map(|t| t.min(MAX_TOP_LOGPROBS));
+    }
+
+    /// Whether log probabilities are computed.
+    pub fn is_logprobs(&self) -> bool {
+        self.logprobs.is_some()
+    }
+
+    /// Every entry so far (with [`set_logprobs`](Self::set_logprobs)).
+    pub fn logprobs(&self) -> &[TokenLogprob] {
+        &self.logprobs_all
+    }
+
     /// Runs the next at most `chunk` prompt tokens through the model (logits only after the
     /// last prompt token). All or nothing per call (see [`Session::prefill`]).
     pub fn prefill(&mut self, session: &mut Session, chunk: usize) -> Result<PrefillStatus, EngineError> {
@@ -192,28 +231,66 @@ impl Generator {
     /// Samples one token (the prompt must be prefilled) and applies the stop rules. After the
     /// event that carries a `finish_reason`, further calls only repeat it.
     pub fn step(&mut self, session: &mut Session, tok: &Tokenizer) -> Result<StepEvent, EngineError> {
+        self.step_with(session, tok, None)
+    }
+
+    /// [`step`](Self::step) under a [`TokenFilter`] (constrained decoding). Log probabilities
+    /// stay those of the model's distribution (taken before the mask).
+    pub fn step_with(&mut self, session: &mut Session, tok: &Tokenizer, mut filter: Option<&mut dyn TokenFilter>) -> Result<StepEvent, EngineError> {
         if let Some(f) = self.finish {
-            return Ok(StepEvent { token: None, text: String::new(), finish_reason: Some(f) });
+            return Ok(StepEvent { token: None, text: String::new(), finish_reason: Some(f), logprobs: Vec::new() });
         }
         if self.prefilled < self.prompt.len() {
             return Err(EngineError::NothingToDecode);
         }
         if self.out_of_room(session) {
-            return Ok(StepEvent { token: None, text: self.end(tok, FinishReason::Length), finish_reason: self.finish });
+            let text = self.end(tok, FinishReason::Length);
+            return Ok(self.event(None, text));
         }
-        let id = session.step()?;
+        let want_raw = self.logprobs.is_some() && filter.is_some();
+        let mut raw: Vec<f32> = Vec::new();
+        let id = match filter.as_deref_mut() {
+            None => session.step()?,
+            Some(f) => session.step_with(|logits| {
+                if want_raw {
+                    raw.extend_from_slice(logits);
+                }
+                f.filter(logits).map_err(|e| EngineError::from(ModelError::BadRequest(format!("response_format: {e}"))))
+            })?,
+        };
+        if let Some(f) = filter {
+            f.accept(id).map_err(|e| EngineError::from(ModelError::BadRequest(format!("response_format: {e}"))))?;
+        }
         self.ids.push(id);
-        if self.opts.stop_on_eog && tok.is_eog(id) {
-            return Ok(StepEvent { token: Some(id), text: self.end(tok, FinishReason::Stop), finish_reason: self.finish });
+        let eog = self.opts.stop_on_eog && tok.is_eog(id);
+        if let (Some(top), false) = (self.logprobs, eog) {
+            // The logits `id` was sampled from are still the session's (until the next step);
+            // under a filter, the copy taken before the mask.
+            let e = token_logprob(if want_raw { &raw } else { session.logits() }, id, top, tok);
+            self.logprobs_all.push(e.clone());
+            self.logprobs_pending.push(e);
+        }
+        if eog {
+            let text = self.end(tok, FinishReason::Stop);
+            return Ok(self.event(Some(id), text));
         }
         let piece = self.decoder.push(tok, id)?;
         if self.hold.push(&piece) {
-            return Ok(StepEvent { token: Some(id), text: self.end(tok, FinishReason::Stop), finish_reason: self.finish });
+            let text = self.end(tok, FinishReason::Stop);
+            return Ok(self.event(Some(id), text));
         }
         if self.out_of_room(session) {
-            return Ok(StepEvent { token: Some(id), text: self.end(tok, FinishReason::Length), finish_reason: self.finish });
+            let text = self.end(tok, FinishReason::Length);
+            return Ok(self.event(Some(id), text));
         }
-        Ok(StepEvent { token: Some(id), text: self.hold.ready(false), finish_reason: None })
+        let text = self.hold.ready(false);
+        Ok(self.event(Some(id), text))
+    }
+
+    /// A step's event: pending log probabilities go out with text, or with the end.
+    fn event(&mut self, token: Option<u32>, text: String) -> StepEvent {
+        let logprobs = if !text.is_empty() || self.finish.is_some() { std::mem::take(&mut self.logprobs_pending) } else { Vec::new() };
+        StepEvent { token, text, finish_reason: self.finish, logprobs }
     }
 
     /// Ends the generation here (`Aborted`): the text is what was returned so far.

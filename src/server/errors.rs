@@ -17,11 +17,13 @@ pub struct ApiError {
     pub message: String,
     /// Seconds, sent as `Retry-After` (429 only).
     pub retry_after: Option<u64>,
+    /// The request parameter at fault (OpenAI's `param`), when one is.
+    pub param: Option<String>,
 }
 
 impl ApiError {
     pub fn new(status: u16, kind: &'static str, code: &str, message: impl Into<String>) -> ApiError {
-        ApiError { status, kind, code: code.to_string(), message: message.into(), retry_after: None }
+        ApiError { status, kind, code: code.to_string(), message: message.into(), retry_after: None, param: None }
     }
 
     /// 400: a malformed or out-of-range request (`code` says which rule).
@@ -71,9 +73,18 @@ impl ApiError {
         }
     }
 
-    /// The JSON body: `{"error": {"message", "type", "code", "param": null}}`.
+    /// The JSON body: `{"error": {"message", "type", "code", "param"}}` (`param` null when no one
+    /// parameter is at fault).
     pub fn body(&self) -> serde_json::Value {
-        json!({ "error": { "message": self.message, "type": self.kind, "code": self.code, "param": null } })
+        json!({ "error": { "message": self.message, "type": self.kind, "code": self.code, "param": self.param } })
+    }
+}
+
+/// A broken protocol rule: 400, its code, naming the parameter.
+impl From<crate::protocol::ProtocolError> for ApiError {
+    fn from(e: crate::protocol::ProtocolError) -> Self {
+        let param = if e.param.is_empty() { None } else { Some(e.param) };
+        ApiError { param, ..ApiError::invalid(e.code, e.message) }
     }
 }
 

@@ -23,6 +23,7 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 
 use super::errors::ApiError;
+use crate::generate::TokenLogprob;
 use crate::host::{GenerateRequest, GenerateResult, Host};
 use crate::metrics::native_clock;
 
@@ -31,7 +32,8 @@ use crate::metrics::native_clock;
 #[derive(Debug)]
 pub enum Event {
     Started { prompt_tokens: usize },
-    Text(String),
+    /// Text that became final, with the log probabilities of the tokens it completes (when asked).
+    Text { text: String, logprobs: Vec<TokenLogprob> },
     Done { result: GenerateResult, queue_ms: f64 },
     Failed(ApiError),
 }
@@ -210,8 +212,8 @@ fn run(host: &mut Host, job: &Job) -> Outcome {
             Ok(ev) => ev,
             Err(e) => return fail(host, ApiError::from_host(&e)),
         };
-        if !ev.text.is_empty() {
-            let _ = tx.send(Event::Text(ev.text));
+        if !ev.text.is_empty() || !ev.logprobs.is_empty() {
+            let _ = tx.send(Event::Text { text: ev.text, logprobs: ev.logprobs });
         }
         if ev.finish_reason.is_some() {
             break;

@@ -190,12 +190,13 @@ async fn completion(st: &State, kind: Kind, req: Request<Incoming>) -> Result<Re
     let body = read_body(req, st.cfg.max_body_bytes, st.cfg.body_timeout).await?;
     let parsed = openai::parse(kind, &body, Limits { max_tokens: st.cfg.max_tokens })?;
     let mut request = parsed.gen;
+    let prompt_chars = request.prompt.as_deref().map_or(0, |p| p.chars().count());
     if request.seed.is_none() {
         request.seed = Some(random_u64());
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
     st.queue.try_submit(Job { request, max_prompt_tokens: st.max_prompt_tokens, max_prefill: st.cfg.max_prefill, events: tx, enqueued: Instant::now() })?;
-    let env = Envelope { kind, id: random_id(kind.id_prefix()), created: unix_now(), model: st.card.id.clone() };
+    let env = Envelope { kind, id: random_id(kind.id_prefix()), created: unix_now(), model: st.card.id.clone(), prompt_chars };
     // Wait for the inference thread to take the request: until then, an error is a plain JSON
     // error response (status and all), also for a streamed request.
     match rx.recv().await {
@@ -213,10 +214,10 @@ async fn completion(st: &State, kind: Kind, req: Request<Incoming>) -> Result<Re
     }
     loop {
         match rx.recv().await {
-            Some(Event::Started { .. }) | Some(Event::Text(_)) => {}
+            Some(Event::Started { .. }) | Some(Event::Text { .. }) => {}
             Some(Event::Done { result, queue_ms }) => {
                 let usage = openai::usage(&result, queue_ms);
-                return Ok(json_response(StatusCode::OK, &env.completion(&result.text, result.finish_reason, usage)));
+                return Ok(json_response(StatusCode::OK, &env.completion(&result, usage)));
             }
             Some(Event::Failed(e)) => return Err(e),
             None => return Err(ApiError::internal("the generation ended without a result")),

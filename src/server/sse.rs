@@ -1,9 +1,10 @@
 //! Server-sent events: a response body fed by the inference thread's events.
 //!
 //! Each event becomes one `data: <json>\n\n` frame; the stream ends with `data: [DONE]\n\n`.
-//! Chat streams start with a chunk whose delta holds only `role`; the chunk that carries
-//! `finish_reason` also carries `usage`, and with `stream_options.include_usage` one more chunk
-//! with `choices: []` and `usage` follows (OpenAI's shape). An error after the stream started is
+//! Chat streams start with a chunk whose delta holds only `role`; a chunk carries
+//! `finish_reason`; `usage` comes, exactly as OpenAI sends it, only with
+//! `stream_options.include_usage` and only on one more chunk with `choices: []` (so code that
+//! sums usage over the chunks counts it once). An error after the stream started is
 //! sent as `data: {"error": {...}}` before `[DONE]` (OpenAI-compatible servers do the same).
 //!
 //! Dropping this body (hyper does when the client disconnects) drops the event receiver, which
@@ -21,6 +22,7 @@ use tokio::sync::mpsc;
 
 use super::errors::ApiError;
 use super::openai::{usage, Envelope, Kind};
+use crate::protocol::logprobs_json;
 use super::queue::Event;
 
 /// One SSE frame.
@@ -38,6 +40,8 @@ pub struct SseBody {
     include_usage: bool,
     out: VecDeque<Bytes>,
     finished: bool,
+    /// Characters of prompt + text sent so far (completions' `logprobs.text_offset`).
+    offset: usize,
 }
 
 impl SseBody {
@@ -47,18 +51,22 @@ impl SseBody {
         if env.kind == Kind::Chat {
             out.push_back(frame(&env.chunk(Some(""), true, None, None)));
         }
-        SseBody { rx, env, include_usage, out, finished: false }
+        let offset = env.prompt_chars;
+        SseBody { rx, env, include_usage, out, finished: false, offset }
     }
 
     fn render(&mut self, ev: Option<Event>) {
         match ev {
             Some(Event::Started { .. }) => {}
-            Some(Event::Text(t)) => self.out.push_back(frame(&self.env.chunk(Some(&t), false, None, None))),
+            Some(Event::Text { text, logprobs }) => {
+                let lp = (!logprobs.is_empty()).then(|| logprobs_json(self.env.kind, &logprobs, self.offset));
+                self.offset += logprobs.iter().map(|e| e.token.chars().count()).sum::<usize>();
+                self.out.push_back(frame(&self.env.chunk(Some(&text), false, None, lp)));
+            }
             Some(Event::Done { result, queue_ms }) => {
-                let u = usage(&result, queue_ms);
-                self.out.push_back(frame(&self.env.chunk(None, false, Some(result.finish_reason), Some(u.clone()))));
+                self.out.push_back(frame(&self.env.chunk(None, false, Some(result.finish_reason), None)));
                 if self.include_usage {
-                    self.out.push_back(frame(&self.env.usage_chunk(u)));
+                    self.out.push_back(frame(&self.env.usage_chunk(usage(&result, queue_ms))));
                 }
                 self.end();
             }

@@ -119,6 +119,35 @@ pub fn now_ms() -> f64 {
     f.and_then(|f| f.call0(&perf).ok()).and_then(|v| v.as_f64()).unwrap_or(0.0)
 }
 
+/// Checks an OpenAI request body (`kind`: "chat" or "completion"; JSON text) with the protocol's
+/// rules (`crate::protocol`, the same as `edgellm serve`) and returns
+/// `{request: GenerateRequest, stream, include_usage}` as JSON; a broken rule throws an `Error`
+/// with `code` "INVALID_REQUEST", `rule` (e.g. "unsupported_parameter") and `param`.
+#[wasm_bindgen]
+pub fn parse_openai_request(kind: &str, params_json: &str) -> Result<String, JsValue> {
+    use crate::protocol::{parse_request_json, Kind, ProtocolError, RequestLimits};
+    let k = Kind::from_name(kind).ok_or_else(|| js_error(HostError::new("INVALID_REQUEST", format!("unknown request kind {kind:?}"))))?;
+    let r = parse_request_json(k, params_json.as_bytes(), RequestLimits::default()).map_err(|e: ProtocolError| {
+        let err = JsError::new(&e.message);
+        let _ = Reflect::set(&err, &JsValue::from_str("code"), &JsValue::from_str("INVALID_REQUEST"));
+        let _ = Reflect::set(&err, &JsValue::from_str("rule"), &JsValue::from_str(e.code));
+        let _ = Reflect::set(&err, &JsValue::from_str("param"), &JsValue::from_str(&e.param));
+        JsValue::from(err)
+    })?;
+    json(&serde_json::json!({ "request": r.gen, "stream": r.stream, "include_usage": r.include_usage }))
+}
+
+/// OpenAI's `logprobs` object of a choice or chunk (`crate::protocol::logprobs_json`) for the
+/// entries of a `StepEvent` or `GenerateResult` (JSON); `offset`: the characters before the
+/// first entry's text, prompt included (completions' `text_offset`).
+#[wasm_bindgen]
+pub fn openai_logprobs(kind: &str, entries_json: &str, offset: f64) -> Result<String, JsValue> {
+    let k = crate::protocol::Kind::from_name(kind).ok_or_else(|| js_error(HostError::new("INVALID_REQUEST", format!("unknown request kind {kind:?}"))))?;
+    let entries: Vec<crate::generate::TokenLogprob> =
+        serde_json::from_str(entries_json).map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad logprobs: {e}"))))?;
+    json(&crate::protocol::logprobs_json(k, &entries, offset as usize))
+}
+
 /// One engine: at most one model, one load or generation in progress.
 #[wasm_bindgen]
 pub struct WasmEngine {

@@ -125,9 +125,10 @@ test('streamed chat completion: OpenAI chunk shapes, text equals the non-streame
   const last = chunks[chunks.length - 1];
   assert.deepEqual(last.choices, [], 'include_usage: a final usage-only chunk');
   assert.equal(last.usage.completion_tokens, full.usage.completion_tokens);
+  assert.equal(chunks.filter((c) => c.usage).length, 1, 'usage on exactly one chunk (OpenAI)');
   const fin = chunks[chunks.length - 2];
   assert.equal(fin.choices[0].finish_reason, full.choices[0].finish_reason);
-  assert.ok(fin.usage);
+  assert.equal(fin.usage, undefined);
   const text = chunks.map((c) => (c.choices[0] && c.choices[0].delta.content) || '').join('');
   assert.equal(text, full.choices[0].message.content);
 });

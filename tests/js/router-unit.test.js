@@ -178,7 +178,8 @@ function fakeHooks(state, behaviour = 'ok') {
       s._push(ch({ content: 'local' }));
       setTimeout(() => {
         if (behaviour === 'crash-after') return s._end(new EdgeLLMError('ENGINE_CRASHED', 'trap'));
-        s._push(ch({}, 'stop', { prompt_tokens: 5, completion_tokens: 1, ttft_ms: 10, tpot_ms: 0, prefill_tokens_per_s: 500, decode_tokens_per_s: 0 }));
+        s._push(ch({}, 'stop'));
+        s._push({ id: 'l', object: 'chat.completion.chunk', created: 1, model: 'x', choices: [], usage: { prompt_tokens: 5, completion_tokens: 1, ttft_ms: 10, tpot_ms: 0, prefill_tokens_per_s: 500, decode_tokens_per_s: 0 } });
         s._end();
       }, 5);
       return s;
@@ -200,8 +201,8 @@ test('router: memory budget, capability and latency rules; local crash fails ove
   assert.equal(out.usage.completion_tokens, 1);
   const state = { model: MODEL_INFO, reloadable: false, lastModel: MODEL_INFO, lastLoadError: null, memoryBudget: null };
   // The app's capability rule.
-  r = new Router(fakeHooks(state), { mode: 'prefer-local', remote, capability: ({ target, params }) => params.quality !== 'high' || target === 'remote' });
-  assert.equal((await r.create('chat', chat({ quality: 'high' }))).route.target, 'remote');
+  r = new Router(fakeHooks(state), { mode: 'prefer-local', remote, capability: ({ target, params }) => params.metadata?.quality !== 'high' || target === 'remote' });
+  assert.equal((await r.create('chat', chat({ metadata: { quality: 'high' } }))).route.target, 'remote');
   assert.equal((await r.create('chat', chat())).route.target, 'local');
   // T_max: with slow local priors, a tight limit sends it remote; an impossible one fails typed.
   r = new Router(fakeHooks(state), { mode: 'prefer-local', remote, priors: { local: { tpot_ms: 1000 } } });

@@ -84,9 +84,12 @@ test('each mode routes as specified; local and remote give the same greedy text'
   for await (const c of s) chunks.push(c);
   assert.ok(chunks.every((c) => c.route && c.route.target === 'remote'));
   assert.equal(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join(''), out['remote-only']);
-  const fin = chunks.find((c) => c.choices[0]?.finish_reason);
-  assert.ok(fin.usage.decode_tokens_per_s > 0 && fin.usage.prefill_tokens_per_s > 0, JSON.stringify(fin.usage));
-  assert.equal(chunks[chunks.length - 1].choices.length, 0);
+  // OpenAI's include_usage: usage on exactly one chunk, the last, with no choices.
+  const withUsage = chunks.filter((c) => c.usage);
+  assert.equal(withUsage.length, 1, JSON.stringify(chunks));
+  const last = chunks[chunks.length - 1];
+  assert.equal(last.choices.length, 0);
+  assert.ok(last.usage.decode_tokens_per_s > 0 && last.usage.prefill_tokens_per_s > 0, JSON.stringify(last.usage));
   const snap = engine.router.estimates.snapshot();
   assert.ok(snap.local.samples >= 2 && snap.remote.samples >= 2, JSON.stringify(snap));
   report.rates = snap;

@@ -14,11 +14,8 @@
 
 import { EdgeLLMError, ErrorCode, abortedError } from '../errors.js';
 
-/** Request fields forwarded to the server (only those the caller set). */
-const FORWARD = [
-  'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'top_k', 'min_p', 'repetition_penalty',
-  'presence_penalty', 'frequency_penalty', 'seed', 'stop', 'n', 'user', 'logit_bias', 'response_format',
-];
+/** Set by the remote route itself: the caller's values are replaced. */
+const OWN = ['model', 'messages', 'prompt', 'stream', 'stream_options'];
 
 const trimSlash = (s) => String(s).replace(/\/+$/, '');
 
@@ -160,7 +157,9 @@ export class RemoteClient {
     const b = { model: this.model || modelId || 'default' };
     if (kind === 'chat') b.messages = params.messages;
     else b.prompt = params.prompt;
-    for (const k of FORWARD) if (params[k] !== undefined && params[k] !== null) b[k] = params[k];
+    // Every other parameter goes as given: the router has checked them with the core's rules
+    // (src/protocol), which edgellm serve applies too, so there is no second list to drift.
+    for (const [k, v] of Object.entries(params)) if (!OWN.includes(k) && v !== undefined && v !== null) b[k] = v;
     b.stream = true;
     b.stream_options = { include_usage: true };
     return b;

@@ -1,0 +1,113 @@
+//! Structured output by constrained decoding (OpenAI's `response_format`): each step, the tokens
+//! that cannot continue a valid output are masked out of the logits before sampling, so the
+//! text always parses (and validates against the schema). The grammar engine is the `llguidance`
+//! crate (MIT; what llama.cpp, vLLM and SGLang use): its `TokEnv` is built once per model from
+//! the tokenizer's vocabulary ([`Vocabulary`]), a `Matcher` per request ([`Constraint`]).
+
+use std::sync::Arc;
+
+use llguidance::api::TopLevelGrammar;
+use llguidance::toktrie::{ApproximateTokEnv, TokEnv, TokRxInfo, TokTrie};
+use llguidance::{Matcher, ParserFactory};
+use serde_json::Value;
+
+use crate::generate::TokenFilter;
+use crate::tokenizer::{TokenAttr, Tokenizer};
+
+/// What the output must be (a checked `response_format`; the worker's JSON:
+/// `{"type": "json_object"}` or `{"type": "json_schema", "schema": {...}}`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum OutputFormat {
+    /// Any JSON object (`{type: 'json_object'}`).
+    JsonObject,
+    /// A JSON value valid against this JSON Schema (`{type: 'json_schema', json_schema: {schema}}`).
+    JsonSchema { schema: Value },
+    /// Extension: text in the language of this grammar, in llguidance's Lark syntax
+    /// (`{type: 'grammar', grammar: 'start: "yes" | "no"'}`).
+    Grammar { grammar: String },
+}
+
+impl OutputFormat {
+    fn grammar(&self) -> TopLevelGrammar {
+        let mut schema = match self {
+            OutputFormat::JsonObject => serde_json::json!({ "type": "object" }),
+            OutputFormat::JsonSchema { schema } => schema.clone(),
+            OutputFormat::Grammar { grammar } => return TopLevelGrammar::from_lark(grammar.clone()),
+        };
+        // Compact JSON: no free whitespace between tokens (a small model would otherwise fill
+        // the output with it), `, ` and `: ` as separators.
+        if let Some(o) = schema.as_object_mut() {
+            o.entry("x-guidance").or_insert(serde_json::json!({ "whitespace_flexible": false, "item_separator": ", ", "key_separator": ": " }));
+        }
+        TopLevelGrammar::from_json_schema(schema)
+    }
+}
+
+/// A model's vocabulary as llguidance sees it, built once per model (a few hundred ms for
+/// 262 144 tokens) and shared by its requests.
+#[derive(Clone)]
+pub struct Vocabulary {
+    factory: Arc<ParserFactory>,
+}
+
+impl Vocabulary {
+    pub fn new(tok: &Tokenizer) -> Result<Vocabulary, String> {
+        let n = tok.vocab_size();
+        let eos = tok.eog_ids().first().copied().or(tok.eos_id()).unwrap_or(0);
+        let mut words = Vec::with_capacity(n);
+        for id in 0..n as u32 {
+            let control = tok.token_attr(id).is_some_and(|a| a.has(TokenAttr::CONTROL.with(TokenAttr::UNKNOWN)));
+            words.push(if control {
+                // llguidance's marker for a special token: never part of the constrained text.
+                let mut w = vec![TokTrie::SPECIAL_TOKEN_MARKER];
+                w.extend_from_slice(tok.token_text(id).unwrap_or("").as_bytes());
+                w
+            } else {
+                tok.token_to_piece(id, false).unwrap_or_default()
+            });
+        }
+        let trie = TokTrie::from(&TokRxInfo::new(n as u32, eos), &words);
+        let env: TokEnv = Arc::new(ApproximateTokEnv::new(trie));
+        let mut factory = ParserFactory::new_simple(&env).map_err(|e| e.to_string())?;
+        factory.quiet();
+        Ok(Vocabulary { factory: Arc::new(factory) })
+    }
+
+    /// A constraint for one request: the grammar compiled (`Err`: the schema is not usable).
+    pub fn constraint(&self, format: &OutputFormat) -> Result<Constraint, String> {
+        // A schema llguidance cannot compile is an error here (not a panic: it reports them).
+        let parser = self.factory.create_parser(format.grammar()).map_err(|e| e.to_string())?;
+        let m = Matcher::new(Ok(parser));
+        if let Some(e) = m.get_error() {
+            return Err(e);
+        }
+        Ok(Constraint { m })
+    }
+}
+
+/// One request's grammar state.
+pub struct Constraint {
+    m: Matcher,
+}
+
+impl TokenFilter for Constraint {
+    fn filter(&mut self, logits: &mut [f32]) -> Result<(), String> {
+        let mask = self.m.compute_mask_or_eos().map_err(|e| e.to_string())?;
+        for (i, l) in logits.iter_mut().enumerate() {
+            if !mask.is_allowed(i as u32) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+        Ok(())
+    }
+
+    fn accept(&mut self, id: u32) -> Result<(), String> {
+        // Once the grammar is complete only the end token was allowed: it ends the generation,
+        // and the stopped matcher has nothing more to follow.
+        if self.m.is_stopped() {
+            return Ok(());
+        }
+        self.m.consume_token(id).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,229 @@
+// OpenAI's exact semantics, the same in the JS engine (Node worker + wasm), through the router
+// and from `edgellm serve` (the native binary on 127.0.0.1), because both check requests with the
+// core's one set of rules (src/protocol): unsupported and unknown parameters refused by name,
+// OpenAI's limits, include_usage on exactly one chunk, stream.controller.abort(), logprobs.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { createEngine } from '../../pkg/src/node.js';
+import { MODEL, REQUIRED, modelMissing, wasmMissing, cliPath } from './helpers.js';
+import { startEdgeServer, cliCanServe } from './router-helpers.js';
+
+const skip = modelMissing() || wasmMissing() || (cliCanServe() ? false : REQUIRED ? false : `native CLI with 'serve' not built (${cliPath() || 'none'})`);
+
+let srv;
+let engine;
+let routed;
+
+before(async () => {
+  if (skip) return;
+  [srv, engine] = await Promise.all([startEdgeServer(['--queue', '4']), createEngine({ cache: false })]);
+  await engine.load(MODEL);
+  routed = await createEngine({ cache: false, route: { mode: 'remote-only', remote: { baseURL: srv.baseURL } } });
+});
+
+after(async () => {
+  if (engine) engine.terminate();
+  if (routed) routed.terminate();
+  if (srv) await srv.kill();
+});
+
+const PATH = { chat: '/chat/completions', completion: '/completions' };
+const hi = (extra = {}) => ({ messages: [{ role: 'user', content: 'Name a color.' }], max_tokens: 5, temperature: 0, ...extra });
+
+async function post(kind, body) {
+  const r = await fetch(srv.baseURL + PATH[kind], { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: r.status, text: await r.text() };
+}
+
+/** The SSE chunks of a streamed server response. */
+const sseChunks = (text) =>
+  text
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: ') && e !== 'data: [DONE]')
+    .map((e) => JSON.parse(e.slice(6)));
+
+async function local(eng, kind, body) {
+  const api = kind === 'chat' ? eng.chat.completions : eng.completions;
+  return api.create(body);
+}
+
+test('a request the engine cannot honour is refused by name, the same locally, routed and by the server', { skip }, async () => {
+  const cases = [
+    ['chat', hi({ tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }), 'unsupported_parameter', 'tools'],
+    ['chat', hi({ response_format: { type: 'json_object', schema: {} } }), 'unknown_parameter', 'response_format.schema'],
+    ['chat', hi({ frobnicate: true }), 'unknown_parameter', 'frobnicate'],
+    ['chat', { ...hi(), messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: null, tool_calls: [] }] }, 'unsupported_parameter', 'messages[1].tool_calls'],
+    ['chat', hi({ n: 2 }), 'unsupported_parameter', 'n'],
+    ['chat', hi({ stop: ['a', 'b', 'c', 'd', 'e'] }), 'invalid_value', 'stop'],
+    ['chat', hi({ stop: '' }), 'invalid_value', 'stop'],
+    ['chat', hi({ repetition_penalty: 50 }), 'invalid_value', 'repetition_penalty'],
+    ['chat', hi({ top_logprobs: 3 }), 'invalid_value', 'top_logprobs'],
+    ['chat', hi({ stream_options: { include_usage: true } }), 'invalid_value', 'stream_options'],
+    ['completion', { prompt: 'x', max_tokens: 2, logprobs: 6 }, 'invalid_value', 'logprobs'],
+    ['completion', { prompt: 'x', echo: true }, 'unsupported_parameter', 'echo'],
+  ];
+  for (const [kind, body, rule, param] of cases) {
+    const what = `${kind} ${JSON.stringify(body).slice(0, 120)}`;
+    const s = await post(kind, body);
+    assert.equal(s.status, 400, `${what}: ${s.text}`);
+    const e = JSON.parse(s.text).error;
+    assert.deepEqual([e.code, e.param], [rule, param], `server, ${what}`);
+    for (const [where, eng] of [['local', engine], ['routed', routed]]) {
+      await assert.rejects(local(eng, kind, body), (err) => {
+        assert.deepEqual([err.code, err.detail, err.param], ['INVALID_REQUEST', rule, param], `${where}, ${what}: ${err.message}`);
+        assert.equal(err.message, e.message, `${where} and the server say the same`);
+        return true;
+      });
+    }
+  }
+  // A non-finite number never becomes an absent parameter (JSON would turn NaN into null).
+  await assert.rejects(engine.chat.completions.create(hi({ temperature: NaN })), (e) => e.code === 'INVALID_REQUEST' && /temperature/.test(e.message));
+});
+
+test('stream_options.include_usage: usage on exactly one extra last chunk, as OpenAI; none without it', { skip }, async () => {
+  for (const includeUsage of [true, false]) {
+    const body = hi({ stream: true, ...(includeUsage ? { stream_options: { include_usage: true } } : {}) });
+    const server = sseChunks((await post('chat', body)).text);
+    const s = await engine.chat.completions.create(body);
+    const mine = [];
+    for await (const c of s) mine.push(c);
+    for (const [where, chunks] of [['server', server], ['local', mine]]) {
+      const withUsage = chunks.filter((c) => c.usage);
+      assert.equal(withUsage.length, includeUsage ? 1 : 0, `${where}: ${JSON.stringify(chunks)}`);
+      if (includeUsage) {
+        const last = chunks[chunks.length - 1];
+        assert.deepEqual(last.choices, []);
+        assert.ok(last.usage.completion_tokens >= 1 && last.usage.total_tokens === last.usage.prompt_tokens + last.usage.completion_tokens);
+      }
+      assert.ok(chunks.some((c) => c.choices[0] && c.choices[0].finish_reason), `${where}: a finish chunk`);
+    }
+    // Same text from both engines (greedy), same chunk kinds.
+    const text = (cs) => cs.map((c) => c.choices[0]?.delta?.content ?? '').join('');
+    assert.equal(text(mine), text(server));
+  }
+});
+
+test('stream.controller.abort() stops the generation (as in the openai SDK); the next request works', { skip }, async () => {
+  const s = await engine.completions.create({ prompt: 'Once upon a time', max_tokens: 200, temperature: 0, stream: true });
+  let chunks = 0;
+  await assert.rejects(
+    (async () => {
+      for await (const c of s) {
+        if (c.choices[0].text) chunks++;
+        if (chunks === 2) s.controller.abort();
+        assert.ok(chunks <= 2, 'no chunk after the abort');
+      }
+    })(),
+    (e) => e.code === 'ABORTED',
+  );
+  assert.ok(s.controller.signal.aborted);
+  const r = await engine.completions.create({ prompt: 'Hello', max_tokens: 2, temperature: 0 });
+  assert.equal(r.choices[0].finish_reason, 'length');
+});
+
+/** Checks one chat logprobs entry list against OpenAI's shape; returns the tokens. */
+function checkChatLogprobs(lp, top) {
+  assert.equal(lp.refusal, null);
+  for (const e of lp.content) {
+    assert.equal(typeof e.token, 'string');
+    assert.ok(e.logprob <= 0 && Number.isFinite(e.logprob), JSON.stringify(e));
+    // bytes: the token's UTF-8 (its text is lossy only where they are not whole characters).
+    if (!e.token.includes('\uFFFD')) assert.deepEqual(e.bytes, [...Buffer.from(e.token, 'utf8')]);
+    assert.equal(e.top_logprobs.length, top);
+    for (let i = 1; i < top; i++) assert.ok(e.top_logprobs[i - 1].logprob >= e.top_logprobs[i].logprob);
+    // Greedy: the chosen token is the likeliest of the model's distribution.
+    if (top) assert.deepEqual([e.top_logprobs[0].token, e.top_logprobs[0].logprob], [e.token, e.logprob]);
+  }
+  return lp.content.map((e) => e.token);
+}
+
+test('logprobs / top_logprobs in OpenAI shape, streamed and not, equal between the JS engine and the server', { skip }, async () => {
+  const body = hi({ logprobs: true, top_logprobs: 3 });
+  const server = JSON.parse((await post('chat', body)).text);
+  const mine = await engine.chat.completions.create(body);
+  const t1 = checkChatLogprobs(mine.choices[0].logprobs, 3);
+  const t2 = checkChatLogprobs(server.choices[0].logprobs, 3);
+  assert.deepEqual(t1, t2);
+  assert.equal(t1.join(''), mine.choices[0].message.content, 'the entries spell the text');
+  mine.choices[0].logprobs.content.forEach((e, i) => assert.ok(Math.abs(e.logprob - server.choices[0].logprobs.content[i].logprob) < 1e-2, `${e.logprob} vs ${server.choices[0].logprobs.content[i].logprob}`));
+  // Streamed: the chunks' entries add up to the non-streamed ones (server and local).
+  const streamBody = { ...body, stream: true };
+  const s = await engine.chat.completions.create(streamBody);
+  const parts = [];
+  for await (const c of s) if (c.choices[0]?.logprobs) parts.push(...c.choices[0].logprobs.content);
+  assert.deepEqual(parts, mine.choices[0].logprobs.content);
+  const sp = sseChunks((await post('chat', streamBody)).text).flatMap((c) => c.choices[0]?.logprobs?.content ?? []);
+  assert.deepEqual(sp.map((e) => e.token), t2);
+  // Without logprobs: null, as OpenAI.
+  assert.equal((await engine.chat.completions.create(hi())).choices[0].logprobs, null);
+  // Completions: OpenAI's legacy shape, text_offset from the prompt's start.
+  const prompt = 'The capital of France is';
+  const cb = { prompt, max_tokens: 4, temperature: 0, logprobs: 2 };
+  const c1 = (await engine.completions.create(cb)).choices[0];
+  const c2 = JSON.parse((await post('completion', cb)).text).choices[0];
+  for (const c of [c1, c2]) {
+    const lp = c.logprobs;
+    assert.equal(lp.tokens.join(''), c.text);
+    assert.equal(lp.token_logprobs.length, lp.tokens.length);
+    assert.equal(lp.text_offset[0], prompt.length);
+    lp.top_logprobs.forEach((t, i) => assert.ok(Object.keys(t).length <= 2 && t[lp.tokens[i]] === lp.token_logprobs[i], JSON.stringify(t)));
+  }
+  assert.deepEqual(c1.logprobs.tokens, c2.logprobs.tokens);
+  assert.deepEqual(c1.logprobs.text_offset, c2.logprobs.text_offset);
+});
+
+test('response_format json_object / json_schema: the output always parses and validates, locally and from the server', { skip }, async () => {
+  const schema = {
+    type: 'object',
+    properties: { name: { type: 'string', maxLength: 20 }, age: { type: 'integer', minimum: 0, maximum: 150 }, tags: { type: 'array', items: { type: 'string', maxLength: 10 }, maxItems: 3 } },
+    required: ['name', 'age', 'tags'],
+    additionalProperties: false,
+  };
+  const ask = (response_format, max_tokens = 60) => hi({ messages: [{ role: 'user', content: 'Describe a person as JSON.' }], max_tokens, response_format });
+  // Any JSON object: unbounded, so a small model may still be inside it at max_tokens; what it
+  // wrote is the start of an object (and parses whenever the grammar ended it).
+  const obj = { type: 'json_object' };
+  for (const [where, r] of [['local', await engine.chat.completions.create(ask(obj, 24))], ['server', JSON.parse((await post('chat', ask(obj, 24))).text)]]) {
+    const c = r.choices[0];
+    assert.match(c.message.content, /^\{/, where);
+    if (c.finish_reason === 'stop') assert.equal(typeof JSON.parse(c.message.content), 'object');
+  }
+  for (const [rf, check] of [
+    [
+      { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } },
+      (v) => {
+        assert.deepEqual(Object.keys(v).sort(), ['age', 'name', 'tags']);
+        assert.ok(typeof v.name === 'string' && v.name.length <= 20);
+        assert.ok(Number.isInteger(v.age) && v.age >= 0 && v.age <= 150);
+        assert.ok(Array.isArray(v.tags) && v.tags.length <= 3 && v.tags.every((t) => typeof t === 'string'));
+      },
+    ],
+  ]) {
+    const mine = await engine.chat.completions.create(ask(rf));
+    const server = JSON.parse((await post('chat', ask(rf))).text);
+    for (const [where, r] of [['local', mine], ['server', server]]) {
+      const c = r.choices[0];
+      assert.equal(c.finish_reason, 'stop', `${where}: the grammar ended the output (${c.message.content})`);
+      check(JSON.parse(c.message.content));
+    }
+    assert.equal(mine.choices[0].message.content, server.choices[0].message.content, 'greedy: the same JSON from both engines');
+    // Streamed: the chunks add up to the same JSON.
+    const s = await engine.chat.completions.create({ ...ask(rf), stream: true });
+    let text = '';
+    for await (const c of s) text += c.choices[0]?.delta?.content ?? '';
+    assert.equal(text, mine.choices[0].message.content);
+  }
+  // Extension: a Lark grammar, the same sentence from both engines.
+  const g = { type: 'grammar', grammar: 'start: answer "."\nanswer: "yes" | "no" | "maybe"' };
+  const gl = (await engine.chat.completions.create(ask(g, 8))).choices[0].message.content;
+  const gs = JSON.parse((await post('chat', ask(g, 8))).text).choices[0].message.content;
+  assert.ok(['yes.', 'no.', 'maybe.'].includes(gl), gl);
+  assert.equal(gl, gs);
+  // A schema that cannot be compiled, or a malformed response_format: typed errors.
+  for (const rf of [{ type: 'json_schema', json_schema: { name: 'x', schema: { type: 'nonsense' } } }, { type: 'json_schema', json_schema: { schema: {} } }, { type: 'xml' }]) {
+    const s = await post('chat', ask(rf));
+    assert.equal(s.status, 400, s.text);
+    await assert.rejects(engine.chat.completions.create(ask(rf)), (e) => e.code === 'INVALID_REQUEST' && /response_format/.test(e.message), JSON.stringify(rf));
+  }
+});

@@ -1,0 +1,191 @@
+//! The OpenAI request rules (`edgellm::protocol`), the one definition `edgellm serve` and the
+//! JS engine share: every parameter's range and error, nothing silently dropped, OpenAI's
+//! limits (stop ≤ 4, n = 1, stream_options only with stream), and the package's TypeScript
+//! declarations naming every parameter the rules accept.
+
+use edgellm::protocol::{parse_request, Kind, RequestLimits, Rule, PARAMETERS};
+use serde_json::{json, Value};
+
+fn chat(extra: Value) -> Value {
+    let mut b = json!({"messages": [{"role": "user", "content": "hi"}]});
+    for (k, v) in extra.as_object().unwrap() {
+        b[k] = v.clone();
+    }
+    b
+}
+
+/// The error's (code, param) for a chat body.
+fn refused(body: Value) -> (String, String) {
+    let e = parse_request(Kind::Chat, &body, RequestLimits::default()).expect_err(&body.to_string());
+    assert!(!e.message.is_empty());
+    (e.code.to_string(), e.param)
+}
+
+#[test]
+fn a_full_request_maps_every_field() {
+    let body = chat(json!({
+        "model": "any", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.05,
+        "repetition_penalty": 1.1, "presence_penalty": 0.5, "frequency_penalty": -0.5, "seed": 42,
+        "stop": ["\n", "END"], "n": 1, "stream": true, "stream_options": {"include_usage": true},
+        "user": "u1", "raw_special_tokens": false, "logit_bias": {}, "response_format": {"type": "text"},
+        "tools": null
+    }));
+    let r = parse_request(Kind::Chat, &body, RequestLimits::default()).unwrap();
+    let g = &r.gen;
+    assert_eq!(g.messages.as_ref().unwrap()[0].content, "hi");
+    assert_eq!((g.max_tokens, g.top_k, g.seed), (Some(7), Some(40), Some(42)));
+    assert_eq!((g.temperature, g.top_p, g.min_p), (Some(0.5), Some(0.9), Some(0.05)));
+    assert_eq!((g.repetition_penalty, g.presence_penalty, g.frequency_penalty), (Some(1.1), Some(0.5), Some(-0.5)));
+    assert_eq!(g.stop.as_deref(), Some(&["\n".to_string(), "END".to_string()][..]));
+    assert!(r.stream && r.include_usage);
+    // Absent stays absent (the host's defaults apply).
+    let r = parse_request(Kind::Completion, &json!({"prompt": ["x"]}), RequestLimits::default()).unwrap();
+    assert_eq!(r.gen.prompt.as_deref(), Some("x"));
+    assert!(r.gen.max_tokens.is_none() && r.gen.seed.is_none() && r.gen.stop.is_none() && !r.stream);
+}
+
+#[test]
+fn unsupported_and_unknown_parameters_are_refused_by_name() {
+    for (body, code, param) in [
+        (json!({"tools": [{"type": "function", "function": {"name": "f"}}]}), "unsupported_parameter", "tools"),
+        (json!({"tool_choice": "auto"}), "unsupported_parameter", "tool_choice"),
+        (json!({"logit_bias": {"50256": -100}}), "unsupported_parameter", "logit_bias"),
+        (json!({"n": 2}), "unsupported_parameter", "n"),
+        (json!({"frobnicate": 1}), "unknown_parameter", "frobnicate"),
+        (json!({"echo": true}), "unknown_parameter", "echo"),
+        (json!({"stream": true, "stream_options": {"include_usage": true, "x": 1}}), "unknown_parameter", "stream_options.x"),
+    ] {
+        assert_eq!(refused(chat(body.clone())), (code.to_string(), param.to_string()), "{body}");
+    }
+    // Messages carry role and content only: tool_calls / name are not dropped silently.
+    let body = json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": []}]});
+    assert_eq!(refused(body), ("unsupported_parameter".into(), "messages[1].tool_calls".into()));
+    let body = json!({"messages": [{"role": "user", "content": "hi", "name": "bob"}]});
+    assert_eq!(refused(body).1, "messages[0].name");
+    // A chat-only parameter on /v1/completions is not one of its parameters.
+    let e = parse_request(Kind::Completion, &json!({"prompt": "x", "messages": []}), RequestLimits::default()).unwrap_err();
+    assert_eq!((e.code, e.param.as_str()), ("unknown_parameter", "messages"));
+}
+
+#[test]
+fn ranges_are_the_one_definition() {
+    let bad = |k: &str, v: Value| refused(chat(json!({ k: v })));
+    for (k, v) in [
+        ("temperature", json!(-0.1)),
+        ("temperature", json!("hot")),
+        ("top_p", json!(1.5)),
+        ("repetition_penalty", json!(11)),
+        ("presence_penalty", json!(2.5)),
+        ("top_k", json!(1.5)),
+        ("max_tokens", json!(0)),
+        ("seed", json!(1.5)),
+        ("seed", json!("7")),
+        ("stream", json!("yes")),
+        ("n", json!(0)),
+    ] {
+        assert_eq!(bad(k, v.clone()), ("invalid_value".to_string(), k.to_string()), "{k} = {v}");
+    }
+    // The drift the JS client and the server had: repetition_penalty up to 10, any 64-bit seed.
+    assert!(parse_request(Kind::Chat, &chat(json!({"repetition_penalty": 10})), RequestLimits::default()).is_ok());
+    let s = |v: Value| parse_request(Kind::Chat, &chat(json!({ "seed": v })), RequestLimits::default()).unwrap().gen.seed;
+    assert_eq!(s(json!(-1)), Some(u64::MAX));
+    assert_eq!(s(json!(u64::MAX)), Some(u64::MAX));
+    // The server's cap.
+    let e = parse_request(Kind::Chat, &chat(json!({"max_tokens": 65})), RequestLimits { max_tokens: Some(64) }).unwrap_err();
+    assert_eq!(e.code, "max_tokens_exceeded");
+}
+
+#[test]
+fn stop_n_and_stream_options_as_openai() {
+    let ok = |b: Value| parse_request(Kind::Chat, &chat(b), RequestLimits::default());
+    assert_eq!(ok(json!({"stop": ["a", "b", "c", "d"]})).unwrap().gen.stop.unwrap().len(), 4);
+    assert_eq!(ok(json!({"stop": "x"})).unwrap().gen.stop.unwrap(), vec!["x".to_string()]);
+    assert!(ok(json!({"stop": []})).unwrap().gen.stop.is_none());
+    for stop in [json!(["a", "b", "c", "d", "e"]), json!(""), json!(["a", ""]), json!([1])] {
+        assert_eq!(refused(chat(json!({ "stop": stop }))).1, "stop", "{stop}");
+    }
+    // stream_options only with stream: true (OpenAI refuses it otherwise).
+    assert_eq!(refused(chat(json!({"stream_options": {"include_usage": true}}))), ("invalid_value".into(), "stream_options".into()));
+    assert!(!ok(json!({"stream": true, "stream_options": {}})).unwrap().include_usage);
+    // Required fields and bad bodies.
+    assert_eq!(refused(json!({"messages": []})).0, "invalid_messages");
+    assert_eq!(refused(json!([1, 2])).0, "invalid_json");
+    assert_eq!(refused(json!({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})).0, "unsupported_content");
+}
+
+/// The field names of the interfaces `names` in a .d.ts text.
+fn fields(dts: &str, names: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for n in names {
+        let start = dts.find(&format!("export interface {n} ")).unwrap_or_else(|| panic!("index.d.ts declares {n}"));
+        let body = &dts[start..start + dts[start..].find("\n}").unwrap()];
+        for l in body.lines().skip(1) {
+            let t = l.trim_start();
+            if let Some(i) = t.find(':') {
+                let name = t[..i].trim_end_matches('?');
+                if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    out.push(name.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_typescript_declarations_name_exactly_the_accepted_parameters() {
+    // pkg/index.d.ts's request types, checked field by field against the rules: every parameter
+    // the core accepts for an endpoint is declared for it, and no other (the JS-only ones, the
+    // router's and the AbortSignal, aside).
+    let dts = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/pkg/index.d.ts")).unwrap();
+    let js_only = fields(&dts, &["RouteParams"]);
+    for (kind, names) in [
+        (Kind::Chat, ["SamplingParams", "ChatCompletionCreateParamsBase", "ChatCompletionCreateParamsStreaming"]),
+        (Kind::Completion, ["SamplingParams", "CompletionCreateParamsBase", "CompletionCreateParamsStreaming"]),
+    ] {
+        let declared: Vec<String> = fields(&dts, &names).into_iter().filter(|f| f != "signal" && !js_only.contains(f)).collect();
+        let on = |p: &edgellm::protocol::Param| match p.on {
+            edgellm::protocol::On::Both => true,
+            edgellm::protocol::On::Chat => kind == Kind::Chat,
+            edgellm::protocol::On::Completion => kind == Kind::Completion,
+        };
+        let accepted: Vec<&str> = PARAMETERS.iter().filter(|p| on(p) && !matches!(p.rule, Rule::Unsupported(_))).map(|p| p.name).collect();
+        for a in &accepted {
+            assert!(declared.iter().any(|d| d == a), "{kind:?}: the core accepts {a}, index.d.ts does not declare it");
+        }
+        for d in &declared {
+            assert!(accepted.contains(&d.as_str()), "{kind:?}: index.d.ts declares {d}, the core does not accept it");
+        }
+    }
+}
+
+#[test]
+fn response_format_is_checked_and_passed_on() {
+    use edgellm::structured::OutputFormat;
+    let rf = |v: Value| parse_request(Kind::Chat, &chat(json!({ "response_format": v })), RequestLimits::default());
+    assert_eq!(rf(json!({"type": "text"})).unwrap().gen.response_format, None);
+    assert_eq!(rf(json!({"type": "json_object"})).unwrap().gen.response_format, Some(OutputFormat::JsonObject));
+    let s = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+    let got = rf(json!({"type": "json_schema", "json_schema": {"name": "a-b_1", "schema": s, "strict": true}})).unwrap().gen.response_format;
+    assert_eq!(got, Some(OutputFormat::JsonSchema { schema: s }));
+    // Extension: a Lark grammar.
+    let got = rf(json!({"type": "grammar", "grammar": "start: \"yes\" | \"no\""})).unwrap().gen.response_format;
+    assert_eq!(got, Some(OutputFormat::Grammar { grammar: "start: \"yes\" | \"no\"".into() }));
+    assert_eq!(rf(json!({"type": "grammar", "grammar": " "})).unwrap_err().param, "response_format.grammar");
+    // No schema: any JSON.
+    let got = rf(json!({"type": "json_schema", "json_schema": {"name": "any"}})).unwrap().gen.response_format;
+    assert_eq!(got, Some(OutputFormat::JsonSchema { schema: json!({}) }));
+    for (v, param) in [
+        (json!({"type": "xml"}), "response_format"),
+        (json!("json_object"), "response_format"),
+        (json!({"type": "json_schema"}), "response_format"),
+        (json!({"type": "json_schema", "json_schema": {"schema": {}}}), "response_format.json_schema.name"),
+        (json!({"type": "json_schema", "json_schema": {"name": "has space"}}), "response_format.json_schema.name"),
+        (json!({"type": "json_schema", "json_schema": {"name": "n", "schema": []}}), "response_format.json_schema.schema"),
+        (json!({"type": "json_schema", "json_schema": {"name": "n", "strict": "yes"}}), "response_format.json_schema.strict"),
+        (json!({"type": "json_schema", "json_schema": {"name": "n", "grammar": "x"}}), "response_format.json_schema.grammar"),
+        (json!({"type": "json_object", "schema": {}}), "response_format.schema"),
+    ] {
+        assert_eq!(rf(v.clone()).unwrap_err().param, param, "{v}");
+    }
+}
