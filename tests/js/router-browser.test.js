@@ -76,13 +76,15 @@ test('a public request reaches the server across origins (CORS, bearer token, SS
   requests.length = 0;
   const before = await serverRequests(srv);
   const r = await page.evaluate(async () => {
-    const s = await window.engine.chat.completions.create({ messages: [{ role: 'user', content: 'Say hi.' }], max_tokens: 2, temperature: 0, stream: true });
+    const s = await window.engine.chat.completions.create({ messages: [{ role: 'user', content: 'Say hi.' }], max_tokens: 2, temperature: 0, stream: true, stream_options: { include_usage: true } });
     const chunks = [];
     for await (const c of s) chunks.push(c);
     return { first: chunks[0].route, last: chunks[chunks.length - 1], n: chunks.length };
   });
   assert.equal(r.first.target, 'remote', JSON.stringify(r.first));
   assert.equal(r.first.version.match, true);
+  // OpenAI's shape: with include_usage, one last chunk with no choices carries the usage.
+  assert.deepEqual(r.last.choices, [], JSON.stringify(r.last));
   assert.ok(r.last.usage && r.last.usage.completion_tokens >= 1, JSON.stringify(r.last));
   assert.ok(toServer().some((u) => u.startsWith('POST') && u.endsWith('/v1/chat/completions')), toServer().join('\n'));
   assert.ok((await serverRequests(srv)) > before);
