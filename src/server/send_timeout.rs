@@ -27,8 +27,13 @@ impl<S> SendTimeout<S> {
         SendTimeout { inner, timeout, stalled: None }
     }
 
-    /// Maps a pending write to a timeout error once the stall outlasts `timeout`.
-    fn on_pending<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+    /// The one rule for every write and flush: progress (ready, ok or not) clears the clock; a
+    /// pending one starts it and becomes a timeout error once the stall outlasts `timeout`.
+    fn watch<T>(&mut self, cx: &mut Context<'_>, p: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if p.is_ready() {
+            self.stalled = None;
+            return p;
+        }
         let timeout = self.timeout;
         let deadline = self.stalled.get_or_insert_with(|| Box::pin(sleep(timeout)));
         match deadline.as_mut().poll(cx) {
@@ -52,23 +57,13 @@ impl<S: AsyncRead + Unpin> AsyncRead for SendTimeout<S> {
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for SendTimeout<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write(cx, buf) {
-            Poll::Pending => self.on_pending(cx),
-            done => {
-                self.stalled = None;
-                done
-            }
-        }
+        let p = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.watch(cx, p)
     }
 
     fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
-            Poll::Pending => self.on_pending(cx),
-            done => {
-                self.stalled = None;
-                done
-            }
-        }
+        let p = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.watch(cx, p)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -76,13 +71,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for SendTimeout<S> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match Pin::new(&mut self.inner).poll_flush(cx) {
-            Poll::Pending => self.on_pending(cx),
-            done => {
-                self.stalled = None;
-                done
-            }
-        }
+        let p = Pin::new(&mut self.inner).poll_flush(cx);
+        self.watch(cx, p)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
