@@ -185,7 +185,12 @@ export class Runtime {
         return this.#sessionOp(msg);
       case Req.DEBUG:
         if (msg.action === 'panic') return this.#call(() => this.bindings.debug_panic());
-        if (msg.action === 'fault') return this.faults.arm(msg.spec);
+        if (msg.action === 'fault') {
+          if (msg.spec && msg.spec.fault === 'pool-panic' && !(this.threads > 1)) {
+            throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'debug fault: pool-panic needs the threaded build on more than one thread');
+          }
+          return this.faults.arm(msg.spec);
+        }
         if (msg.action === 'decode-delay') return this.#setDecodeDelay(msg);
         throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `unknown debug action ${msg.action}`);
       default:
@@ -220,6 +225,7 @@ export class Runtime {
     const f = this.faults.due(point);
     if (!f) return;
     if (f.fault === 'panic') this.#call(() => this.bindings.debug_panic());
+    else if (f.fault === 'pool-panic') this.bindings.debug_pool_panic();
     else stallThread(f.ms);
   }
 

@@ -5,13 +5,15 @@
 // or decode step of whatever operation reaches that point next, then disarms. A restarted worker
 // starts unarmed. The faults are real, not simulated answers: 'panic' traps the wasm instance
 // through its `debug_panic` export (what an out-of-bounds access or a failed allocation does),
+// 'pool-panic' traps a pool worker of the threaded build inside its part of the next job (the
+// engine's caller must then crash cleanly, not wait for it for ever),
 // and 'stall' blocks the worker's thread synchronously for `ms` (what a wasm call that never
 // returns does: the worker cannot even read an abort). So the client's crash, abort-grace and
 // restart paths and the cache's eviction rules run exactly as they would in the field.
 import { EdgeLLMError, ErrorCode } from './errors.js';
 
 export const FAULT_POINTS = Object.freeze(['load', 'prefill', 'decode']);
-export const FAULT_KINDS = Object.freeze(['panic', 'stall']);
+export const FAULT_KINDS = Object.freeze(['panic', 'stall', 'pool-panic']);
 const MAX_STALL_MS = 60_000; // a stall is bounded even if nobody aborts it
 
 const invalid = (m) => new EdgeLLMError(ErrorCode.INVALID_REQUEST, `debug fault: ${m}`);

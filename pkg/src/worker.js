@@ -99,7 +99,14 @@ async function startThreaded(glue, url, n) {
 async function runPoolThread(m) {
   const glue = await threadsGlue();
   glue.initSync({ module: m.module, memory: m.memory, thread_stack_size: m.stack });
-  glue.thread_worker_run(m.index);
+  try {
+    glue.thread_worker_run(m.index);
+  } catch (e) {
+    // It trapped inside its part of a job: without this the engine's worker would wait for
+    // its acknowledgement for ever; with it, the engine traps too (ENGINE_CRASHED → restart).
+    glue.thread_worker_failed();
+    throw e;
+  }
 }
 
 /** The wasm's response, or an error that says what came back instead (a dev server's HTML page). */

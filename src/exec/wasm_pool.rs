@@ -6,9 +6,14 @@
 //! epoch; worker `w` runs part `w + 1` if there is one, and every worker acknowledges every
 //! epoch (so none can lag into the next job). Waiting spins a while (the matmuls of a decode
 //! step come back to back) and then sleeps with `memory.atomic.wait32`.
+//!
+//! A worker that traps (a panic in its part) never acknowledges, and the caller would wait for
+//! ever. So JS catches the trap in the pool worker and calls [`worker_failed`], which marks the
+//! pool failed and acknowledges for it; the caller then panics too (its output is incomplete),
+//! which the host reports as `ENGINE_CRASHED` and the client answers with a restart.
 
 use std::arch::wasm32::{memory_atomic_notify, memory_atomic_wait32};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::*};
 use std::sync::Mutex;
 
 use super::{ExecError, Executor};
@@ -26,6 +31,10 @@ static WORKERS: AtomicU32 = AtomicU32::new(0);
 static JOB: Mutex<Option<JobRef>> = Mutex::new(None);
 /// One caller at a time (the engine is single-threaded; this keeps the protocol sound anyway).
 static RUNNING: Mutex<()> = Mutex::new(());
+/// Set once a pool worker trapped: no job can complete any more.
+static FAILED: AtomicBool = AtomicBool::new(false);
+/// Test hook: the next part a pool worker runs panics (`debug_pool_panic`).
+static PANIC_NEXT_PART: AtomicBool = AtomicBool::new(false);
 
 #[derive(Clone, Copy)]
 struct JobRef(&'static (dyn Fn(usize) + Sync));
@@ -63,12 +72,29 @@ pub fn worker_loop(index: usize) -> ! {
         seen = EPOCH.load(Acquire);
         if index + 1 < PARTS.load(Acquire) {
             let job = JOB.lock().unwrap_or_else(|e| e.into_inner()).expect("a job is set with its epoch");
+            if PANIC_NEXT_PART.swap(false, AcqRel) {
+                panic!("debug_pool_panic: deliberate panic in pool worker {index}");
+            }
             (job.0)(index + 1);
         }
         if PENDING.fetch_sub(1, AcqRel) == 1 {
             notify(&PENDING);
         }
     }
+}
+
+/// Called by JS in a pool worker whose `worker_loop` trapped: it will never acknowledge again,
+/// so it acknowledges the job it died in and marks the pool failed for the caller.
+pub fn worker_failed() {
+    FAILED.store(true, Release);
+    if PENDING.load(Acquire) > 0 && PENDING.fetch_sub(1, AcqRel) == 1 {
+        notify(&PENDING);
+    }
+}
+
+/// Test hook: makes the next part a pool worker runs panic (the fault matrix's `pool-panic`).
+pub fn panic_next_part() {
+    PANIC_NEXT_PART.store(true, Release);
 }
 
 /// Workers parked now.
@@ -97,6 +123,7 @@ impl Executor for ThreadPool {
 
     fn run(&self, parts: usize, f: &(dyn Fn(usize) + Sync)) {
         let _one = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+        fail_if_broken();
         let parts = parts.min(self.threads);
         // Safety: `f` outlives this call, and the job is taken down only after every worker
         // acknowledged this epoch, so no worker holds it past the borrow.
@@ -115,5 +142,14 @@ impl Executor for ThreadPool {
             wait_while(&PENDING, left);
         }
         *JOB.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        fail_if_broken();
+    }
+}
+
+/// A job a worker died in is incomplete, and a dead worker never acknowledges again: the engine
+/// cannot go on (a trap, reported as `ENGINE_CRASHED`; the client restarts the worker).
+fn fail_if_broken() {
+    if FAILED.load(Acquire) {
+        panic!("a pool worker trapped: the threaded engine cannot finish this job");
     }
 }

@@ -68,6 +68,29 @@ pub fn thread_worker_run(index: usize) {
     crate::exec::wasm_pool::worker_loop(index)
 }
 
+/// Threaded build: JS calls this in a pool worker whose `thread_worker_run` trapped, so the
+/// engine's caller stops waiting for it (and reports the crash) instead of hanging.
+#[cfg(feature = "threads")]
+#[wasm_bindgen]
+pub fn thread_worker_failed() {
+    crate::exec::wasm_pool::worker_failed()
+}
+
+/// Test hook: the next part a pool worker runs panics. False (nothing armed) in the
+/// single-thread builds, which have no pool.
+#[wasm_bindgen]
+pub fn debug_pool_panic() -> bool {
+    #[cfg(feature = "threads")]
+    {
+        crate::exec::wasm_pool::panic_next_part();
+        true
+    }
+    #[cfg(not(feature = "threads"))]
+    {
+        false
+    }
+}
+
 /// Stack of each pool worker (`thread_stack_size` of the glue's init; the ledger counts it).
 #[wasm_bindgen]
 pub fn thread_stack_bytes() -> usize {

@@ -18,6 +18,9 @@ test('a fault fires at the after-th point of its kind, once, and not at other po
   // Re-arming restarts the count.
   plan.arm({ at: 'load', fault: 'stall', ms: 5 });
   assert.deepEqual(plan.due('load'), { at: 'load', after: 1, fault: 'stall', ms: 5 });
+  // A pool worker's trap (threaded build; the worker refuses it on one thread, threads.test.js).
+  plan.arm({ at: 'decode', fault: 'pool-panic' });
+  assert.deepEqual(plan.due('decode'), { at: 'decode', after: 1, fault: 'pool-panic', ms: 0 });
 });
 
 test('bad specs are INVALID_REQUEST and leave the plan unarmed', () => {

@@ -89,3 +89,44 @@ test('an isolated page runs the threaded build, with the same tokens as one thre
   assert.equal(auto.text, one.text);
   console.log(`threads: 1 thread ${one.ms.toFixed(0)} ms, 2 threads ${two.ms.toFixed(0)} ms for ${TOKENS} tokens (prefill + decode; noisy)`);
 });
+
+test('a pool worker that traps mid-generation crashes the engine cleanly (no hang), and the restarted engine gives the same tokens', { skip: noThreads, timeout: 300_000 }, async () => {
+  const page = await context.newPage();
+  try {
+    await page.goto(`${isolated.origin}/tests/js/pages/memory.html`);
+    await page.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: 60_000 });
+    const r = await page.evaluate(
+      async ({ prompt, n }) => {
+        const engine = await window.edgellm.createEngine({ threads: 2, cache: false });
+        try {
+          await engine.load('/models/good.gguf');
+          const req = { prompt, max_tokens: n, temperature: 0 };
+          const before = (await engine.completions.create(req)).choices[0].text;
+          await engine._debugFault({ at: 'decode', after: 3, fault: 'pool-panic' });
+          const t0 = performance.now();
+          let code = null;
+          let message = '';
+          try {
+            await engine.completions.create(req);
+          } catch (e) {
+            code = e.code;
+            message = String(e.message);
+          }
+          const crashMs = performance.now() - t0;
+          const after = await engine.completions.create(req);
+          return { before, code, message, crashMs, after: after.choices[0].text, threads: engine.info.threads };
+        } finally {
+          await engine.terminate();
+        }
+      },
+      { prompt: PROMPT, n: TOKENS },
+    );
+    assert.equal(r.code, 'ENGINE_CRASHED', r.message);
+    assert.match(r.message, /pool worker/);
+    assert.equal(r.after, r.before);
+    assert.equal(r.threads, 2);
+    console.log(`threads: a trapped pool worker surfaced as ENGINE_CRASHED after ${r.crashMs.toFixed(0)} ms`);
+  } finally {
+    await page.close();
+  }
+});
