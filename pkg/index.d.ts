@@ -65,11 +65,11 @@ export interface EngineOptions {
   /**
    * Where the wasm is, when the package's own files are not to be used (browser: relative to the
    * page; Node: a path or file URL). A URL names the one build to run (wins over `simd`);
-   * `{ relaxed, simd128 }` names each build (the tier is still chosen by `simd`), the package's
-   * files serving the tiers it leaves out. A location given here never falls back to the copy
+   * `{ relaxed, simd128, threads, threadsRelaxed }` names each build (the tier is still chosen by
+   * `simd`, threaded or not by `threads`), the package's files serving the ones it leaves out. A location given here never falls back to the copy
    * embedded in the package.
    */
-  wasmUrl?: string | URL | { relaxed?: string | URL; simd128?: string | URL; threads?: string | URL };
+  wasmUrl?: string | URL | { relaxed?: string | URL; simd128?: string | URL; threads?: string | URL; threadsRelaxed?: string | URL };
   /**
    * Which wasm build runs. 'auto' (default): the relaxed-SIMD build where the JS engine validates
    * WebAssembly relaxed SIMD (Chromium 114+; Node 20 only with --experimental-wasm-relaxed-simd),
@@ -81,7 +81,8 @@ export interface EngineOptions {
   /**
    * Threads the model runs on. 'auto' (default): every core (`navigator.hardwareConcurrency`)
    * where the page is cross-origin isolated (COOP `same-origin` + COEP `require-corp`) and the
-   * threaded build (`wasm/threads/`, or `wasmUrl.threads`) is served, else 1. A count > 1 where
+   * threaded builds (`wasm/threads/`, or `wasmUrl.threads` / `wasmUrl.threadsRelaxed`; the tier
+   * chosen by `simd` as for one thread) are served, else 1. A count > 1 where
    * that is missing runs 1 thread with a warning log. Any count gives the same tokens.
    * `engine.info.threads` reports the count that runs.
    */

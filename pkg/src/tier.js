@@ -124,15 +124,17 @@ export async function loadTier(simd, load, warn = () => {}) {
 
 /** The two builds by tier name: the keys of the per-tier form of the `wasmUrl` option. */
 export const TIERS = Object.freeze(['relaxed', 'simd128']);
-/** The object form's keys: the tiers and the threaded build. */
-export const WASM_KEYS = Object.freeze([...TIERS, 'threads']);
+/** The threaded builds by tier (wasm/threads/): the keys of the `wasmUrl` object that locate them. */
+export const THREADED_KEYS = Object.freeze({ relaxed: 'threadsRelaxed', simd128: 'threads' });
+/** The object form's keys: the tiers and the threaded builds. */
+export const WASM_KEYS = Object.freeze([...TIERS, THREADED_KEYS.simd128, THREADED_KEYS.relaxed]);
 
 /**
  * The `wasmUrl` option, validated, with every location passed through `resolve` (to an absolute
  * URL in browsers, where the worker has no useful base of its own):
  *   a string or URL — the one build to run (wins over `simd`);
- *   {relaxed?, simd128?, threads?} — where each build is (the tier is still chosen by `simd`,
- *     the threaded build by the `threads` option);
+ *   {relaxed?, simd128?, threads?, threadsRelaxed?} — where each build is (the tier is still
+ *     chosen by `simd`, threaded or not by the `threads` option);
  *   undefined — the package's own files.
  * @param {string|URL|{relaxed?: string|URL, simd128?: string|URL}|undefined|null} value
  * @param {(loc: string|URL) => string} resolve
@@ -140,7 +142,7 @@ export const WASM_KEYS = Object.freeze([...TIERS, 'threads']);
 export function wasmUrlOption(value, resolve) {
   if (value === undefined || value === null) return undefined;
   const bad = () =>
-    new EdgeLLMError(ErrorCode.INVALID_REQUEST, `wasmUrl must be a URL (string or URL) or {relaxed, simd128, threads} naming each build; got ${JSON.stringify(value)}`);
+    new EdgeLLMError(ErrorCode.INVALID_REQUEST, `wasmUrl must be a URL (string or URL) or {${WASM_KEYS.join(', ')}} naming each build; got ${JSON.stringify(value)}`);
   const one = (v) => {
     if (!(typeof v === 'string' && v) && !(v instanceof URL)) throw bad();
     try {
@@ -167,6 +169,23 @@ export function loadWasm(wasmUrl, simd, defaults, start, warn) {
 }
 
 /**
+ * Loads a threaded build through `start(location, tier)`, the tier chosen by `simd` as for one
+ * thread (loadTier: under 'auto' a relaxed build that does not start falls back to SIMD128).
+ * A tier whose threaded build `wasmUrl` does not locate fails, so that fallback applies.
+ */
+export function loadThreadedWasm(wasmUrl, simd, start, warn) {
+  return loadTier(
+    simd,
+    (tier) => {
+      const url = wasmUrl && typeof wasmUrl === 'object' ? wasmUrl[THREADED_KEYS[tier]] : null;
+      if (!url) throw new Error(`no threaded ${tier} build located (wasmUrl.${THREADED_KEYS[tier]})`);
+      return start(url, tier);
+    },
+    warn,
+  );
+}
+
+/**
  * The browser worker ↔ its parent (worker-url.js): `{type, tier}` asks for the build embedded in
  * the package (embedded-wasm.js), answered by `{type, tier, bytes}` or `{type, tier, error}`.
  * Only for tiers whose location was the package's guess (`wasmUrl.embedded` lists them), when
@@ -175,8 +194,9 @@ export function loadWasm(wasmUrl, simd, defaults, start, warn) {
 export const EMBEDDED_WASM = 'edgellm:embedded-wasm';
 
 // ── threads ─────────────────────────────────────────────────────────────────────────────────
-// The threaded build (wasm/threads/: shared memory, the engine's worker pool on web workers;
-// `./build.sh build-threads`) runs only where memory can be shared: a cross-origin isolated
+// The threaded builds (wasm/threads/: shared memory, the engine's worker pool on web workers;
+// `./build.sh build-threads`; SIMD128 and relaxed, one glue, the tier chosen as for one thread)
+// run only where memory can be shared: a cross-origin isolated
 // page (COOP + COEP) with SharedArrayBuffer and Atomics. The `threads` engine option: 'auto'
 // (default: every core the browser reports there, else 1) or a count (1 = the single-thread
 // builds; more where isolation is missing falls back to 1 with a warning).

@@ -31,13 +31,13 @@ export function vitePrebundledPackageUrl(moduleUrl) {
   return m ? `${m[1]}${PACKAGE_NAME}/` : null;
 }
 
-/** The package's wasm builds, by tier (tier.js TIERS) and the threaded build, as absolute URLs. */
+/** The package's wasm builds, by tier (tier.js TIERS) and the threaded builds (THREADED_KEYS), as absolute URLs. */
 export function defaultWasmUrls() {
   // esbuild's classic-script output has an empty import.meta: no location (the embedded copy).
   const here = typeof import.meta.url === 'string' ? import.meta.url : null;
   const vite = here && vitePrebundledPackageUrl(here);
-  if (vite) return { relaxed: `${vite}wasm/edgellm_relaxed_bg.wasm`, simd128: `${vite}wasm/edgellm_bg.wasm`, threads: `${vite}wasm/threads/edgellm_bg.wasm` };
-  if (!here) return { relaxed: null, simd128: null, threads: null };
+  if (vite) return { relaxed: `${vite}wasm/edgellm_relaxed_bg.wasm`, simd128: `${vite}wasm/edgellm_bg.wasm`, threads: `${vite}wasm/threads/edgellm_bg.wasm`, threadsRelaxed: `${vite}wasm/threads/edgellm_relaxed_bg.wasm` };
+  if (!here) return { relaxed: null, simd128: null, threads: null, threadsRelaxed: null };
   // Keep both expressions literal: bundlers emit each build as an asset through them. Turbopack
   // (Next.js) replaces them by objects whose href is a path ('/_next/static/media/…'), hence the
   // resolution against the page.
@@ -50,6 +50,7 @@ export function defaultWasmUrls() {
     // Where a bundler renamed the builds, or nothing is served there, one thread runs (or pass
     // wasmUrl.threads).
     threads: simd128.replace(/edgellm_bg\.wasm$/, 'threads/edgellm_bg.wasm'),
+    threadsRelaxed: simd128.replace(/edgellm_bg\.wasm$/, 'threads/edgellm_relaxed_bg.wasm'),
   };
 }
 

@@ -7,29 +7,29 @@
 // there (embedded-wasm.js). Two builds share one JS glue: the relaxed-SIMD tier where the
 // browser runs relaxed SIMD, else SIMD128 (tier.js).
 //
-// Threads (tier.js chooseThreads: a cross-origin isolated page): the threaded build (its own
-// glue, wasm/threads/) is instantiated here on a shared memory, and this same script is started
+// Threads (tier.js chooseThreads: a cross-origin isolated page): a threaded build (relaxed or
+// SIMD128 by the same rule as one thread; their own glue, wasm/threads/) is instantiated here on a shared memory, and this same script is started
 // again once per extra thread (from its own URL: the page's Blob URL, or the workerUrl module);
 // each of those gets the module and the memory (THREAD_START) and parks as a pool worker.
 
 import init, * as bindings from '../wasm/edgellm.js';
 import { Runtime } from './runtime.js';
 import { NoCache, OpfsCache } from './cache.js';
-import { loadWasm, EMBEDDED_WASM, THREAD_START, chooseThreads } from './tier.js';
+import { loadWasm, loadThreadedWasm, EMBEDDED_WASM, THREAD_START, THREADED_KEYS, chooseThreads } from './tier.js';
 import { loadThreadsGlue as threadsGlue } from './threads-glue.js';
 
 const runtime = new Runtime({
   post: (msg) => self.postMessage(msg),
   initWasm: async (wasmUrl, simd, log, threadsOpt) => {
-    const url = wasmUrl && typeof wasmUrl === 'object' ? wasmUrl.threads : null;
+    const located = wasmUrl && typeof wasmUrl === 'object' && Object.values(THREADED_KEYS).some((k) => wasmUrl[k]);
     const opt = threadsOpt ?? 'auto';
-    // The glue comes with the build (./build.sh build-threads): without it nothing is fetched,
+    // The glue comes with the builds (./build.sh build-threads): without it nothing is fetched,
     // and it is looked for only where threads could run at all.
-    const glue = url && chooseThreads(opt, true) > 1 ? await threadsGlue().catch(() => null) : null;
+    const glue = located && chooseThreads(opt, true) > 1 ? await threadsGlue().catch(() => null) : null;
     const n = chooseThreads(opt, !!(glue && typeof glue.default === 'function'), (m) => log('warn', m));
     if (n > 1) {
       try {
-        return await startThreaded(glue, url, n);
+        return await loadThreadedWasm(wasmUrl, simd, (url) => startThreaded(glue, url, n), (m) => log('warn', m));
       } catch (e) {
         // Under 'auto' a package without the threaded build is normal: said at 'info' only.
         log(threadsOpt === undefined || threadsOpt === 'auto' ? 'info' : 'warn', `the threaded build did not start (${e && e.message ? e.message : e}); running 1 thread`);

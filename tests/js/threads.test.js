@@ -82,6 +82,9 @@ test('an isolated page runs the threaded build, with the same tokens as one thre
   assert.equal(two.isolated, true);
   assert.equal(one.info.threads, 1);
   assert.equal(two.info.threads, 2, two.log.join('\n'));
+  // The same SIMD tier on both (Chromium: relaxed), so threads never cost the faster kernels.
+  assert.equal(one.info.simd_tier, 'relaxed-simd');
+  assert.equal(two.info.simd_tier, one.info.simd_tier, two.log.join('\n'));
   assert.equal(two.tokens, TOKENS);
   assert.equal(two.text, one.text);
   const auto = await greedy(isolated.origin, 'auto');

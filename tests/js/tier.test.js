@@ -13,7 +13,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 import { createEngine, ErrorCode } from '../../pkg/src/node.js';
-import { chooseTier, loadTier, relaxedSimdSupported, chooseThreads, threadsOption, canShareMemory, wasmUrlOption } from '../../pkg/src/tier.js';
+import { chooseTier, loadTier, loadThreadedWasm, relaxedSimdSupported, chooseThreads, threadsOption, canShareMemory, wasmUrlOption } from '../../pkg/src/tier.js';
 import { ROOT, WASM, wasmMissing, relaxedWasmMissing } from './helpers.js';
 
 const skip = wasmMissing() || relaxedWasmMissing();
@@ -72,6 +72,18 @@ test('threads: option values, isolation and the build decide, an explicit count 
   // This Node process is not isolated: 'auto' is one thread.
   assert.equal(chooseThreads('auto', true), 1);
   assert.deepEqual(wasmUrlOption({ threads: 'http://x/t.wasm' }, (l) => l), { threads: 'http://x/t.wasm' });
+});
+
+test('threaded builds: the tier by the simd rule, relaxed falling back to SIMD128 under auto, a missing location failing', async () => {
+  const urls = { threads: 'http://x/t.wasm', threadsRelaxed: 'http://x/tr.wasm' };
+  const started = [];
+  const start = async (url, tier) => (started.push([url, tier]), tier);
+  assert.equal(await loadThreadedWasm(urls, 'simd128', start), 'simd128');
+  assert.deepEqual(started.pop(), ['http://x/t.wasm', 'simd128']);
+  // This Node has no standard relaxed SIMD, so 'auto' is SIMD128 and 'relaxed' is refused.
+  assert.equal(await loadThreadedWasm(urls, 'auto', start), 'simd128');
+  await assert.rejects(loadThreadedWasm(urls, 'relaxed', start), (e) => e.detail === 'RELAXED_SIMD_UNSUPPORTED');
+  await assert.rejects(loadThreadedWasm({ threadsRelaxed: 'http://x/tr.wasm' }, 'simd128', start), /no threaded simd128 build located \(wasmUrl\.threads\)/);
 });
 
 test('an unknown simd option is INVALID_REQUEST before any worker starts', async () => {

@@ -22,12 +22,13 @@ test("Vite's pre-bundled copy is recognised and mapped to the package's own dire
   }
 });
 
-test('the default wasm locations are the package files, one per tier, and the threaded build', () => {
+test('the default wasm locations are the package files, one per tier, and the threaded builds', () => {
   const d = defaultWasmUrls();
-  assert.deepEqual(Object.keys(d).sort(), ['relaxed', 'simd128', 'threads']);
+  assert.deepEqual(Object.keys(d).sort(), ['relaxed', 'simd128', 'threads', 'threadsRelaxed']);
   assert.match(d.relaxed, /\/pkg\/wasm\/edgellm_relaxed_bg\.wasm$/);
   assert.match(d.simd128, /\/pkg\/wasm\/edgellm_bg\.wasm$/);
   assert.match(d.threads, /\/pkg\/wasm\/threads\/edgellm_bg\.wasm$/);
+  assert.match(d.threadsRelaxed, /\/pkg\/wasm\/threads\/edgellm_relaxed_bg\.wasm$/);
 });
 
 test('wasmUrl: one build, per-tier builds (the others default), and bad values rejected with INVALID_REQUEST', () => {
@@ -35,7 +36,7 @@ test('wasmUrl: one build, per-tier builds (the others default), and bad values r
   assert.equal(resolveWasmUrl(new URL('http://h/y.wasm')), 'http://h/y.wasm');
   // Only the package's own (guessed) locations fall back to the embedded copy.
   const per = resolveWasmUrl({ relaxed: 'http://h/r.wasm' });
-  assert.deepEqual(per, { relaxed: 'http://h/r.wasm', simd128: defaultWasmUrls().simd128, threads: defaultWasmUrls().threads, embedded: ['simd128'] });
+  assert.deepEqual(per, { relaxed: 'http://h/r.wasm', simd128: defaultWasmUrls().simd128, threads: defaultWasmUrls().threads, threadsRelaxed: defaultWasmUrls().threadsRelaxed, embedded: ['simd128'] });
   // The threaded build has no embedded copy: where it is not served, one thread runs.
   assert.deepEqual(resolveWasmUrl({ threads: 'http://h/t.wasm' }).threads, 'http://h/t.wasm');
   assert.deepEqual(resolveWasmUrl(undefined), { ...defaultWasmUrls(), embedded: ['relaxed', 'simd128'] });
