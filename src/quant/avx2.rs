@@ -39,7 +39,8 @@ use crate::gguf::GgmlType;
 
 /// Whether the AVX2 kernels run on this CPU (std caches the CPUID probe, so this is a load).
 pub(super) fn enabled() -> bool {
-    is_x86_feature_detected!("avx2")
+    // F16C (scale conversion, `f16x8`) ships on every AVX2 CPU; checked all the same.
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c")
 }
 
 /// The activation format a weight format is dotted with, and where it keeps its scales.
@@ -103,7 +104,7 @@ trait Fmt {
 
 // ---- small helpers -----------------------------------------------------------------------
 // All `unsafe` for one reason: they use AVX2 instructions, so they may only run inside the
-// `#[target_feature(enable = "avx2")]` shape functions, into which they are always inlined.
+// `#[target_feature(enable = "avx2,f16c")]` shape functions, into which they are always inlined.
 
 /// `[e(0), e(1), ..]` built inline (`core::array::from_fn` is not reliably inlined into the
 /// AVX2 functions, and a call per lane would cost more than the lane's work).
@@ -191,11 +192,23 @@ unsafe fn f16_bits_to_f32x8(h: __m256i) -> __m256 {
     _mm256_castsi256_ps(_mm256_or_si256(v, sign))
 }
 
-/// The f16 at byte `at` of each of eight blocks, as f32x8.
+/// The f16 at byte `at` of each of eight blocks, as f32x8. F16C's `vcvtph2ps` converts every
+/// finite f16 and ±Inf exactly (an f16 is exactly representable in f32, subnormals included),
+/// so it gives `float::f16_to_f32`'s bits for all of them in one instruction; only a NaN may
+/// differ (it quiets a signalling one), so eight scales holding any NaN take the bit-exact
+/// integer path instead. Real scales are never NaN: the branch is always predicted.
 #[inline(always)]
 unsafe fn f16x8(b: &[&[u8]; 8], at: usize) -> __m256 {
-    let h: [i32; 8] = lanes!(8, |k| u16::from_le_bytes([b[k][at], b[k][at + 1]]) as i32);
-    f16_bits_to_f32x8(_mm256_setr_epi32(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]))
+    let h: [i16; 8] = lanes!(8, |k| i16::from_le_bytes([b[k][at], b[k][at + 1]]));
+    let p = _mm_setr_epi16(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
+    // |h| > 0x7c00 (exponent all ones, mantissa non-zero): a NaN, as a signed compare of the
+    // 15-bit magnitudes.
+    let nan = _mm_cmpgt_epi16(_mm_and_si128(p, _mm_set1_epi16(0x7fff)), _mm_set1_epi16(0x7c00));
+    if _mm_movemask_epi8(nan) == 0 {
+        _mm256_cvtph_ps(p)
+    } else {
+        f16_bits_to_f32x8(_mm256_cvtepu16_epi32(p))
+    }
 }
 
 /// Lane k = the sum of the eight i32 lanes of `v[k]` (exact: the sums are far below 2^31).
@@ -263,7 +276,7 @@ fn ablk<F: Fmt>(row: &[u8], i: usize) -> &[u8] {
 
 // ---- the four shapes ---------------------------------------------------------------------
 
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,f16c")]
 unsafe fn dot<F: Fmt>(w: &[u8], a: &[u8], n: usize) -> f32 {
     let nb = n / F::QK;
     let (w, a) = (&w[..nb * F::WB], &a[..nb * F::ACT.bytes()]);
@@ -336,21 +349,21 @@ unsafe fn quad<F: Fmt, const TOKS: bool>(xr: [&[u8]; 4], yr: [&[u8]; 4], nb: usi
     unsafe { core::mem::transmute(acc) }
 }
 
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,f16c")]
 unsafe fn rows4<F: Fmt>(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let nb = n / F::QK;
     let a = &a[..nb * F::ACT.bytes()];
     quad::<F, false>(lanes!(4, |k| &w[k * rb..k * rb + nb * F::WB]), [a; 4], nb, 4 * rb)
 }
 
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,f16c")]
 unsafe fn toks4<F: Fmt>(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 4] {
     let nb = n / F::QK;
     let w = &w[..nb * F::WB];
     quad::<F, true>([w; 4], lanes!(4, |k| &a[k * ab..k * ab + nb * F::ACT.bytes()]), nb, 0)
 }
 
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,f16c")]
 unsafe fn toks8<F: Fmt>(w: &[u8], a: &[u8], ab: usize, n: usize) -> [f32; 8] {
     let nb = n / F::QK;
     let w = &w[..nb * F::WB];
