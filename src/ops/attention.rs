@@ -120,7 +120,7 @@ fn attention_tiled(
     exec.for_ranges(nh, 1, |part, heads| {
         // Safety: part `part` is the only user of its scratch, and writes only its heads' columns.
         let ps = unsafe { &mut shared_parts.slice(part..part + 1)[0] };
-        heads_pass(p, sq, q_pos0, n_q, tile, kv, heads, ps, &shared_out);
+        heads_pass(&HeadsJob { p, sq, q_pos0, n_q, tile, kv, heads }, ps, &shared_out);
     });
 }
 
@@ -132,61 +132,41 @@ fn lo_of(window: Option<usize>, pos: usize) -> usize {
     }
 }
 
-/// The attention of heads `heads` for every query, tile by tile of queries: on x86-64 CPUs
+/// What one part of the attention works on: its heads of every query, in tiles of `tile` queries.
+struct HeadsJob<'a> {
+    p: &'a AttentionParams,
+    /// The queries, rounded to f16 as the K rows are.
+    sq: &'a [f32],
+    q_pos0: usize,
+    n_q: usize,
+    tile: usize,
+    kv: &'a dyn KvRead,
+    heads: std::ops::Range<usize>,
+}
+
+/// The attention of one [`HeadsJob`], tile by tile of queries: on x86-64 CPUs
 /// with AVX2 the same body compiled for AVX2 (8-lane f32 instead of SSE2's 4: its dot's eight
 /// partial sums and the weighted-value sums map onto one register), else the baseline build.
 /// Both compute the very same IEEE operations in the same order (rustc never fuses a multiply
 /// and an add, whatever the target features), so the results are bit-identical (tested below).
-#[allow(clippy::too_many_arguments)]
-fn heads_pass(
-    p: &AttentionParams,
-    sq: &[f32],
-    q_pos0: usize,
-    n_q: usize,
-    tile: usize,
-    kv: &dyn KvRead,
-    heads: std::ops::Range<usize>,
-    s: &mut PartScratch,
-    out: &SharedMut<'_, f32>,
-) {
+fn heads_pass(job: &HeadsJob<'_>, s: &mut PartScratch, out: &SharedMut<'_, f32>) {
     #[cfg(target_arch = "x86_64")]
     if crate::quant::kernel_tier() == "avx2" {
         // Safety: the CPU has AVX2 (`kernel_tier` probed it).
-        return unsafe { heads_pass_avx2(p, sq, q_pos0, n_q, tile, kv, heads, s, out) };
+        return unsafe { heads_pass_avx2(job, s, out) };
     }
-    heads_pass_body(p, sq, q_pos0, n_q, tile, kv, heads, s, out)
+    heads_pass_body(job, s, out)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn heads_pass_avx2(
-    p: &AttentionParams,
-    sq: &[f32],
-    q_pos0: usize,
-    n_q: usize,
-    tile: usize,
-    kv: &dyn KvRead,
-    heads: std::ops::Range<usize>,
-    s: &mut PartScratch,
-    out: &SharedMut<'_, f32>,
-) {
-    heads_pass_body(p, sq, q_pos0, n_q, tile, kv, heads, s, out)
+unsafe fn heads_pass_avx2(job: &HeadsJob<'_>, s: &mut PartScratch, out: &SharedMut<'_, f32>) {
+    heads_pass_body(job, s, out)
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn heads_pass_body(
-    p: &AttentionParams,
-    sq: &[f32],
-    q_pos0: usize,
-    n_q: usize,
-    tile: usize,
-    kv: &dyn KvRead,
-    heads: std::ops::Range<usize>,
-    s: &mut PartScratch,
-    out: &SharedMut<'_, f32>,
-) {
+fn heads_pass_body(job: &HeadsJob<'_>, s: &mut PartScratch, out: &SharedMut<'_, f32>) {
+    let HeadsJob { p, sq, q_pos0, n_q, tile, kv, ref heads } = *job;
     let (hk, hv, nh) = (p.head_dim_k, p.head_dim_v, p.n_head);
     let (q_stride, o_stride) = (nh * hk, nh * hv);
     let group = nh / p.n_head_kv;
@@ -429,11 +409,12 @@ mod tests {
                 let mut ps = PartScratch::default();
                 let shared = SharedMut::new(&mut out[..]);
                 let tile = 17.min(n_q);
+                let job = HeadsJob { p: &p, sq: &q, q_pos0, n_q, tile, kv: &kv, heads: 0..n_head };
                 if avx2 {
                     // Safety: the CPU has AVX2 (checked above).
-                    unsafe { heads_pass_avx2(&p, &q, q_pos0, n_q, tile, &kv, 0..n_head, &mut ps, &shared) };
+                    unsafe { heads_pass_avx2(&job, &mut ps, &shared) };
                 } else {
-                    heads_pass_body(&p, &q, q_pos0, n_q, tile, &kv, 0..n_head, &mut ps, &shared);
+                    heads_pass_body(&job, &mut ps, &shared);
                 }
                 out.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
             };
