@@ -746,9 +746,12 @@ export class Engine {
         seen.end();
         throw e;
       }
+      // With calls (the core's tools, src/tools): OpenAI's `tool_calls`, and `content: null` when there is no text besides.
+      const message = { role: 'assistant', content: r.text };
+      if (r.tool_calls) Object.assign(message, { content: r.text || null, tool_calls: r.tool_calls });
       const choice =
         kind === 'chat'
-          ? { index: 0, message: { role: 'assistant', content: r.text }, logprobs: r.logprobs ?? null, finish_reason: r.finish_reason }
+          ? { index: 0, message, logprobs: r.logprobs ?? null, finish_reason: r.finish_reason }
           : { index: 0, text: r.text, logprobs: r.logprobs ?? null, finish_reason: r.finish_reason };
       return { id, object, created, model, choices: [choice], usage: finish(r) };
     }
@@ -772,8 +775,10 @@ export class Engine {
           started = true;
           if (kind === 'chat') stream._push(chunk({ role: 'assistant', content: '' }, null));
           resolve(stream);
-        } else if (ev.type === Ev.TOKEN && (ev.text || ev.logprobs)) {
-          stream._push(chunk({ content: ev.text }, null, ev.logprobs ?? null));
+        } else if (ev.type === Ev.TOKEN && (ev.text || ev.logprobs || ev.tool_calls)) {
+          // delta.tool_calls: the core's pieces, already in OpenAI's shape.
+          const delta = ev.tool_calls ? { ...(ev.text ? { content: ev.text } : {}), tool_calls: ev.tool_calls } : { content: ev.text };
+          stream._push(chunk(delta, null, ev.logprobs ?? null));
         } else onSustained(ev);
       };
       opId = nextId();

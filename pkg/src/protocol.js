@@ -70,11 +70,14 @@
 //     `loaded` never decreases within a phase; the last event of a phase has loaded === total.
 //     A corrupt cache entry ends phase 'cache' early and the load continues with 'download'.
 // {type:'started', id, prompt_tokens: number, cached_tokens: number}  (cached: already in the KV cache)
-// {type:'token', id, text: string, token: number|null, logprobs?: object}
+// {type:'token', id, text: string, token: number|null, logprobs?: object, tool_calls?: object[]}
 //     `text` is the decoded delta (may be '' while a UTF-8 sequence or a possible stop string is
 //     held back); `token` is null on a last event that only flushes held-back text. `logprobs`
 //     (with the request's logprobs): OpenAI's logprobs object for the tokens whose text this
 //     event completes; the result's `logprobs` holds all of them (see src/protocol/response.rs).
+//     `tool_calls` (a request with tools): OpenAI's `delta.tool_calls` pieces this step completes
+//     (src/tools/output.rs); `text` is then the content besides them. The result then has
+//     `tool_calls` (OpenAI's message.tool_calls) and finish_reason 'tool_calls'.
 // {type:'result', id, value}
 // {type:'error', id, error: ErrorPayload, fatal?: true}
 // {type:'log', level: 'debug'|'info'|'warn'|'error', message: string}
@@ -113,8 +116,8 @@
  *   kind:'chat'|'completion', messages?:{role:string, content:string}[], prompt?:string,
  *   max_tokens?:number, temperature?:number, top_p?:number, top_k?:number, min_p?:number,
  *   repetition_penalty?:number, presence_penalty?:number, frequency_penalty?:number,
- *   seed?:number, stop?:string[]
- * }} GenerateRequest
+ *   seed?:number, stop?:string[], logprobs?:number, response_format?:object, tools?:object
+ * }} GenerateRequest            (what src/protocol's parse_request builds: pass it on, never build it by hand)
  * @typedef {{
  *   text:string, finish_reason:'stop'|'length', prompt_tokens:number, cached_tokens:number,
  *   completion_tokens:number,

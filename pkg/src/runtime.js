@@ -531,7 +531,8 @@ export class Runtime {
         this.#pollMemory();
         const lp = ev.logprobs && ev.logprobs.length ? shape(ev.logprobs, offset) : undefined;
         if (lp) offset += ev.logprobs.reduce((n, e) => n + [...e.token].length, 0);
-        if ((ev.token !== null && ev.token !== undefined) || ev.text || lp) this.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token ?? null, ...(lp ? { logprobs: lp } : {}) });
+        const calls = ev.tool_calls && ev.tool_calls.length ? { tool_calls: ev.tool_calls } : {};
+        if ((ev.token !== null && ev.token !== undefined) || ev.text || lp || calls.tool_calls) this.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token ?? null, ...(lp ? { logprobs: lp } : {}), ...calls });
         if (ev.token !== null && ev.token !== undefined && windows.token(now()) !== null) this.env.post({ type: Ev.SUSTAINED, id, sustained: windows.summary() });
         if (ev.finish_reason) break;
         this.#faultPoint('decode'); // after the token went out: a crash here loses nothing emitted

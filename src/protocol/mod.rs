@@ -6,6 +6,7 @@
 pub mod error;
 pub mod request;
 pub mod response;
+pub mod tools;
 
 pub use error::ProtocolError;
 pub use response::logprobs_json;

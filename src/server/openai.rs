@@ -93,12 +93,17 @@ impl Envelope {
         let (text, finish_reason) = (&r.text, r.finish_reason);
         let logprobs = r.logprobs.as_deref().map_or(Value::Null, |e| logprobs_json(self.kind, e, self.prompt_chars));
         let choice = match self.kind {
-            Kind::Chat => json!({
-                "index": 0,
-                "message": { "role": "assistant", "content": text },
-                "logprobs": logprobs,
-                "finish_reason": finish_reason,
-            }),
+            Kind::Chat => {
+                // OpenAI's shape: with calls, `tool_calls` and `content: null` (unless there was text too).
+                let mut message = json!({ "role": "assistant", "content": text });
+                if let Some(calls) = &r.tool_calls {
+                    message["tool_calls"] = json!(calls);
+                    if text.is_empty() {
+                        message["content"] = Value::Null;
+                    }
+                }
+                json!({ "index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish_reason })
+            }
             Kind::Completion => json!({ "index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason }),
         };
         json!({
@@ -112,8 +117,9 @@ impl Envelope {
     }
 
     /// One stream chunk. `role`: the chat stream's first chunk announces the assistant;
-    /// `logprobs`: the chunk's `logprobs` object (see `crate::protocol::logprobs_json`).
-    pub fn chunk(&self, text: Option<&str>, role: bool, finish_reason: Option<&str>, logprobs: Option<Value>) -> Value {
+    /// `tool_calls`: the `delta.tool_calls` pieces; `logprobs`: the chunk's `logprobs` object
+    /// (see `crate::protocol::logprobs_json`).
+    pub fn chunk(&self, text: Option<&str>, tool_calls: &[crate::tools::ToolCallDelta], role: bool, finish_reason: Option<&str>, logprobs: Option<Value>) -> Value {
         let logprobs = logprobs.unwrap_or(Value::Null);
         let choice = match self.kind {
             Kind::Chat => {
@@ -123,6 +129,9 @@ impl Envelope {
                 }
                 if let Some(t) = text {
                     delta.insert("content".into(), t.into());
+                }
+                if !tool_calls.is_empty() {
+                    delta.insert("tool_calls".into(), json!(tool_calls));
                 }
                 json!({ "index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason })
             }

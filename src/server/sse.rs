@@ -49,7 +49,7 @@ impl SseBody {
     pub fn new(rx: mpsc::UnboundedReceiver<Event>, env: Envelope, include_usage: bool) -> SseBody {
         let mut out = VecDeque::new();
         if env.kind == Kind::Chat {
-            out.push_back(frame(&env.chunk(Some(""), true, None, None)));
+            out.push_back(frame(&env.chunk(Some(""), &[], true, None, None)));
         }
         let offset = env.prompt_chars;
         SseBody { rx, env, include_usage, out, finished: false, offset }
@@ -58,13 +58,14 @@ impl SseBody {
     fn render(&mut self, ev: Option<Event>) {
         match ev {
             Some(Event::Started { .. }) => {}
-            Some(Event::Text { text, logprobs }) => {
+            Some(Event::Text { text, logprobs, tool_calls }) => {
                 let lp = (!logprobs.is_empty()).then(|| logprobs_json(self.env.kind, &logprobs, self.offset));
                 self.offset += logprobs.iter().map(|e| e.token.chars().count()).sum::<usize>();
-                self.out.push_back(frame(&self.env.chunk(Some(&text), false, None, lp)));
+                let content = (!text.is_empty() || tool_calls.is_empty()).then_some(text.as_str());
+                self.out.push_back(frame(&self.env.chunk(content, &tool_calls, false, None, lp)));
             }
             Some(Event::Done { result, queue_ms }) => {
-                self.out.push_back(frame(&self.env.chunk(None, false, Some(result.finish_reason), None)));
+                self.out.push_back(frame(&self.env.chunk(None, &[], false, Some(result.finish_reason), None)));
                 if self.include_usage {
                     self.out.push_back(frame(&self.env.usage_chunk(usage(&result, queue_ms))));
                 }

@@ -50,10 +50,12 @@ async function local(eng, kind, body) {
 
 test('a request the engine cannot honour is refused by name, the same locally, routed and by the server', { skip }, async () => {
   const cases = [
-    ['chat', hi({ tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }), 'unsupported_parameter', 'tools'],
+    ['chat', hi({ tools: [{ type: 'function', function: { name: 'f', parameters: {} } }], tool_choice: { type: 'function', function: { name: 'g' } } }), 'unknown_tool', 'tool_choice.function.name'],
+    ['chat', hi({ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'array' } } }] }), 'invalid_tools', 'tools[0].function.parameters'],
+    ['chat', hi({ functions: [{ name: 'f' }] }), 'unsupported_parameter', 'functions'],
     ['chat', hi({ response_format: { type: 'json_object', schema: {} } }), 'unknown_parameter', 'response_format.schema'],
     ['chat', hi({ frobnicate: true }), 'unknown_parameter', 'frobnicate'],
-    ['chat', { ...hi(), messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: null, tool_calls: [] }] }, 'unsupported_parameter', 'messages[1].tool_calls'],
+    ['chat', { ...hi(), messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: null, tool_calls: [] }, { role: 'tool', tool_call_id: 'call_1', content: 'r' }] }, 'unmatched_tool_message', 'messages[2].tool_call_id'],
     ['chat', hi({ n: 2 }), 'unsupported_parameter', 'n'],
     ['chat', hi({ stop: ['a', 'b', 'c', 'd', 'e'] }), 'invalid_value', 'stop'],
     ['chat', hi({ stop: '' }), 'invalid_value', 'stop'],
