@@ -102,7 +102,7 @@ fn check(name: &str, h: &mut Host) {
     }
     // auto: valid calls or plain text, never a broken call.
     for (user, temperature, seed) in [("What is the weather in Paris? Use the tool.", 0.0, 1), ("Say hello.", 1.0, 2)] {
-        let req = request(body(user, json!({"temperature": temperature, "seed": seed, "max_tokens": 32})));
+        let req = request(body(user, json!({"temperature": temperature, "seed": seed, "max_tokens": 20})));
         let (r, text, deltas, _) = run(h, &req);
         match &r.tool_calls {
             Some(calls) => {
@@ -118,7 +118,7 @@ fn check(name: &str, h: &mut Host) {
         }
     }
     // parallel_tool_calls: true lets more calls follow; whatever the model does, each is valid.
-    let req = request(body("Weather in Paris, and the time in Tokyo?", json!({"tool_choice": "required", "parallel_tool_calls": true, "temperature": 0, "max_tokens": 40})));
+    let req = request(body("Weather in Paris, and the time in Tokyo?", json!({"tool_choice": "required", "parallel_tool_calls": true, "temperature": 0, "max_tokens": 36})));
     let (r, _, deltas, _) = run(h, &req);
     let calls = r.tool_calls.clone().unwrap();
     let complete = if r.finish_reason == "length" { calls.len() - 1 } else { calls.len() };
