@@ -1,6 +1,8 @@
 //! The cost of structured output on Gemma 3 270M (262 144-token vocabulary), natively:
 //! building the vocabulary for llguidance (once per model), compiling a typical JSON schema
-//! (per request), and decode tok/s constrained vs unconstrained, side by side.
+//! (per request), and decode tok/s constrained vs unconstrained, side by side; for tool calls,
+//! compiling the call grammar of two functions and one step of `auto`'s undecided mask (the
+//! whole vocabulary checked against the `<tool_call>` trigger).
 //!
 //! `cargo run --release --example structured_bench [-- MODEL.gguf]` (default: models/gemma-3-270m-q4_k_m.gguf)
 
@@ -8,7 +10,9 @@ use std::time::Instant;
 
 use edgellm::host::{GenerateRequest, Host};
 use edgellm::protocol::{parse_request, Kind, RequestLimits};
+use edgellm::generate::TokenFilter;
 use edgellm::structured::{OutputFormat, Vocabulary};
+use edgellm::tools::constraint::ToolConstraint;
 use serde_json::json;
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -65,6 +69,31 @@ fn main() {
         })
         .collect();
     println!("schema compile (6 properties, pattern, enum, nested object): median {:.2} ms of 21", median(compile));
+
+    // Tool calls: the grammar of two functions (a %json each), and auto's undecided mask step.
+    let fns = json!([
+        {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}, "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["city", "unit"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 50}}, "required": ["query"]}}}
+    ]);
+    let tools = parse_request(Kind::Chat, &json!({"messages": [{"role": "user", "content": "x"}], "tools": fns}), RequestLimits::default()).unwrap().gen.tools.unwrap();
+    let compile: Vec<f64> = (0..21)
+        .map(|_| {
+            let t = Instant::now();
+            drop(ToolConstraint::new(&vocab, &tools).unwrap());
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    println!("tool-call grammar compile (2 functions): median {:.2} ms of 21", median(compile));
+    let mut c = ToolConstraint::new(&vocab, &tools).unwrap().unwrap();
+    let mut logits = vec![0f32; tok.vocab_size()];
+    let mask: Vec<f64> = (0..21)
+        .map(|_| {
+            let t = Instant::now();
+            c.filter(&mut logits).unwrap();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    println!("auto's undecided mask (first tokens only): median {:.2} ms of 21", median(mask));
 
     // Decode rates, alternating, the same prompt and token budget; the constrained request's
     // schema keeps it generating (an array of at least 40 strings) so both decode 64 tokens.

@@ -543,14 +543,42 @@ export interface CacheEntry {
 export type TextContentPart = { type: 'text'; text: string };
 
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant' | (string & {});
+  role: 'system' | 'developer' | 'user' | 'assistant' | 'tool' | (string & {});
   content: string | TextContentPart[] | null;
+  /** An assistant message's calls (as a response gave them). */
+  tool_calls?: ChatCompletionMessageToolCall[] | null;
+  /** A tool message: the id of the call it answers (a call of the assistant message before it). */
+  tool_call_id?: string | null;
+}
+
+/** A function the model may call. `parameters`: the JSON Schema of its arguments object (default: no arguments). */
+export interface ChatCompletionTool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean | null };
+}
+
+/** 'auto' (default with tools): text or calls; 'required': calls; a named function: one call of it; 'none': text. */
+export type ChatCompletionToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
+
+/** A call: `arguments` is JSON text valid against the function's `parameters`. */
+export interface ChatCompletionMessageToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** A streamed piece of a call: the first (by `index`) has id, type and name; then `arguments` fragments. */
+export interface ChatCompletionToolCallDelta {
+  index: number;
+  id?: string;
+  type?: 'function';
+  function: { name?: string; arguments: string };
 }
 
 /**
  * The OpenAI parameters, checked by the core's rules (src/protocol/request.rs, the same for
  * `edgellm serve` and the remote route; a Rust test checks these declarations against them).
- * Any other parameter — including OpenAI's `tools`, `logit_bias` with entries — is refused with INVALID_REQUEST, `detail`
+ * Any other parameter — e.g. OpenAI's `logit_bias` with entries, `audio` — is refused with INVALID_REQUEST, `detail`
  * 'unsupported_parameter' or 'unknown_parameter' and `param` naming it: never silently ignored.
  */
 export interface SamplingParams extends RouteParams {
@@ -609,8 +637,14 @@ export type ResponseFormat =
   | { type: 'grammar'; grammar: string };
 
 export interface ChatCompletionCreateParamsBase extends SamplingParams {
-  /** Each message has only `role` and `content` (tool_calls, name: refused). */
+  /** Each message has `role` and `content`, plus `tool_calls` (assistant) or `tool_call_id` (tool); `name` is refused. */
   messages: ChatMessage[];
+  /** 1 to 128 functions the model may call (see README "Tool calls"). */
+  tools?: ChatCompletionTool[] | null;
+  /** Only with tools. 'required' / a named function: the call is produced by constrained decoding. */
+  tool_choice?: ChatCompletionToolChoice | null;
+  /** Only with tools. true: more than one call in one answer; absent or false: one (unlike OpenAI's default, see README). */
+  parallel_tool_calls?: boolean | null;
   /** Informational: the loaded model answers. */
   model?: string;
   /** Only with stream: true. include_usage: one more last chunk, `choices: []` and `usage` (the only chunk with usage). */
@@ -786,8 +820,8 @@ export interface CompletionLogprobs {
   text_offset: number[];
 }
 
-/** 'error': the route's source broke after the first token (see `error`); routed requests only. */
-export type FinishReason = 'stop' | 'length' | 'error';
+/** 'tool_calls': the answer is calls; 'error': the route's source broke after the first token (see `error`); routed requests only. */
+export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'error';
 
 /** Fields routed responses add. */
 export interface Routed {
@@ -802,7 +836,8 @@ export interface ChatCompletion extends Routed {
   model: string;
   choices: Array<{
     index: number;
-    message: { role: 'assistant'; content: string };
+    /** With calls: `tool_calls`, and `content` null unless there was text besides. */
+    message: { role: 'assistant'; content: string | null; tool_calls?: ChatCompletionMessageToolCall[] };
     logprobs: ChatCompletionLogprobs | null;
     finish_reason: FinishReason;
   }>;
@@ -816,7 +851,7 @@ export interface ChatCompletionChunk extends Routed {
   model: string;
   choices: Array<{
     index: number;
-    delta: { role?: 'assistant'; content?: string };
+    delta: { role?: 'assistant'; content?: string; tool_calls?: ChatCompletionToolCallDelta[] };
     /** The entries of the tokens whose text this chunk completes. */
     logprobs: ChatCompletionLogprobs | null;
     finish_reason: FinishReason | null;
@@ -937,6 +972,15 @@ export declare class Engine {
     clear(): Promise<void>;
   };
 }
+
+/**
+ * A `fetch` that answers OpenAI's HTTP API (GET /v1/models, POST /v1/chat/completions and
+ * /v1/completions; JSON or server-sent events) from this engine, nothing sent anywhere: pass it
+ * as the `fetch` option of an OpenAI client (`baseURL` any URL, e.g. 'http://edgellm.local/v1').
+ * Errors are OpenAI's error bodies with the statuses `edgellm serve` uses; the request's signal
+ * cancels the generation.
+ */
+export declare function createOpenAIFetch(engine: Engine): typeof fetch;
 
 /** Starts an engine (a Web Worker in browsers, worker_threads under Node) and waits until it is ready. */
 export declare function createEngine(options?: EngineOptions): Promise<Engine>;

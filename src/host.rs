@@ -186,6 +186,9 @@ pub struct GenerateRequest {
     /// `crate::structured`).
     #[serde(default)]
     pub response_format: Option<crate::structured::OutputFormat>,
+    /// Functions the model may call, and the choice (`crate::tools`).
+    #[serde(default)]
+    pub tools: Option<crate::tools::Tools>,
 }
 
 impl GenerateRequest {
@@ -264,14 +267,38 @@ pub struct GenerateResult {
     /// token excluded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub logprobs: Option<Vec<crate::generate::TokenLogprob>>,
+    /// With `GenerateRequest::tools`: the calls the model made (OpenAI's shape); `text` is then
+    /// the content besides them (empty when the answer is only calls) and `finish_reason`
+    /// "tool_calls".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<crate::tools::ToolCall>>,
+}
+
+/// The token filter of a constrained request.
+enum Filter {
+    /// `response_format`.
+    Format(crate::structured::Constraint),
+    /// `tools` (with a choice that allows calls).
+    Tools(crate::tools::constraint::ToolConstraint),
+}
+
+impl Filter {
+    fn as_dyn(&mut self) -> &mut dyn crate::generate::TokenFilter {
+        match self {
+            Filter::Format(c) => c,
+            Filter::Tools(c) => c,
+        }
+    }
 }
 
 struct Generating {
     driver: Generator,
     started_ms: f64,
     work: WorkMeter,
-    /// The grammar state of a request with a `response_format`.
-    constraint: Option<crate::structured::Constraint>,
+    /// The grammar state of a request with a `response_format` or tools.
+    filter: Option<Filter>,
+    /// With tools: the output read as content and calls.
+    calls: Option<crate::tools::output::CallStream>,
 }
 
 /// The engine as seen by a host. One model at a time, one generation at a time.
@@ -545,7 +572,11 @@ impl Host {
         let prompt = match req.kind.as_deref().unwrap_or(if req.messages.is_some() { "chat" } else { "completion" }) {
             "chat" => {
                 let messages = req.messages.as_deref().filter(|m| !m.is_empty()).ok_or_else(|| HostError::new("INVALID_REQUEST", "messages must be a non-empty list"))?;
-                l.tokenizer.encode_chat_with(messages, true, crate::tokenizer::ContentSpecials::from_opt_in(req.raw_special_tokens))?
+                // Tools, past calls and their results: by the model's template when it renders
+                // them, else by the fallback (`tools::render`).
+                let template = crate::tokenizer::ChatTemplate::for_tokenizer(&l.tokenizer);
+                let (messages, tools) = crate::tools::render::conversation(&template, messages, req.tools.as_ref());
+                template.encode_with_tools(&l.tokenizer, &messages, true, crate::tokenizer::ContentSpecials::from_opt_in(req.raw_special_tokens), tools.as_ref())?
             }
             "completion" => {
                 let prompt = req.prompt.as_deref().ok_or_else(|| HostError::new("INVALID_REQUEST", "prompt is required"))?;
@@ -578,23 +609,30 @@ impl Host {
         if max_tokens == 0 {
             return Err(HostError::new("INVALID_REQUEST", "max_tokens must be at least 1"));
         }
-        let constraint = match &req.response_format {
-            None => None,
-            Some(format) => {
-                if l.vocabulary.is_none() {
-                    let v = crate::structured::Vocabulary::new(&l.tokenizer).map_err(|e| HostError::new("INTERNAL", format!("structured output: {e}")))?;
-                    l.vocabulary = Some(v);
-                }
+        let calling = req.tools.as_ref().filter(|t| t.choice != crate::tools::ToolChoice::None);
+        if (req.response_format.is_some() || calling.is_some()) && l.vocabulary.is_none() {
+            let v = crate::structured::Vocabulary::new(&l.tokenizer).map_err(|e| HostError::new("INTERNAL", format!("structured output: {e}")))?;
+            l.vocabulary = Some(v);
+        }
+        let filter = match (&req.response_format, calling) {
+            (Some(format), _) => {
                 let vocab = l.vocabulary.as_ref().expect("built above");
-                Some(vocab.constraint(format).map_err(|e| HostError::new("INVALID_REQUEST", format!("response_format: the schema cannot be used: {e}")))?)
+                Some(Filter::Format(vocab.constraint(format).map_err(|e| HostError::new("INVALID_REQUEST", format!("response_format: the schema cannot be used: {e}")))?))
             }
+            (None, Some(t)) => {
+                let vocab = l.vocabulary.as_ref().expect("built above");
+                let c = crate::tools::constraint::ToolConstraint::new(vocab, t).map_err(|e| HostError::new("INVALID_REQUEST", format!("tools: a function's parameters schema cannot be used: {e}")))?;
+                c.map(Filter::Tools)
+            }
+            (None, None) => None,
         };
+        let calls = calling.map(|t| crate::tools::output::CallStream::new(t.forced(), crate::tools::call_id_base(&prompt, req.seed.unwrap_or(0))));
         l.session.set_sampler(req.sampler());
         let opts = GenerateOptions { max_tokens, stop: req.stop.clone().unwrap_or_default(), stop_on_eog: true };
         let mut driver = Generator::start(&l.session, &l.tokenizer, prompt, opts)?;
         driver.set_logprobs(req.logprobs);
         let started = GenerateStarted { prompt_tokens: driver.prompt().len(), cached_tokens: driver.cached_tokens(), max_tokens };
-        self.generating = Some(Generating { driver, started_ms: now_ms, work: WorkMeter::default(), constraint });
+        self.generating = Some(Generating { driver, started_ms: now_ms, work: WorkMeter::default(), filter, calls });
         Ok(started)
     }
 
@@ -627,8 +665,19 @@ impl Host {
         if g.driver.prompt_remaining() > 0 {
             return Err(HostError::new("INVALID_REQUEST", "decode_step before the prompt is prefilled"));
         }
-        let filter = g.constraint.as_mut().map(|c| c as &mut dyn crate::generate::TokenFilter);
-        Ok(g.driver.step_with(&mut l.session, &l.tokenizer, filter)?)
+        let filter = g.filter.as_mut().map(Filter::as_dyn);
+        let mut ev = g.driver.step_with(&mut l.session, &l.tokenizer, filter)?;
+        if let Some(calls) = g.calls.as_mut() {
+            let mut r = calls.push(&ev.text);
+            if ev.finish_reason.is_some() {
+                let end = calls.finish();
+                r.content.push_str(&end.content);
+                r.tool_calls.extend(end.tool_calls);
+            }
+            ev.text = r.content;
+            ev.tool_calls = r.tool_calls;
+        }
+        Ok(ev)
     }
 
     /// Ends the generation and returns its text and usage figures.
@@ -640,9 +689,20 @@ impl Host {
         let logprobs = g.driver.is_logprobs().then(|| g.driver.logprobs().to_vec());
         let r = g.driver.into_generation(&l.session);
         let m = &r.metrics;
+        // With tools: the text is the content besides the calls; a call that ended normally
+        // makes the reason "tool_calls" (one cut by max_tokens stays "length", as OpenAI).
+        let (text, tool_calls, finish_reason) = match g.calls {
+            None => (r.text, None, r.finish_reason.as_str()),
+            Some(mut c) => {
+                c.finish();
+                let calls = c.calls().to_vec();
+                let reason = if !calls.is_empty() && r.finish_reason == crate::generate::FinishReason::Stop { "tool_calls" } else { r.finish_reason.as_str() };
+                (c.content().to_string(), (!calls.is_empty()).then_some(calls), reason)
+            }
+        };
         Ok(GenerateResult {
-            text: r.text,
-            finish_reason: r.finish_reason.as_str(),
+            text,
+            finish_reason,
             prompt_tokens: r.prompt_ids.len(),
             cached_tokens: r.cached_tokens,
             completion_tokens: r.ids.len(),
@@ -659,6 +719,7 @@ impl Host {
             kv: l.session.kv_stats(),
             compute,
             logprobs,
+            tool_calls,
         })
     }
 

@@ -27,6 +27,7 @@ pub mod sha256;
 pub mod snapshot;
 pub mod structured;
 pub mod tokenizer;
+pub mod tools;
 pub mod work;
 
 #[cfg(target_arch = "wasm32")]

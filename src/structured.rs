@@ -35,12 +35,16 @@ impl OutputFormat {
             OutputFormat::JsonSchema { schema } => schema.clone(),
             OutputFormat::Grammar { grammar } => return TopLevelGrammar::from_lark(grammar.clone()),
         };
-        // Compact JSON: no free whitespace between tokens (a small model would otherwise fill
-        // the output with it), `, ` and `: ` as separators.
-        if let Some(o) = schema.as_object_mut() {
-            o.entry("x-guidance").or_insert(serde_json::json!({ "whitespace_flexible": false, "item_separator": ", ", "key_separator": ": " }));
-        }
+        compact_schema(&mut schema);
         TopLevelGrammar::from_json_schema(schema)
+    }
+}
+
+/// Compact JSON output for a schema: no free whitespace between tokens (a small model would
+/// otherwise fill the output with it), `, ` and `: ` as separators (llguidance's `x-guidance`).
+pub(crate) fn compact_schema(schema: &mut Value) {
+    if let Some(o) = schema.as_object_mut() {
+        o.entry("x-guidance").or_insert(serde_json::json!({ "whitespace_flexible": false, "item_separator": ", ", "key_separator": ": " }));
     }
 }
 
@@ -76,8 +80,28 @@ impl Vocabulary {
 
     /// A constraint for one request: the grammar compiled (`Err`: the schema is not usable).
     pub fn constraint(&self, format: &OutputFormat) -> Result<Constraint, String> {
+        self.compile(format.grammar())
+    }
+
+    /// A constraint to a grammar in llguidance's Lark syntax (the tool calls' grammar).
+    pub(crate) fn lark(&self, grammar: &str) -> Result<Constraint, String> {
+        self.compile(TopLevelGrammar::from_lark(grammar.to_string()))
+    }
+
+    /// A token's bytes as llguidance sees them (a special token's start with
+    /// `TokTrie::SPECIAL_TOKEN_MARKER`).
+    pub(crate) fn token_bytes(&self, id: u32) -> &[u8] {
+        self.factory.tok_env().tok_trie().token(id)
+    }
+
+    /// Tokens in the vocabulary.
+    pub(crate) fn size(&self) -> usize {
+        self.factory.tok_env().tok_trie().vocab_size()
+    }
+
+    fn compile(&self, grammar: TopLevelGrammar) -> Result<Constraint, String> {
         // A schema llguidance cannot compile is an error here (not a panic: it reports them).
-        let parser = self.factory.create_parser(format.grammar()).map_err(|e| e.to_string())?;
+        let parser = self.factory.create_parser(grammar).map_err(|e| e.to_string())?;
         let m = Matcher::new(Ok(parser));
         if let Some(e) = m.get_error() {
             return Err(e);
@@ -91,9 +115,16 @@ pub struct Constraint {
     m: Matcher,
 }
 
+impl Constraint {
+    /// The tokens the grammar allows next (only the end token once it is complete).
+    pub(crate) fn mask(&mut self) -> Result<llguidance::toktrie::SimpleVob, String> {
+        self.m.compute_mask_or_eos().map_err(|e| e.to_string())
+    }
+}
+
 impl TokenFilter for Constraint {
     fn filter(&mut self, logits: &mut [f32]) -> Result<(), String> {
-        let mask = self.m.compute_mask_or_eos().map_err(|e| e.to_string())?;
+        let mask = self.mask()?;
         for (i, l) in logits.iter_mut().enumerate() {
             if !mask.is_allowed(i as u32) {
                 *l = f32::NEG_INFINITY;

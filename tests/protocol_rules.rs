@@ -47,8 +47,7 @@ fn a_full_request_maps_every_field() {
 #[test]
 fn unsupported_and_unknown_parameters_are_refused_by_name() {
     for (body, code, param) in [
-        (json!({"tools": [{"type": "function", "function": {"name": "f"}}]}), "unsupported_parameter", "tools"),
-        (json!({"tool_choice": "auto"}), "unsupported_parameter", "tool_choice"),
+        (json!({"functions": [{"name": "f"}]}), "unsupported_parameter", "functions"),
         (json!({"logit_bias": {"50256": -100}}), "unsupported_parameter", "logit_bias"),
         (json!({"n": 2}), "unsupported_parameter", "n"),
         (json!({"frobnicate": 1}), "unknown_parameter", "frobnicate"),
@@ -57,9 +56,7 @@ fn unsupported_and_unknown_parameters_are_refused_by_name() {
     ] {
         assert_eq!(refused(chat(body.clone())), (code.to_string(), param.to_string()), "{body}");
     }
-    // Messages carry role and content only: tool_calls / name are not dropped silently.
-    let body = json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": []}]});
-    assert_eq!(refused(body), ("unsupported_parameter".into(), "messages[1].tool_calls".into()));
+    // Messages carry role, content, tool_calls and tool_call_id: name is not dropped silently.
     let body = json!({"messages": [{"role": "user", "content": "hi", "name": "bob"}]});
     assert_eq!(refused(body).1, "messages[0].name");
     // A chat-only parameter on /v1/completions is not one of its parameters.
@@ -187,5 +184,93 @@ fn response_format_is_checked_and_passed_on() {
         (json!({"type": "json_object", "schema": {}}), "response_format.schema"),
     ] {
         assert_eq!(rf(v.clone()).unwrap_err().param, param, "{v}");
+    }
+}
+
+fn weather() -> Value {
+    json!([{"type": "function", "function": {"name": "get_weather", "description": "The weather now",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
+}
+
+#[test]
+fn tools_and_tool_choice_are_checked_and_passed_on() {
+    use edgellm::tools::ToolChoice;
+    let ok = |b: Value| parse_request(Kind::Chat, &chat(b), RequestLimits::default()).unwrap().gen.tools.unwrap();
+    let t = ok(json!({"tools": weather()}));
+    assert_eq!((t.choice.clone(), t.parallel, t.functions[0].name.as_str()), (ToolChoice::Auto, false, "get_weather"));
+    assert!(ok(json!({"tools": weather(), "parallel_tool_calls": true})).parallel);
+    assert_eq!(t.functions[0].parameters["required"], json!(["city"]));
+    for (choice, want) in [(json!("none"), ToolChoice::None), (json!("required"), ToolChoice::Required), (json!({"type": "function", "function": {"name": "get_weather"}}), ToolChoice::Function("get_weather".into()))] {
+        assert_eq!(ok(json!({"tools": weather(), "tool_choice": choice, "parallel_tool_calls": false})).choice, want);
+    }
+    // No parameters: no arguments; a schema without a type is an object's.
+    let t = ok(json!({"tools": [{"type": "function", "function": {"name": "now"}}, {"type": "function", "function": {"name": "f2", "parameters": {"properties": {}}}}]}));
+    assert_eq!(t.functions[0].parameters, json!({"type": "object", "properties": {}, "additionalProperties": false}));
+    assert_eq!(t.functions[1].parameters["type"], "object");
+    for (body, code, param) in [
+        (json!({"tools": []}), "invalid_tools", "tools"),
+        (json!({"tools": {"type": "function"}}), "invalid_tools", "tools"),
+        (json!({"tools": [{"type": "code", "function": {"name": "f"}}]}), "invalid_tools", "tools[0].type"),
+        (json!({"tools": [{"type": "function", "function": {"name": "a b"}}]}), "invalid_tools", "tools[0].function.name"),
+        (json!({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}]}), "invalid_tools", "tools[0].function.parameters"),
+        (json!({"tools": [{"type": "function", "function": {"name": "f", "parameters": []}}]}), "invalid_tools", "tools[0].function.parameters"),
+        (json!({"tools": [{"type": "function", "function": {"name": "f", "x": 1}}]}), "unknown_parameter", "tools[0].function.x"),
+        (json!({"tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}]}), "invalid_tools", "tools[1].function.name"),
+        (json!({"tool_choice": "auto"}), "invalid_tool_choice", "tool_choice"),
+        (json!({"parallel_tool_calls": true}), "invalid_value", "parallel_tool_calls"),
+        (json!({"tools": weather(), "tool_choice": "always"}), "invalid_tool_choice", "tool_choice"),
+        (json!({"tools": weather(), "tool_choice": {"type": "function", "function": {"name": "nope"}}}), "unknown_tool", "tool_choice.function.name"),
+        (json!({"tools": weather(), "tool_choice": {"type": "function"}}), "invalid_tool_choice", "tool_choice"),
+        (json!({"tools": weather(), "parallel_tool_calls": "yes"}), "invalid_value", "parallel_tool_calls"),
+        (json!({"tools": weather(), "response_format": {"type": "json_object"}}), "unsupported_parameter", "response_format"),
+    ] {
+        assert_eq!(refused(chat(body.clone())), (code.to_string(), param.to_string()), "{body}");
+    }
+    // With 'none', a response_format is fine (no call can come).
+    assert_eq!(ok(json!({"tools": weather(), "tool_choice": "none", "response_format": {"type": "json_object"}})).choice, ToolChoice::None);
+    // Tools are chat's.
+    let e = parse_request(Kind::Completion, &json!({"prompt": "x", "tools": weather()}), RequestLimits::default()).unwrap_err();
+    assert_eq!((e.code, e.param.as_str()), ("unknown_parameter", "tools"));
+}
+
+#[test]
+fn tool_turns_in_the_history_are_checked() {
+    let call = json!({"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}});
+    let conv = |assistant: Value, tool: Value| json!({"messages": [{"role": "user", "content": "Weather?"}, assistant, tool]});
+    let good = conv(json!({"role": "assistant", "content": null, "tool_calls": [call]}), json!({"role": "tool", "tool_call_id": "call_1", "content": "21 C"}));
+    let r = parse_request(Kind::Chat, &good, RequestLimits::default()).unwrap();
+    let m = r.gen.messages.unwrap();
+    assert_eq!(m[1].tool_calls[0].function.name, "get_weather");
+    assert_eq!(m[1].tool_calls[0].function.arguments, "{\"city\": \"Paris\"}");
+    assert_eq!((m[2].role.as_str(), m[2].tool_call_id.as_deref(), m[2].content.as_str()), ("tool", Some("call_1"), "21 C"));
+    for (body, code, param) in [
+        (conv(json!({"role": "assistant", "content": "x"}), json!({"role": "tool", "tool_call_id": "call_1", "content": "r"})), "unmatched_tool_message", "messages[2].tool_call_id"),
+        (conv(json!({"role": "assistant", "tool_calls": [call]}), json!({"role": "tool", "tool_call_id": "call_9", "content": "r"})), "unmatched_tool_message", "messages[2].tool_call_id"),
+        (conv(json!({"role": "assistant", "tool_calls": [call]}), json!({"role": "tool", "content": "r"})), "unmatched_tool_message", "messages[2].tool_call_id"),
+        (conv(json!({"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {}}}]}), json!({"role": "user", "content": "r"})), "invalid_tool_calls", "messages[1].tool_calls[0]"),
+        (conv(json!({"role": "assistant", "tool_calls": {}}), json!({"role": "user", "content": "r"})), "invalid_tool_calls", "messages[1].tool_calls"),
+        (conv(json!({"role": "user", "content": "x", "tool_calls": [call]}), json!({"role": "user", "content": "r"})), "invalid_tool_calls", "messages[1].tool_calls"),
+        (conv(json!({"role": "assistant", "tool_calls": [call]}), json!({"role": "tool", "tool_call_id": 7, "content": "r"})), "invalid_messages", "messages[2].tool_call_id"),
+    ] {
+        assert_eq!(refused(body.clone()), (code.to_string(), param.to_string()), "{body}");
+    }
+    // A call is answered once.
+    let twice = json!({"messages": [{"role": "user", "content": "W?"}, {"role": "assistant", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "a"}, {"role": "tool", "tool_call_id": "call_1", "content": "b"}]});
+    assert_eq!(refused(twice).0, "unmatched_tool_message");
+}
+
+#[test]
+fn the_package_readme_documents_every_accepted_parameter() {
+    // pkg/README.md's parameter table (its rows start with the parameter names in backquotes):
+    // every parameter the core accepts has a row; no row names a parameter it refuses.
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/pkg/README.md")).unwrap();
+    let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `")).map(|l| l.split(" | ").next().unwrap()).collect();
+    let named = |n: &str| rows.iter().any(|r| r.contains(&format!("`{n}`")) || r.contains(&format!("`{n}.")));
+    for p in PARAMETERS {
+        match p.rule {
+            Rule::Unsupported(_) => assert!(!named(p.name), "pkg/README.md lists {}, which the core refuses", p.name),
+            _ => assert!(named(p.name), "pkg/README.md's parameter table has no row for {}", p.name),
+        }
     }
 }

@@ -196,9 +196,12 @@ fn typed_errors_for_bad_requests_and_limits() {
     check(post("/v1/completions", b"{\"prompt\": \"x\", \"temperature\": \"hot\"}"), 400, "invalid_value");
     check(post("/v1/completions", b"{\"prompt\": \"x\", \"n\": 2}"), 400, "unsupported_parameter");
     // Parameters the engine does not implement, or that nobody defines, are named (`param`).
+    let r = post("/v1/chat/completions", br#"{"messages": [{"role": "user", "content": "x"}], "functions": []}"#);
+    assert_eq!(r.json()["error"]["param"], "functions");
+    check(r, 400, "unsupported_parameter");
     let r = post("/v1/chat/completions", br#"{"messages": [{"role": "user", "content": "x"}], "tools": []}"#);
     assert_eq!(r.json()["error"]["param"], "tools");
-    check(r, 400, "unsupported_parameter");
+    check(r, 400, "invalid_tools");
     let r = post("/v1/completions", br#"{"prompt": "x", "frobnicate": 1}"#);
     assert_eq!(r.json()["error"]["param"], "frobnicate");
     check(r, 400, "unknown_parameter");

@@ -9,15 +9,7 @@ use edgellm::protocol::{parse_request, Kind, RequestLimits};
 use serde_json::{json, Value};
 
 fn host() -> Option<Host> {
-    let path = common::real_model()?;
-    let bytes = std::fs::read(path).unwrap();
-    let mut h = Host::new();
-    h.load_begin(bytes.len() as u64, None);
-    for c in bytes.chunks(8 << 20) {
-        h.load_push(c).unwrap();
-    }
-    h.load_finish().unwrap();
-    Some(h)
+    Some(common::load_host(&common::real_model()?))
 }
 
 /// The request an OpenAI body becomes (the protocol's rules applied).

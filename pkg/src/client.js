@@ -66,32 +66,12 @@ function energyOptions(e) {
   return { ...e };
 }
 
-function usageOf(r, pressure) {
-  const usage = {
-    prompt_tokens: r.prompt_tokens,
-    completion_tokens: r.completion_tokens,
-    total_tokens: r.prompt_tokens + r.completion_tokens,
-    // OpenAI's field: prompt tokens the engine's KV cache already held from the previous
-    // request (the earlier turns of the conversation), not prefilled again.
-    prompt_tokens_details: { cached_tokens: r.cached_tokens ?? 0 },
-    ttft_ms: r.ttft_ms,
-    tpot_ms: r.tpot_ms,
-    prefill_tokens_per_s: r.prefill_tokens_per_s,
-    decode_tokens_per_s: r.decode_tokens_per_s,
-  };
-  // Decode memory traffic: weights one decode step reads, K/V the last one read, mean bytes per
-  // step (weights + K/V) and the achieved bandwidth (decode_bytes_per_token × decode tok/s / 1e9).
-  for (const k of ['decode_weight_bytes_per_token', 'decode_kv_bytes_last_token', 'decode_bytes_per_token', 'decode_gb_s']) {
-    if (r[k] !== undefined) usage[k] = r[k];
-  }
-  // The KV cache at the end of the generation: tokens_held, evicted, bytes, budget_bytes, ...
-  if (r.kv) usage.kv = r.kv;
-  // The memory ledger's snapshot at the end of the request (local runs).
-  if (r.memory) usage.memory = r.memory;
-  // edgellm's extension, in one sub-object so OpenAI's fields stay exactly OpenAI's: CPU time
-  // per phase and the energy estimate (src/work.rs), decode speed per window (sustained.js)
-  // and the compute pressure seen during the request (device-signals.js).
-  if (r.compute) usage.compute = { ...r.compute, sustained: r.sustained ?? null, pressure: pressure ?? { state: 'unknown', last: 'unknown' } };
+/**
+ * The compute pressure seen during a local request, into the core's usage (the one part of it
+ * only the main thread knows: device-signals.js).
+ */
+function withPressure(usage, pressure) {
+  if (usage && usage.compute) usage.compute.pressure = pressure ?? { state: 'unknown', last: 'unknown' };
   return usage;
 }
 
@@ -718,21 +698,25 @@ export class Engine {
     await this.#ensureModel();
     if (signal && signal.aborted) throw abortedError('generation');
 
-    const id = randomId(kind === 'chat' ? 'chatcmpl-' : 'cmpl-');
-    const created = Math.floor(Date.now() / 1000);
-    const model = (this.model && this.model.name) || 'edgellm';
-    const object = kind === 'chat' ? 'chat.completion' : 'text_completion';
-    const chunkObject = kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
-    const msg = { type: Req.GENERATE, request, sustained: this.#sustained };
+    // The response's envelope; the objects themselves are built by the core in the worker
+    // (src/protocol/response.rs, as edgellm serve builds them).
+    const envelope = {
+      kind,
+      id: randomId(kind === 'chat' ? 'chatcmpl-' : 'cmpl-'),
+      created: Math.floor(Date.now() / 1000),
+      model: (this.model && this.model.name) || 'edgellm',
+      prompt_chars: kind === 'completion' ? [...(request.prompt || '')].length : 0,
+    };
+    const msg = { type: Req.GENERATE, request, sustained: this.#sustained, openai: { envelope, stream: streamed, include_usage: includeUsage } };
     // The compute pressure seen while this request runs (the worst state), for usage.compute.
     const seen = this.#device.pressure.track();
     const finish = (r) => {
-      const usage = usageOf(r, seen.end());
+      const pressure = seen.end();
       if (r.sustained && r.sustained.long) {
         this.#lastLong = r.sustained;
         this.#lastLongAt = performance.now();
       }
-      return usage;
+      return pressure;
     };
     const onSustained = (ev) => {
       if (ev.type === Ev.SUSTAINED) this.#emit('pressure', { reason: 'window', state: this.#device.pressure.state, sustained: ev.sustained });
@@ -746,11 +730,9 @@ export class Engine {
         seen.end();
         throw e;
       }
-      const choice =
-        kind === 'chat'
-          ? { index: 0, message: { role: 'assistant', content: r.text }, logprobs: r.logprobs ?? null, finish_reason: r.finish_reason }
-          : { index: 0, text: r.text, logprobs: r.logprobs ?? null, finish_reason: r.finish_reason };
-      return { id, object, created, model, choices: [choice], usage: finish(r) };
+      const response = r.openai.response;
+      withPressure(response.usage, finish(r));
+      return response;
     }
 
     // Streaming: resolve once the worker has accepted the request (tokenized the prompt), like
@@ -761,29 +743,27 @@ export class Engine {
     const stream = new CompletionStream(() => {
       if (opId !== null) this.#abortOp(opId, abortedError('generation'));
     });
-    const chunk = (delta, finish_reason, logprobs = null) => {
-      const choice = kind === 'chat' ? { index: 0, delta, logprobs, finish_reason } : { index: 0, text: delta.content || '', logprobs, finish_reason };
-      return { id, object: chunkObject, created, model, choices: [choice] };
-    };
     return new Promise((resolve, reject) => {
       let started = false;
       const onEvent = (ev) => {
         if (ev.type === Ev.STARTED) {
           started = true;
-          if (kind === 'chat') stream._push(chunk({ role: 'assistant', content: '' }, null));
+          if (ev.chunk) stream._push(ev.chunk);
           resolve(stream);
-        } else if (ev.type === Ev.TOKEN && (ev.text || ev.logprobs)) {
-          stream._push(chunk({ content: ev.text }, null, ev.logprobs ?? null));
+        } else if (ev.type === Ev.TOKEN) {
+          if (ev.chunk) stream._push(ev.chunk);
         } else onSustained(ev);
       };
       opId = nextId();
       const p = this.#send(worker, msg, onEvent, 0, signal, opId);
       p.then(
         (r) => {
-          // OpenAI's shape: usage only with include_usage, on one more chunk with no choices.
-          const usage = finish(r);
-          stream._push(chunk({}, r.finish_reason));
-          if (includeUsage) stream._push({ id, object: chunkObject, created, model, choices: [], usage });
+          // The finish chunk, and with include_usage one more with choices: [] and usage (as OpenAI).
+          const pressure = finish(r);
+          for (const c of r.openai.chunks) {
+            if (c.usage) withPressure(c.usage, pressure);
+            stream._push(c);
+          }
           stream._end();
         },
         (e) => {

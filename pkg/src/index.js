@@ -8,9 +8,10 @@
 import { Engine, CompletionStream } from './client.js';
 import { EdgeLLMError, ErrorCode } from './errors.js';
 import { defaultMemoryBudget } from './memory.js';
+import { createOpenAIFetch } from './openai-fetch.js';
 import { spawnBrowserWorker, resolveWasmUrl } from './worker-url.js';
 
-export { Engine, CompletionStream, EdgeLLMError, ErrorCode, defaultMemoryBudget };
+export { Engine, CompletionStream, EdgeLLMError, ErrorCode, defaultMemoryBudget, createOpenAIFetch };
 
 function normalizeSource(source) {
   if (typeof Blob !== 'undefined' && source instanceof Blob) return { kind: 'blob', blob: source, name: source.name };

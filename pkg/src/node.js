@@ -9,9 +9,10 @@ import { fileURLToPath } from 'node:url';
 import { Engine, CompletionStream } from './client.js';
 import { EdgeLLMError, ErrorCode } from './errors.js';
 import { defaultMemoryBudget } from './memory.js';
+import { createOpenAIFetch } from './openai-fetch.js';
 import { wasmUrlOption } from './tier.js';
 
-export { Engine, CompletionStream, EdgeLLMError, ErrorCode, defaultMemoryBudget };
+export { Engine, CompletionStream, EdgeLLMError, ErrorCode, defaultMemoryBudget, createOpenAIFetch };
 
 function normalizeSource(source) {
   if (typeof Blob !== 'undefined' && source instanceof Blob) return { kind: 'blob', blob: source, name: source.name };

@@ -35,8 +35,14 @@
 //  kv?: KvOptions|null, progressIntervalMs: number}
 //     → progress* → result ModelInfo      (budget: most bytes of weights; checked from the header;
 //                                          kv: the session's KV cache, null = plain context)
-// {type:'generate', id, request: GenerateRequest, sustained?: {window_ms, throttle_fraction}}
+// {type:'generate', id, request: GenerateRequest, sustained?: {window_ms, throttle_fraction},
+//  openai: {envelope: {kind, id, created, model, prompt_chars}, stream: boolean, include_usage: boolean}}
 //     → started → token* (sustained*) → result GenerateResult
+//     OpenAI's objects are built by the core (src/protocol/response.rs, as edgellm serve builds
+//     them): with stream, `started.chunk` (chat: the role chunk), `token.chunk` (a step's text,
+//     logprobs and delta.tool_calls) and `result.openai.chunks` (the finish chunk, then with
+//     include_usage the usage chunk); without, `result.openai.response`. Their usage is the
+//     core's plus kv, memory and compute.sustained (the client adds compute.pressure).
 //     GenerateResult.compute: CPU time per phase (the busy wall time inside the wasm calls) and
 //     the energy estimate under init's `energy` (src/work.rs); .sustained: sustained.js summary.
 // {type:'parse', id, kind: 'chat'|'completion', params: string}   (answered at once, not queued)
@@ -69,12 +75,12 @@
 // {type:'progress', id, phase: 'download'|'cache'|'file', loaded: number, total: number|null}
 //     `loaded` never decreases within a phase; the last event of a phase has loaded === total.
 //     A corrupt cache entry ends phase 'cache' early and the load continues with 'download'.
-// {type:'started', id, prompt_tokens: number, cached_tokens: number}  (cached: already in the KV cache)
-// {type:'token', id, text: string, token: number|null, logprobs?: object}
+// {type:'started', id, prompt_tokens: number, cached_tokens: number, chunk?: object}  (cached: already in the KV cache)
+// {type:'token', id, text: string, token: number|null, chunk?: object}
 //     `text` is the decoded delta (may be '' while a UTF-8 sequence or a possible stop string is
-//     held back); `token` is null on a last event that only flushes held-back text. `logprobs`
-//     (with the request's logprobs): OpenAI's logprobs object for the tokens whose text this
-//     event completes; the result's `logprobs` holds all of them (see src/protocol/response.rs).
+//     held back; with tools, only the content besides the calls); `token` is null on a last
+//     event that only flushes held-back text. `chunk` (streamed requests): the OpenAI chunk of
+//     this step, when it has something to send (text, logprobs, delta.tool_calls).
 // {type:'result', id, value}
 // {type:'error', id, error: ErrorPayload, fatal?: true}
 // {type:'log', level: 'debug'|'info'|'warn'|'error', message: string}
@@ -113,8 +119,8 @@
  *   kind:'chat'|'completion', messages?:{role:string, content:string}[], prompt?:string,
  *   max_tokens?:number, temperature?:number, top_p?:number, top_k?:number, min_p?:number,
  *   repetition_penalty?:number, presence_penalty?:number, frequency_penalty?:number,
- *   seed?:number, stop?:string[]
- * }} GenerateRequest
+ *   seed?:number, stop?:string[], logprobs?:number, response_format?:object, tools?:object
+ * }} GenerateRequest            (what src/protocol's parse_request builds: pass it on, never build it by hand)
  * @typedef {{
  *   text:string, finish_reason:'stop'|'length', prompt_tokens:number, cached_tokens:number,
  *   completion_tokens:number,

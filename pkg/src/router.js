@@ -41,6 +41,19 @@ function mergeLogprobs(a, b) {
   return out;
 }
 
+/**
+ * Streamed `delta.tool_calls` pieces gathered into `message.tool_calls` (OpenAI's rule: the
+ * first piece of a call, by `index`, has its id, type and name; later ones add `arguments`).
+ */
+function mergeToolCalls(calls, deltas) {
+  for (const d of deltas) {
+    const f = d.function || {};
+    if (!calls[d.index]) calls[d.index] = { id: d.id, type: d.type || 'function', function: { name: f.name, arguments: '' } };
+    calls[d.index].function.arguments += f.arguments || '';
+  }
+  return calls;
+}
+
 /** FNV-1a over a string: a compact conversation key. */
 function hash(s) {
   let h = 0x811c9dc5;
@@ -63,7 +76,7 @@ function conversationKey(kind, params, id) {
 
 function hasOutput(chunk) {
   const cs = (chunk && chunk.choices) || [];
-  return cs.some((c) => c && (c.finish_reason || (c.delta && c.delta.content) || c.text));
+  return cs.some((c) => c && (c.finish_reason || (c.delta && (c.delta.content || c.delta.tool_calls)) || c.text));
 }
 
 function promptChars(kind, p) {
@@ -332,7 +345,7 @@ export class Router {
         return null;
       }
       if (c && c.usage) usage = c.usage;
-      if (c && (c.choices || []).some((x) => x && ((x.delta && x.delta.content) || x.text))) {
+      if (c && (c.choices || []).some((x) => x && ((x.delta && (x.delta.content || x.delta.tool_calls)) || x.text))) {
         outputs++;
         lastOutputAt = at;
         if (meter) meter.token(at);
@@ -419,6 +432,7 @@ export class Router {
   async #collect(run, ctx) {
     const kind = ctx.kind;
     let text = '';
+    let calls = []; // delta.tool_calls gathered
     let logprobs = null; // the chunks' logprobs objects, their arrays concatenated
     let finish = null;
     let usage = null;
@@ -431,6 +445,7 @@ export class Router {
           if (!meta) meta = { id: c.id, created: c.created, model: c.model };
           for (const ch of c.choices || []) {
             text += (ch.delta ? ch.delta.content : ch.text) || '';
+            if (ch.delta && ch.delta.tool_calls) calls = mergeToolCalls(calls, ch.delta.tool_calls);
             if (ch.finish_reason) finish = ch.finish_reason;
             if (ch.logprobs) logprobs = mergeLogprobs(logprobs, ch.logprobs);
           }
@@ -449,9 +464,11 @@ export class Router {
       throw e;
     }
     const m = meta || {};
+    const message = { role: 'assistant', content: text };
+    if (calls.length) Object.assign(message, { content: text || null, tool_calls: calls });
     const choice =
       kind === 'chat'
-        ? { index: 0, message: { role: 'assistant', content: text }, logprobs, finish_reason: finish || 'stop' }
+        ? { index: 0, message, logprobs, finish_reason: finish || 'stop' }
         : { index: 0, text, logprobs, finish_reason: finish || 'stop' };
     const r = { id: m.id, object: kind === 'chat' ? 'chat.completion' : 'text_completion', created: m.created, model: m.model, choices: [choice], usage, route: ctx.route };
     if (error) r.error = error;

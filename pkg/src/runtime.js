@@ -507,13 +507,15 @@ export class Runtime {
     if (!this.model) throw new EdgeLLMError(ErrorCode.MODEL_NOT_LOADED, 'no model is loaded: call engine.load() first');
     const id = msg.id;
     const begin = this.#json(() => this.engine.generate_begin(JSON.stringify(msg.request)));
-    // Log probabilities in OpenAI's shape for the request's endpoint (the core's, src/protocol);
-    // completions count text_offset in characters from the start of the prompt.
-    const kind = msg.request.kind || (msg.request.messages ? 'chat' : 'completion');
-    const promptChars = kind === 'completion' ? [...(msg.request.prompt || '')].length : 0;
-    let offset = promptChars;
-    const shape = (entries, at) => this.#json(() => this.bindings.openai_logprobs(kind, JSON.stringify(entries), at));
-    this.env.post({ type: Ev.STARTED, id, prompt_tokens: begin.prompt_tokens, cached_tokens: begin.cached_tokens });
+    // OpenAI's response, chunks and usage are the core's (src/protocol/response.rs, the same as
+    // edgellm serve's): `msg.openai` = {envelope: {kind, id, created, model, prompt_chars},
+    // stream, include_usage}.
+    const oa = msg.openai;
+    const envelope = JSON.stringify(oa.envelope);
+    const chunks = oa.stream ? this.#call(() => new this.bindings.OpenAiStream(envelope, !!oa.include_usage)) : null;
+    const parse = (s) => (s === undefined || s === null ? undefined : JSON.parse(s));
+    const first = chunks ? parse(this.#call(() => chunks.start())) : undefined;
+    this.env.post({ type: Ev.STARTED, id, prompt_tokens: begin.prompt_tokens, cached_tokens: begin.cached_tokens, ...(first ? { chunk: first } : {}) });
     let active = true;
     // Decode speed per time window (sustained.js), measured here where the tokens are made.
     const windows = new DecodeWindows(msg.sustained || {});
@@ -535,22 +537,30 @@ export class Runtime {
         if (signal.aborted) throw abortedError('generation');
         const ev = this.#json(() => this.engine.decode_step());
         this.#pollMemory();
-        const lp = ev.logprobs && ev.logprobs.length ? shape(ev.logprobs, offset) : undefined;
-        if (lp) offset += ev.logprobs.reduce((n, e) => n + [...e.token].length, 0);
-        if ((ev.token !== null && ev.token !== undefined) || ev.text || lp) this.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token ?? null, ...(lp ? { logprobs: lp } : {}) });
+        const chunk = chunks ? parse(this.#call(() => chunks.step(JSON.stringify({ text: ev.text || '', logprobs: ev.logprobs || [], tool_calls: ev.tool_calls || [] })))) : undefined;
+        if ((ev.token !== null && ev.token !== undefined) || chunk) this.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token ?? null, ...(chunk ? { chunk } : {}) });
         if (ev.token !== null && ev.token !== undefined && windows.token(now()) !== null) this.env.post({ type: Ev.SUSTAINED, id, sustained: windows.summary() });
         if (ev.finish_reason) break;
         this.#faultPoint('decode'); // after the token went out: a crash here loses nothing emitted
         if (delay && ++steps > delay.after_tokens) await new Promise((r) => setTimeout(r, delay.ms));
       }
-      const result = this.#json(() => this.engine.generate_end());
+      const raw = this.#call(() => this.engine.generate_end());
+      const result = JSON.parse(raw);
       result.sustained = windows.summary();
-      if (result.logprobs) result.logprobs = shape(result.logprobs, promptChars);
       active = false;
       this.#postMemory('request');
       if (this.lastMemory) result.memory = this.lastMemory;
+      // The core's usage plus what only a local run has: the KV cache, the memory ledger and the
+      // decode speed per window (usage.compute.sustained; the client adds the compute pressure).
+      const usage = this.#json(() => this.bindings.openai_usage(raw));
+      usage.kv = result.kv;
+      if (result.memory) usage.memory = result.memory;
+      if (usage.compute) usage.compute.sustained = result.sustained;
+      const u = JSON.stringify(usage);
+      result.openai = chunks ? { chunks: this.#json(() => chunks.end(result.finish_reason, u)) } : { response: this.#json(() => this.bindings.openai_completion(envelope, raw, u)) };
       return result;
     } finally {
+      if (chunks && !this.dead) chunks.free();
       // A failed or aborted generation reports the ledger too.
       if (active && !this.dead) this.#postMemory('request');
       if (active && !this.dead) {

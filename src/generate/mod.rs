@@ -103,6 +103,10 @@ pub struct StepEvent {
     /// carries what is left). An end-of-generation token has none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub logprobs: Vec<TokenLogprob>,
+    /// With tools (set by the host, `crate::tools::output`): the `delta.tool_calls` pieces this
+    /// step completes; `text` is then only the content besides the calls.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<crate::tools::ToolCallDelta>,
 }
 
 /// Constrained decoding's hook (`crate::structured::Constraint`): `filter` masks the tokens
@@ -238,7 +242,7 @@ impl Generator {
     /// stay those of the model's distribution (taken before the mask).
     pub fn step_with(&mut self, session: &mut Session, tok: &Tokenizer, mut filter: Option<&mut dyn TokenFilter>) -> Result<StepEvent, EngineError> {
         if let Some(f) = self.finish {
-            return Ok(StepEvent { token: None, text: String::new(), finish_reason: Some(f), logprobs: Vec::new() });
+            return Ok(StepEvent { token: None, text: String::new(), finish_reason: Some(f), logprobs: Vec::new(), tool_calls: Vec::new() });
         }
         if self.prefilled < self.prompt.len() {
             return Err(EngineError::NothingToDecode);
@@ -255,11 +259,11 @@ impl Generator {
                 if want_raw {
                     raw.extend_from_slice(logits);
                 }
-                f.filter(logits).map_err(|e| EngineError::from(ModelError::BadRequest(format!("response_format: {e}"))))
+                f.filter(logits).map_err(|e| EngineError::from(ModelError::BadRequest(format!("constrained decoding: {e}"))))
             })?,
         };
         if let Some(f) = filter {
-            f.accept(id).map_err(|e| EngineError::from(ModelError::BadRequest(format!("response_format: {e}"))))?;
+            f.accept(id).map_err(|e| EngineError::from(ModelError::BadRequest(format!("constrained decoding: {e}"))))?;
         }
         self.ids.push(id);
         let eog = self.opts.stop_on_eog && tok.is_eog(id);
@@ -290,7 +294,7 @@ impl Generator {
     /// A step's event: pending log probabilities go out with text, or with the end.
     fn event(&mut self, token: Option<u32>, text: String) -> StepEvent {
         let logprobs = if !text.is_empty() || self.finish.is_some() { std::mem::take(&mut self.logprobs_pending) } else { Vec::new() };
-        StepEvent { token, text, finish_reason: self.finish, logprobs }
+        StepEvent { token, text, finish_reason: self.finish, logprobs, tool_calls: Vec::new() }
     }
 
     /// Ends the generation here (`Aborted`): the text is what was returned so far.

@@ -6,7 +6,8 @@
 pub mod error;
 pub mod request;
 pub mod response;
+pub mod tools;
 
 pub use error::ProtocolError;
-pub use response::logprobs_json;
+pub use response::{logprobs_json, usage, ChunkStream, Envelope};
 pub use request::{parse_request, parse_request_json, Kind, OpenAiRequest, Param, RequestLimits, Rule, On, MAX_STOP, PARAMETERS};

@@ -77,7 +77,7 @@ const fn p(name: &'static str, on: On, rule: Rule, doc: &'static str) -> Param {
 const NEW_TOKENS: Rule = Rule::Integer(1, MAX_NEW_TOKENS as i128);
 const PENALTY: Rule = Rule::Number(-2.0, 2.0);
 const REPEAT: Rule = Rule::Number(0.0, 10.0);
-const NO_TOOLS: &str = "tool calls are not supported by this engine yet";
+const OLD_FUNCTIONS: &str = "the deprecated functions API is not supported: use tools and tool_choice";
 
 /// Most `stop` sequences (OpenAI's limit).
 pub const MAX_STOP: usize = 4;
@@ -109,11 +109,11 @@ pub const PARAMETERS: &[Param] = &[
     p("logprobs", On::Both, Rule::Shaped, "chat: a boolean; completions: an integer in [0, 5], the alternatives per token"),
     p("top_logprobs", On::Chat, Rule::Integer(0, MAX_TOP_LOGPROBS as i128), "alternatives per token, in [0, 20] (needs logprobs: true)"),
     p("response_format", On::Both, Rule::Shaped, "{type: 'text' | 'json_object' | 'json_schema' | 'grammar' (extension: Lark)}: constrained decoding"),
-    p("tools", On::Chat, Rule::Unsupported(NO_TOOLS), ""),
-    p("tool_choice", On::Chat, Rule::Unsupported(NO_TOOLS), ""),
-    p("parallel_tool_calls", On::Chat, Rule::Unsupported(NO_TOOLS), ""),
-    p("functions", On::Chat, Rule::Unsupported(NO_TOOLS), ""),
-    p("function_call", On::Chat, Rule::Unsupported(NO_TOOLS), ""),
+    p("tools", On::Chat, Rule::Shaped, "1 to 128 {type: 'function', function: {name, description, parameters, strict}}: functions the model may call (parameters: the JSON Schema of an arguments object)"),
+    p("tool_choice", On::Chat, Rule::Shaped, "'none' | 'auto' (default) | 'required' | {type: 'function', function: {name}}; with required or a name the call is produced by constrained decoding (only with tools)"),
+    p("parallel_tool_calls", On::Chat, Rule::Shaped, "true: more than one call in one answer (default: one; only with tools)"),
+    p("functions", On::Chat, Rule::Unsupported(OLD_FUNCTIONS), ""),
+    p("function_call", On::Chat, Rule::Unsupported(OLD_FUNCTIONS), ""),
     p("echo", On::Completion, Rule::Unsupported("echoing the prompt is not supported"), ""),
     p("best_of", On::Completion, Rule::Unsupported("only one candidate is generated per request"), ""),
     p("suffix", On::Completion, Rule::Unsupported("insertion (suffix) is not supported"), ""),
@@ -127,7 +127,7 @@ pub const PARAMETERS: &[Param] = &[
 ];
 
 /// The fields a chat message may have.
-const MESSAGE_FIELDS: &[&str] = &["role", "content"];
+const MESSAGE_FIELDS: &[&str] = &["role", "content", "tool_calls", "tool_call_id"];
 
 /// Limits a host adds to the rules (the server's `--max-tokens`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -249,11 +249,20 @@ fn messages(o: &Map<String, Value>) -> Result<Vec<ChatMessage>, ProtocolError> {
     for (i, m) in msgs.iter().enumerate() {
         let m = m.as_object().ok_or_else(|| bad(format!("messages[{i}]"), format!("messages[{i}] must be an object")))?;
         if let Some(k) = m.keys().find(|k| !MESSAGE_FIELDS.contains(&k.as_str()) && !m[k.as_str()].is_null()) {
-            let why = if matches!(k.as_str(), "tool_calls" | "tool_call_id" | "function_call") { NO_TOOLS } else { "messages have only role and content here" };
+            let why = if k == "function_call" { OLD_FUNCTIONS } else { "messages have only role, content, tool_calls and tool_call_id here" };
             return Err(ProtocolError::unsupported(format!("messages[{i}].{k}"), format!("messages[{i}].{k} is not supported: {why}")));
         }
         let role = m.get("role").and_then(Value::as_str).ok_or_else(|| bad(format!("messages[{i}].role"), format!("messages[{i}].role must be a string")))?;
-        out.push(ChatMessage::new(role, &content_text(m.get("content"), i)?));
+        let mut msg = ChatMessage::new(role, &content_text(m.get("content"), i)?);
+        if let Some(c) = get(m, "tool_calls") {
+            msg.tool_calls = super::tools::message_calls(c, i)?;
+        }
+        match get(m, "tool_call_id") {
+            None => {}
+            Some(Value::String(id)) => msg.tool_call_id = Some(id.clone()),
+            Some(v) => return Err(bad(format!("messages[{i}].tool_call_id"), format!("messages[{i}].tool_call_id must be a string, got {v}"))),
+        }
+        out.push(msg);
     }
     Ok(out)
 }
@@ -403,7 +412,10 @@ pub fn parse_request(kind: Kind, body: &Value, limits: RequestLimits) -> Result<
     match kind {
         Kind::Chat => {
             gen.kind = Some("chat".into());
-            gen.messages = Some(messages(o)?);
+            let m = messages(o)?;
+            super::tools::check_turns(&m)?;
+            gen.messages = Some(m);
+            gen.tools = super::tools::tools(o)?;
         }
         Kind::Completion => {
             gen.kind = Some("completion".into());
@@ -442,6 +454,9 @@ pub fn parse_request(kind: Kind, body: &Value, limits: RequestLimits) -> Result<
     check_metadata(o)?;
     gen.logprobs = logprobs(kind, o)?;
     gen.response_format = response_format(o)?;
+    if gen.response_format.is_some() && gen.tools.as_ref().is_some_and(|t| t.choice != crate::tools::ToolChoice::None) {
+        return Err(ProtocolError::unsupported("response_format", "response_format together with tools is not supported (unless tool_choice is 'none')"));
+    }
     let stream = boolean(o, "stream")?.unwrap_or(false);
     let include_usage = include_usage(o, stream)?;
     Ok(OpenAiRequest { kind, gen, stream, include_usage })

@@ -33,7 +33,7 @@ use crate::metrics::native_clock;
 pub enum Event {
     Started { prompt_tokens: usize },
     /// Text that became final, with the log probabilities of the tokens it completes (when asked).
-    Text { text: String, logprobs: Vec<TokenLogprob> },
+    Text { text: String, logprobs: Vec<TokenLogprob>, tool_calls: Vec<crate::tools::ToolCallDelta> },
     Done { result: GenerateResult, queue_ms: f64 },
     Failed(ApiError),
 }
@@ -212,8 +212,8 @@ fn run(host: &mut Host, job: &Job) -> Outcome {
             Ok(ev) => ev,
             Err(e) => return fail(host, ApiError::from_host(&e)),
         };
-        if !ev.text.is_empty() || !ev.logprobs.is_empty() {
-            let _ = tx.send(Event::Text { text: ev.text, logprobs: ev.logprobs });
+        if !ev.text.is_empty() || !ev.logprobs.is_empty() || !ev.tool_calls.is_empty() {
+            let _ = tx.send(Event::Text { text: ev.text, logprobs: ev.logprobs, tool_calls: ev.tool_calls });
         }
         if ev.finish_reason.is_some() {
             break;

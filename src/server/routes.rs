@@ -217,7 +217,7 @@ async fn completion(st: &State, kind: Kind, req: Request<Incoming>) -> Result<Re
             Some(Event::Started { .. }) | Some(Event::Text { .. }) => {}
             Some(Event::Done { result, queue_ms }) => {
                 let usage = openai::usage(&result, queue_ms);
-                return Ok(json_response(StatusCode::OK, &env.completion(&result, usage)));
+                return Ok(json_response(StatusCode::OK, &env.completion(&openai::result_json(&result), usage)));
             }
             Some(Event::Failed(e)) => return Err(e),
             None => return Err(ApiError::internal("the generation ended without a result")),

@@ -21,9 +21,9 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::errors::ApiError;
-use super::openai::{usage, Envelope, Kind};
-use crate::protocol::logprobs_json;
+use super::openai::{usage, Envelope};
 use super::queue::Event;
+use crate::protocol::ChunkStream;
 
 /// One SSE frame.
 pub fn frame(data: &Value) -> Bytes {
@@ -36,37 +36,31 @@ pub fn done_frame() -> Bytes {
 
 pub struct SseBody {
     rx: mpsc::UnboundedReceiver<Event>,
-    env: Envelope,
-    include_usage: bool,
+    /// The chunks, as the protocol shapes them (`crate::protocol::ChunkStream`).
+    chunks: ChunkStream,
     out: VecDeque<Bytes>,
     finished: bool,
-    /// Characters of prompt + text sent so far (completions' `logprobs.text_offset`).
-    offset: usize,
 }
 
 impl SseBody {
     /// Called after the `Started` event was received (it is rendered here as the first chunk).
     pub fn new(rx: mpsc::UnboundedReceiver<Event>, env: Envelope, include_usage: bool) -> SseBody {
-        let mut out = VecDeque::new();
-        if env.kind == Kind::Chat {
-            out.push_back(frame(&env.chunk(Some(""), true, None, None)));
-        }
-        let offset = env.prompt_chars;
-        SseBody { rx, env, include_usage, out, finished: false, offset }
+        let chunks = ChunkStream::new(env, include_usage);
+        let out = chunks.start().iter().map(frame).collect();
+        SseBody { rx, chunks, out, finished: false }
     }
 
     fn render(&mut self, ev: Option<Event>) {
         match ev {
             Some(Event::Started { .. }) => {}
-            Some(Event::Text { text, logprobs }) => {
-                let lp = (!logprobs.is_empty()).then(|| logprobs_json(self.env.kind, &logprobs, self.offset));
-                self.offset += logprobs.iter().map(|e| e.token.chars().count()).sum::<usize>();
-                self.out.push_back(frame(&self.env.chunk(Some(&text), false, None, lp)));
+            Some(Event::Text { text, logprobs, tool_calls }) => {
+                if let Some(c) = self.chunks.step(&text, &logprobs, &tool_calls) {
+                    self.out.push_back(frame(&c));
+                }
             }
             Some(Event::Done { result, queue_ms }) => {
-                self.out.push_back(frame(&self.env.chunk(None, false, Some(result.finish_reason), None)));
-                if self.include_usage {
-                    self.out.push_back(frame(&self.env.usage_chunk(usage(&result, queue_ms))));
+                for c in self.chunks.end(result.finish_reason, usage(&result, queue_ms)) {
+                    self.out.push_back(frame(&c));
                 }
                 self.end();
             }

@@ -52,11 +52,17 @@ fn literal_role(role: &str) -> bool {
     !matches!(role, "system" | "developer" | "assistant")
 }
 
-/// One chat turn. `role` is usually "system", "user" or "assistant".
+/// One chat turn. `role` is usually "system", "user", "assistant" or "tool".
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {
     pub role: String,
     pub content: String,
+    /// An assistant turn's calls (OpenAI's shape; see `crate::tools`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<crate::tools::ToolCall>,
+    /// A tool turn: the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 impl ChatMessage {
@@ -64,6 +70,8 @@ impl ChatMessage {
         ChatMessage {
             role: role.to_string(),
             content: content.to_string(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
         }
     }
 }
@@ -217,6 +225,28 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<String, TokenizerError> {
+        self.apply_with_tools(messages, add_generation_prompt, None)
+    }
+
+    /// Whether the template renders tools itself: its source reads a `tools` variable (as
+    /// Hugging Face tool-calling templates do). See `crate::tools::render`.
+    pub fn renders_tools(&self) -> bool {
+        match self {
+            ChatTemplate::Builtin(_) => false,
+            ChatTemplate::Jinja { source, .. } => {
+                let env = minijinja::Environment::new();
+                env.template_from_str(source).is_ok_and(|t| t.undeclared_variables(false).contains("tools"))
+            }
+        }
+    }
+
+    /// [`apply`](Self::apply), with OpenAI's `tools` list given to a Jinja template as `tools`.
+    pub fn apply_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        tools: Option<&serde_json::Value>,
+    ) -> Result<String, TokenizerError> {
         match self {
             ChatTemplate::Builtin(b) => Ok(b.render(messages, add_generation_prompt)),
             ChatTemplate::Jinja {
@@ -232,6 +262,7 @@ impl ChatTemplate {
                     add_generation_prompt,
                     bos_token,
                     eos_token,
+                    tools,
                 )?;
                 if *strip_bos && !bos_token.is_empty() && out.starts_with(bos_token.as_str()) {
                     out.drain(..bos_token.len());
@@ -265,6 +296,7 @@ fn render_jinja(
     add_generation_prompt: bool,
     bos_token: &str,
     eos_token: &str,
+    tools: Option<&serde_json::Value>,
 ) -> Result<String, TokenizerError> {
     let mut env = minijinja::Environment::new();
     env.set_trim_blocks(true);
@@ -287,12 +319,14 @@ fn render_jinja(
     env.add_template("chat", source).map_err(template_error)?;
     let tmpl = env.get_template("chat").map_err(template_error)?;
     let ctx = minijinja::context! {
-        messages => minijinja::Value::from_serialize(messages),
+        messages => minijinja::Value::from_serialize(template_messages(messages)),
         add_generation_prompt => add_generation_prompt,
         bos_token => bos_token,
         eos_token => eos_token,
+        tools => tools.map(minijinja::Value::from_serialize),
     };
-    let content: usize = messages.iter().map(|m| m.content.len() + m.role.len()).sum();
+    let content: usize = messages.iter().map(|m| m.content.len() + m.role.len() + m.tool_calls.iter().map(|c| c.function.arguments.len() + c.function.name.len()).sum::<usize>()).sum::<usize>()
+        + tools.map_or(0, |t| t.to_string().len());
     let mut out = CappedWriter { bytes: Vec::new(), limit: TEMPLATE_OUTPUT_BASE.saturating_add(content.saturating_mul(4)), over: false };
     let rendered = tmpl.render_captured_to(ctx, &mut out).map(drop);
     match rendered {
@@ -301,6 +335,24 @@ fn render_jinja(
         Err(e) if e.kind() == minijinja::ErrorKind::OutOfFuel => Err(TokenizerError::ChatTemplateTooCostly { fuel }),
         Err(e) => Err(template_error(e)),
     }
+}
+
+/// The messages as a template sees them: OpenAI's shape, except that a call's `arguments` that
+/// are a JSON object are given as that object (what Hugging Face templates expect: they write
+/// them with `tojson`).
+fn template_messages(messages: &[ChatMessage]) -> serde_json::Value {
+    let mut v = serde_json::to_value(messages).unwrap_or_default();
+    for m in v.as_array_mut().into_iter().flatten() {
+        for c in m.get_mut("tool_calls").and_then(|c| c.as_array_mut()).into_iter().flatten() {
+            if let Some(f) = c.get_mut("function") {
+                let parsed = f.get("arguments").and_then(|a| a.as_str()).and_then(|a| serde_json::from_str::<serde_json::Value>(a).ok()).filter(|a| a.is_object());
+                if let Some(obj) = parsed {
+                    f["arguments"] = obj;
+                }
+            }
+        }
+    }
+    v
 }
 
 /// The rendering's output, refusing to grow past `limit` bytes.
@@ -443,6 +495,18 @@ impl ChatTemplate {
         add_generation_prompt: bool,
         specials: ContentSpecials,
     ) -> Result<Vec<u32>, TokenizerError> {
+        self.encode_with_tools(tok, messages, add_generation_prompt, specials, None)
+    }
+
+    /// [`encode`](Self::encode), with `tools` for a template that renders them.
+    pub fn encode_with_tools(
+        &self,
+        tok: &Tokenizer,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+        specials: ContentSpecials,
+        tools: Option<&serde_json::Value>,
+    ) -> Result<Vec<u32>, TokenizerError> {
         let mut literals = Literals::default();
         let protected;
         let messages = match specials {
@@ -452,13 +516,13 @@ impl ChatTemplate {
                     .iter()
                     .map(|m| {
                         let content = if literal_role(&m.role) { literals.protect(tok, &m.content)? } else { m.content.clone() };
-                        Ok(ChatMessage { role: m.role.clone(), content })
+                        Ok(ChatMessage { content, ..m.clone() })
                     })
                     .collect::<Result<Vec<_>, TokenizerError>>()?;
                 &protected[..]
             }
         };
-        let text = self.apply(messages, add_generation_prompt)?;
+        let text = self.apply_with_tools(messages, add_generation_prompt, tools)?;
         Ok(tok.encode_restoring(&text, true, true, &literals))
     }
 }

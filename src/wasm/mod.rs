@@ -160,15 +160,65 @@ pub fn parse_openai_request(kind: &str, params_json: &str) -> Result<String, JsV
     json(&serde_json::json!({ "request": r.gen, "stream": r.stream, "include_usage": r.include_usage }))
 }
 
-/// OpenAI's `logprobs` object of a choice or chunk (`crate::protocol::logprobs_json`) for the
-/// entries of a `StepEvent` or `GenerateResult` (JSON); `offset`: the characters before the
-/// first entry's text, prompt included (completions' `text_offset`).
+/// A streamed OpenAI response's chunks (`crate::protocol::ChunkStream`, the same code as
+/// `edgellm serve`'s): the worker hands it each decode step's event and posts the chunks.
 #[wasm_bindgen]
-pub fn openai_logprobs(kind: &str, entries_json: &str, offset: f64) -> Result<String, JsValue> {
-    let k = crate::protocol::Kind::from_name(kind).ok_or_else(|| js_error(HostError::new("INVALID_REQUEST", format!("unknown request kind {kind:?}"))))?;
-    let entries: Vec<crate::generate::TokenLogprob> =
-        serde_json::from_str(entries_json).map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad logprobs: {e}"))))?;
-    json(&crate::protocol::logprobs_json(k, &entries, offset as usize))
+pub struct OpenAiStream {
+    inner: crate::protocol::ChunkStream,
+}
+
+#[wasm_bindgen]
+impl OpenAiStream {
+    /// `envelope_json`: `{kind: 'chat'|'completion', id, created, model, prompt_chars}`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(envelope_json: &str, include_usage: bool) -> Result<OpenAiStream, JsValue> {
+        Ok(OpenAiStream { inner: crate::protocol::ChunkStream::new(envelope(envelope_json)?, include_usage) })
+    }
+
+    /// The first chunk (chat: the role), as JSON, or `undefined`.
+    pub fn start(&self) -> Option<String> {
+        self.inner.start().map(|v| v.to_string())
+    }
+
+    /// The chunk of a `StepEvent` (JSON: text, logprobs, tool_calls), or `undefined` when it has nothing to send.
+    pub fn step(&mut self, event_json: &str) -> Result<Option<String>, JsValue> {
+        #[derive(serde::Deserialize)]
+        struct Step {
+            #[serde(default)]
+            text: String,
+            #[serde(default)]
+            logprobs: Vec<crate::generate::TokenLogprob>,
+            #[serde(default)]
+            tool_calls: Vec<crate::tools::ToolCallDelta>,
+        }
+        let s: Step = serde_json::from_str(event_json).map_err(|e| js_error(HostError::new("INTERNAL", format!("bad step event: {e}"))))?;
+        Ok(self.inner.step(&s.text, &s.logprobs, &s.tool_calls).map(|v| v.to_string()))
+    }
+
+    /// The last chunks (JSON array): `finish_reason`, then with include_usage the usage chunk.
+    pub fn end(&self, finish_reason: &str, usage_json: &str) -> Result<String, JsValue> {
+        json(&self.inner.end(finish_reason, parse_json(usage_json)?))
+    }
+}
+
+fn parse_json(s: &str) -> Result<serde_json::Value, JsValue> {
+    serde_json::from_str(s).map_err(|e| js_error(HostError::new("INTERNAL", format!("bad JSON: {e}"))))
+}
+
+fn envelope(s: &str) -> Result<crate::protocol::Envelope, JsValue> {
+    serde_json::from_str(s).map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad envelope: {e}"))))
+}
+
+/// OpenAI's `usage` of a `GenerateResult` (JSON) — `crate::protocol::usage`, as `edgellm serve`'s.
+#[wasm_bindgen]
+pub fn openai_usage(result_json: &str) -> Result<String, JsValue> {
+    json(&crate::protocol::usage(&parse_json(result_json)?))
+}
+
+/// The whole OpenAI response of a `GenerateResult` (JSON) with this `usage` (JSON).
+#[wasm_bindgen]
+pub fn openai_completion(envelope_json: &str, result_json: &str, usage_json: &str) -> Result<String, JsValue> {
+    json(&envelope(envelope_json)?.completion(&parse_json(result_json)?, parse_json(usage_json)?))
 }
 
 /// One engine: at most one model, one load or generation in progress.

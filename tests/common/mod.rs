@@ -38,3 +38,15 @@ fn model_file(name: &str) -> Option<PathBuf> {
 pub fn data(name: &str) -> PathBuf {
     root().join("tests/data").join(name)
 }
+
+/// A host driver with the model at `path` loaded (pushed in 8 MiB chunks, as the worker does).
+pub fn load_host(path: &std::path::Path) -> edgellm::host::Host {
+    let bytes = std::fs::read(path).unwrap();
+    let mut h = edgellm::host::Host::new();
+    h.load_begin(bytes.len() as u64, None);
+    for c in bytes.chunks(8 << 20) {
+        h.load_push(c).unwrap();
+    }
+    h.load_finish().unwrap();
+    h
+}

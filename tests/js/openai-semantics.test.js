@@ -1,7 +1,8 @@
 // OpenAI's exact semantics, the same in the JS engine (Node worker + wasm), through the router
 // and from `edgellm serve` (the native binary on 127.0.0.1), because both check requests with the
 // core's one set of rules (src/protocol): unsupported and unknown parameters refused by name,
-// OpenAI's limits, include_usage on exactly one chunk, stream.controller.abort(), logprobs.
+// OpenAI's limits, include_usage on exactly one chunk, stream.controller.abort(), logprobs,
+// structured output and tool calls (the router assembling the server's delta.tool_calls).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -50,10 +51,12 @@ async function local(eng, kind, body) {
 
 test('a request the engine cannot honour is refused by name, the same locally, routed and by the server', { skip }, async () => {
   const cases = [
-    ['chat', hi({ tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }), 'unsupported_parameter', 'tools'],
+    ['chat', hi({ tools: [{ type: 'function', function: { name: 'f', parameters: {} } }], tool_choice: { type: 'function', function: { name: 'g' } } }), 'unknown_tool', 'tool_choice.function.name'],
+    ['chat', hi({ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'array' } } }] }), 'invalid_tools', 'tools[0].function.parameters'],
+    ['chat', hi({ functions: [{ name: 'f' }] }), 'unsupported_parameter', 'functions'],
     ['chat', hi({ response_format: { type: 'json_object', schema: {} } }), 'unknown_parameter', 'response_format.schema'],
     ['chat', hi({ frobnicate: true }), 'unknown_parameter', 'frobnicate'],
-    ['chat', { ...hi(), messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: null, tool_calls: [] }] }, 'unsupported_parameter', 'messages[1].tool_calls'],
+    ['chat', { ...hi(), messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: null, tool_calls: [] }, { role: 'tool', tool_call_id: 'call_1', content: 'r' }] }, 'unmatched_tool_message', 'messages[2].tool_call_id'],
     ['chat', hi({ n: 2 }), 'unsupported_parameter', 'n'],
     ['chat', hi({ stop: ['a', 'b', 'c', 'd', 'e'] }), 'invalid_value', 'stop'],
     ['chat', hi({ stop: '' }), 'invalid_value', 'stop'],
@@ -226,4 +229,22 @@ test('response_format json_object / json_schema: the output always parses and va
     assert.equal(s.status, 400, s.text);
     await assert.rejects(engine.chat.completions.create(ask(rf)), (e) => e.code === 'INVALID_REQUEST' && /response_format/.test(e.message), JSON.stringify(rf));
   }
+});
+
+test('tool calls: the same call locally, through the router (assembled from the server stream) and from the server', { skip }, async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 20 } }, required: ['city'], additionalProperties: false } } }];
+  const ask = { messages: [{ role: 'user', content: 'What is the weather in Paris?' }], tools, tool_choice: 'required', max_tokens: 40, temperature: 0 };
+  const server = JSON.parse((await post('chat', ask)).text).choices[0];
+  const mine = (await engine.chat.completions.create(ask)).choices[0];
+  const viaRouter = (await routed.chat.completions.create(ask)).choices[0];
+  for (const [where, c] of [['server', server], ['local', mine], ['routed', viaRouter]]) {
+    assert.equal(c.finish_reason, 'tool_calls', where);
+    assert.equal(c.message.content, null, where);
+    assert.equal(c.message.tool_calls.length, 1, where);
+    const call = c.message.tool_calls[0];
+    assert.deepEqual([call.type, call.function.name, Object.keys(JSON.parse(call.function.arguments))], ['function', 'get_weather', ['city']], where);
+  }
+  // Greedy: the same arguments from both engines, and the router passes the server's on.
+  assert.equal(mine.message.tool_calls[0].function.arguments, server.message.tool_calls[0].function.arguments);
+  assert.equal(viaRouter.message.tool_calls[0].function.arguments, server.message.tool_calls[0].function.arguments);
 });

@@ -21,6 +21,11 @@ import {
   type RouteInfo,
   type RouteOptions,
   type SimdTier,
+  type ChatCompletionTool,
+  type ChatCompletionMessageToolCall,
+  type ChatCompletionToolCallDelta,
+  type FinishReason,
+  createOpenAIFetch,
 } from 'edgellm';
 
 export async function usage(file: File): Promise<string> {
@@ -47,7 +52,7 @@ export async function usage(file: File): Promise<string> {
     stop: ['\n\n'],
     signal: ac.signal,
   });
-  let text: string = r.choices[0].message.content;
+  let text: string = r.choices[0].message.content ?? '';
   const ttft: number = r.usage.ttft_ms + r.usage.tpot_ms + r.usage.prefill_tokens_per_s + r.usage.decode_tokens_per_s;
   const reused: number = r.usage.prompt_tokens_details?.cached_tokens ?? 0;
   console.log(reused);
@@ -150,6 +155,21 @@ export async function usage(file: File): Promise<string> {
   console.log(joules, hot, now, why);
   // @ts-expect-error: watts must be a number
   await createEngine({ energy: { watts_per_busy_core: 'lots' } });
+  // Tool calls: tools, tool_choice, the calls in the history and their results.
+  const tools: ChatCompletionTool[] = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+  const called = await engine.chat.completions.create({ messages: [{ role: 'user', content: 'Weather?' }], tools, tool_choice: 'required' });
+  const calls: ChatCompletionMessageToolCall[] = called.choices[0].message.tool_calls ?? [];
+  const args: string = calls[0].function.arguments;
+  const reason: FinishReason = called.choices[0].finish_reason;
+  await engine.chat.completions.create({
+    messages: [{ role: 'user', content: 'Weather?' }, { role: 'assistant', content: null, tool_calls: calls }, { role: 'tool', tool_call_id: calls[0].id, content: '21 C' }],
+    tools,
+    tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    parallel_tool_calls: false,
+  });
+  const piece: ChatCompletionToolCallDelta | undefined = (await stream[Symbol.asyncIterator]().next()).value?.choices[0]?.delta.tool_calls?.[0];
+  const localFetch: typeof fetch = createOpenAIFetch(engine);
+  console.log(args, reason, piece?.function.arguments, localFetch);
 
   return text;
 }

@@ -1,0 +1,115 @@
+// A fetch function that answers OpenAI's HTTP API from a local engine, so any OpenAI client runs
+// on the model in this tab (or Node process), nothing sent anywhere:
+//
+//   const client = new OpenAI({ apiKey: 'local', baseURL: 'http://edgellm.local/v1',
+//                               fetch: createOpenAIFetch(engine), dangerouslyAllowBrowser: true });
+//
+// Routes (under any base URL; only the path is read): GET /v1/models, POST /v1/chat/completions,
+// POST /v1/completions — the engine's own `create` with the body as parameters, so the answer
+// (JSON, or server-sent events with `stream: true`) is exactly what the engine returns; errors
+// are OpenAI's error bodies with the status `edgellm serve` uses. The request's `signal`
+// cancels the generation (the SDK's `stream.controller.abort()` included).
+
+import { EdgeLLMError, ErrorCode } from './errors.js';
+
+/** HTTP status of an engine error, as edgellm serve answers the same failure. */
+const STATUS = {
+  [ErrorCode.INVALID_REQUEST]: 400,
+  [ErrorCode.PROMPT_TOO_LONG]: 400,
+  [ErrorCode.PROMPT_OVER_KV_BUDGET]: 400,
+  [ErrorCode.MODEL_NOT_LOADED]: 503,
+  [ErrorCode.OVER_MEMORY_BUDGET]: 503,
+  [ErrorCode.ENGINE_CRASHED]: 500,
+};
+
+const json = (status, value) => new Response(JSON.stringify(value), { status, headers: { 'content-type': 'application/json' } });
+
+/** OpenAI's error body: {error: {message, type, code, param}}. */
+function errorResponse(e) {
+  const status = STATUS[e && e.code] ?? 500;
+  const type = status === 400 ? 'invalid_request_error' : 'server_error';
+  const code = (e && (e.detail || (e.code && String(e.code).toLowerCase()))) || 'internal_error';
+  return json(status, { error: { message: e && e.message ? e.message : String(e), type, code, param: (e && e.param) || null } });
+}
+
+function abortError() {
+  return new DOMException('This operation was aborted', 'AbortError');
+}
+
+/** The body of a request (a string, bytes or a Request), as JSON. */
+async function readBody(input, init) {
+  let body = init && init.body !== undefined ? init.body : input instanceof Request ? await input.text() : undefined;
+  if (body instanceof Uint8Array || body instanceof ArrayBuffer) body = new TextDecoder().decode(body);
+  if (typeof body !== 'string') throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'the request body must be JSON text');
+  try {
+    return JSON.parse(body);
+  } catch (e) {
+    throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `the body is not valid JSON: ${e.message}`, { detail: 'invalid_json' });
+  }
+}
+
+/** Server-sent events of a CompletionStream: one `data:` frame per chunk, then `[DONE]`. */
+function sse(stream, signal) {
+  const enc = new TextEncoder();
+  const it = stream[Symbol.asyncIterator]();
+  const onAbort = () => stream.abort();
+  if (signal) signal.addEventListener('abort', onAbort, { once: true });
+  const body = new ReadableStream({
+    async pull(c) {
+      try {
+        const r = await it.next();
+        if (r.done) {
+          c.enqueue(enc.encode('data: [DONE]\n\n'));
+          c.close();
+          if (signal) signal.removeEventListener('abort', onAbort);
+        } else c.enqueue(enc.encode(`data: ${JSON.stringify(r.value)}\n\n`));
+      } catch (e) {
+        if (signal && signal.aborted) return c.error(abortError());
+        // An error after the stream started: an error event, as edgellm serve sends it.
+        c.enqueue(enc.encode(`data: ${JSON.stringify({ error: { message: e.message, type: 'server_error', code: e.detail || e.code || 'internal_error', param: e.param || null } })}\n\n`));
+        c.enqueue(enc.encode('data: [DONE]\n\n'));
+        c.close();
+      }
+    },
+    cancel: () => it.return(),
+  });
+  return new Response(body, { status: 200, headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' } });
+}
+
+/**
+ * A fetch-compatible function over `engine` (see the file's head).
+ * @param {import('../index.d.ts').Engine} engine
+ * @returns {typeof fetch}
+ */
+export function createOpenAIFetch(engine) {
+  return async function openaiFetch(input, init = {}) {
+    const url = new URL(typeof input === 'string' ? input : input instanceof URL ? input.href : input.url);
+    const method = String(init.method || (input instanceof Request ? input.method : 'GET')).toUpperCase();
+    const signal = init.signal || (input instanceof Request ? input.signal : undefined);
+    if (signal && signal.aborted) throw abortError();
+    const path = url.pathname.replace(/\/+$/, '');
+    const route = path.endsWith('/chat/completions') ? 'chat' : path.endsWith('/completions') ? 'completion' : path.endsWith('/models') ? 'models' : null;
+    if (!route) return json(404, { error: { message: `no route for ${method} ${path}`, type: 'invalid_request_error', code: 'not_found', param: null } });
+    if (route === 'models') {
+      if (method !== 'GET') return json(405, { error: { message: `${method} ${path}: use GET`, type: 'invalid_request_error', code: 'method_not_allowed', param: null } });
+      const m = engine.model;
+      // The card edgellm serve gives: locally a prompt may take the context but one position,
+      // and a generation all of it.
+      const data = m
+        ? [{ id: m.name, object: 'model', created: 0, owned_by: 'edgellm', sha256: m.sha256, file_size: m.file_size, architecture: m.architecture, quantization: m.quantization, context_length: m.context_length, max_context: m.max_context, max_prompt_tokens: m.max_context - 1, max_tokens: m.max_context }]
+        : [];
+      return json(200, { object: 'list', data });
+    }
+    if (method !== 'POST') return json(405, { error: { message: `${method} ${path}: use POST`, type: 'invalid_request_error', code: 'method_not_allowed', param: null } });
+    try {
+      const params = await readBody(input, init);
+      if (!params || typeof params !== 'object' || Array.isArray(params)) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'the body must be a JSON object', { detail: 'invalid_json' });
+      const api = route === 'chat' ? engine.chat.completions : engine.completions;
+      const r = await api.create(params, { signal });
+      return params.stream ? sse(r, signal) : json(200, r);
+    } catch (e) {
+      if ((signal && signal.aborted) || (e && e.code === ErrorCode.ABORTED)) throw abortError();
+      return errorResponse(e);
+    }
+  };
+}
