@@ -5,9 +5,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::gguf::GgufHeader;
-use crate::kv::{KvCache, KvOptions, PAGE_ROWS};
+use crate::engine::SessionOptions;
+use crate::kv::KvOptions;
 use crate::memory::{
-    kv_tokens_for_bytes, probe, Estimate, EstimateOptions, HeaderSkimmer, HeaderStats, KvElem, Ledger, Measured,
+    probe, Estimate, EstimateOptions, HeaderSkimmer, HeaderStats, KvElem, Ledger, Measured,
     MemoryOptions, MemorySnapshot, ModelGeometry, Refusal, SkimStatus,
 };
 
@@ -79,19 +80,10 @@ pub struct SkimProgress {
     pub header_bytes: Option<u64>,
 }
 
-/// The context a session without KV options gets (as `SessionOptions::for_model`).
-fn default_context(n_ctx_train: usize) -> usize {
-    if n_ctx_train == 0 {
-        4096
-    } else {
-        n_ctx_train.min(4096)
-    }
-}
-
 /// The estimate options for a model of geometry `g` under `kv` (the session's KV options) and
 /// the request's overrides.
 pub fn estimate_options(g: &ModelGeometry, kv: Option<&KvOptions>, threads: usize, req: &EstimateRequest) -> EstimateOptions {
-    let default_tokens = default_context(g.hparams.n_ctx_train);
+    let default_tokens = SessionOptions::default_context(&g.hparams);
     let kv = req.kv.as_ref().or(if req.ctx.is_some() { None } else { kv });
     let (kv_tokens, kv_dtype) = match kv {
         None => (req.ctx.unwrap_or(default_tokens), KvElem::F16),
@@ -99,7 +91,7 @@ pub fn estimate_options(g: &ModelGeometry, kv: Option<&KvOptions>, threads: usiz
             let dtype = o.dtype.unwrap_or_default();
             let tokens = match (o.tokens, o.bytes) {
                 (Some(t), _) => t,
-                (None, Some(b)) => kv_tokens_for_bytes(&g.windows, g.kv_row_bytes(dtype), b as u64),
+                (None, Some(b)) => g.kv.tokens_for_bytes(dtype, b as u64),
                 (None, None) => default_tokens,
             };
             (tokens, dtype)
@@ -118,19 +110,6 @@ pub fn estimate_options(g: &ModelGeometry, kv: Option<&KvOptions>, threads: usiz
 
 fn model_error(e: crate::model::ModelError) -> HostError {
     HostError::new(e.code(), e.to_string())
-}
-
-/// Bytes the KV cache will have allocated once it has processed `tokens` positions: each layer
-/// allocates pages of `PAGE_ROWS` rows as they are first written, up to its capacity.
-pub fn kv_allocated_at(kv: &KvCache, tokens: usize) -> u64 {
-    let lay = kv.layout();
-    let row = (kv.dtype().row_bytes(lay.k_width) + kv.dtype().row_bytes(lay.v_width)) as u64;
-    (0..lay.n_layer())
-        .map(|il| {
-            let cap = lay.layer_cap(il, kv.max_tokens());
-            (tokens.min(cap).div_ceil(PAGE_ROWS) * PAGE_ROWS).min(cap) as u64 * row
-        })
-        .sum()
 }
 
 /// Which generation step the guard looks at.
@@ -262,7 +241,7 @@ impl Host {
             return Ok(());
         }
         let kv = l.session.kv();
-        let kv_growth = kv_allocated_at(kv, kv.n_past() + n).saturating_sub(kv.bytes_allocated() as u64);
+        let kv_growth = kv.allocated_at(kv.n_past() + n).saturating_sub(kv.bytes_allocated() as u64);
         let act_now = (l.session.bytes() - kv.bytes_allocated() + l.session.sampler().bytes()) as u64;
         let act_growth = self.memory.ledger.estimate.as_ref().map_or(0, |e| e.activations.saturating_sub(act_now));
         let growth = kv_growth + act_growth;

@@ -2,8 +2,9 @@
 //! peak, from a GGUF header and the session options, before anything is allocated.
 //!
 //! - **weights**: the tensor bytes as stored (weights stay in their block format).
-//! - **kv**: [`kv_cache_bytes`] at the KV budget: every layer stores K and V rows of its
-//!   width for `min(window, tokens)` positions (Gemma's local layers hold only their window).
+//! - **kv**: the cache's own sizing (`kv::KvShape::bytes_at`) at the KV budget: every layer
+//!   stores K and V rows of its width for `min(window, tokens)` positions (Gemma's local layers
+//!   hold only their window).
 //! - **activations**: [`ScratchPlan`] replays the forward pass's buffer sizing (the same
 //!   `resize` calls in the same order, with `Vec`'s growth rule) for a prompt that fills the KV
 //!   budget in batches of `batch` tokens, then one decode step; plus the session's two
@@ -19,7 +20,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 use crate::gguf::{GgufHeader, TensorInfo};
-use crate::limits::{mul, MAX_CONTEXT_TOKENS};
+use crate::kv::KvShape;
+use crate::limits::mul;
 use crate::model::validate::{hparams_of, tensor_index};
 use crate::model::{HParams, ModelError};
 use crate::ops::attention::{KV_CHUNK, SCORE_BUDGET};
@@ -85,8 +87,8 @@ impl EstimateOptions {
 pub struct ModelGeometry {
     pub hparams: HParams,
     pub n_vocab: usize,
-    /// Per layer: its sliding window (`None`: global attention).
-    pub windows: Vec<Option<usize>>,
+    /// The KV cache's sizes (row widths, each layer's window), as the cache computes them.
+    pub kv: KvShape,
     /// Per layer: activation-row bytes of wq, wk, wv, wo, gate, up, down (the quantized copy of
     /// an input row each matmul makes).
     pub act_rows: Vec<[usize; 7]>,
@@ -116,7 +118,7 @@ impl ModelGeometry {
         let index = tensor_index(h);
         let d = hp.n_embd;
         let aw = hp.n_head * hp.head_dim_v;
-        let windows = (0..hp.n_layer).map(|il| if hp.swa_layers.get(il).copied().unwrap_or(false) { hp.sliding_window } else { None }).collect();
+        let kv = hp.kv_shape();
         let act_rows = (0..hp.n_layer)
             .map(|il| {
                 let n = |s: &str| format!("blk.{il}.{s}.weight");
@@ -134,39 +136,8 @@ impl ModelGeometry {
         let out_name = if index.contains_key("output.weight") { "output.weight" } else { "token_embd.weight" };
         let out_act_row = act_row(&index, out_name, d);
         let weight_bytes = h.tensor_data_bytes();
-        Ok(ModelGeometry { hparams: hp, n_vocab, windows, act_rows, out_act_row, weight_bytes })
+        Ok(ModelGeometry { hparams: hp, n_vocab, kv, act_rows, out_act_row, weight_bytes })
     }
-
-    /// Bytes of K + V one layer stores per position.
-    pub fn kv_row_bytes(&self, dtype: KvElem) -> usize {
-        let (kw, vw) = self.hparams.kv_widths();
-        dtype.row_bytes(kw) + dtype.row_bytes(vw)
-    }
-}
-
-/// Bytes of KV storage when the cache holds `tokens` positions: `Σ_layers min(tokens, window)
-/// × (K row + V row)`. At the budget this is the cache's full allocation (the `kv` module's
-/// `KvLayout::bytes_at` is the same sum).
-pub fn kv_cache_bytes(windows: &[Option<usize>], row_bytes: usize, tokens: usize) -> u64 {
-    windows.iter().fold(0u64, |sum, w| sum.saturating_add(mul(w.map_or(tokens, |w| w.min(tokens)), row_bytes)))
-}
-
-/// The largest budget in tokens whose KV storage fits in `bytes` (the `kv` module's
-/// `tokens_for_bytes`), at most [`MAX_CONTEXT_TOKENS`].
-pub fn kv_tokens_for_bytes(windows: &[Option<usize>], row_bytes: usize, bytes: u64) -> usize {
-    if row_bytes == 0 || windows.is_empty() {
-        return 0;
-    }
-    let (mut lo, mut hi) = (0usize, (bytes / row_bytes as u64).min(MAX_CONTEXT_TOKENS as u64) as usize + 1);
-    while lo + 1 < hi {
-        let mid = lo + (hi - lo) / 2;
-        if kv_cache_bytes(windows, row_bytes, mid) <= bytes {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
 }
 
 /// `Σ terms`, saturating (a saturated figure is refused by any budget, never wrapped).
@@ -353,7 +324,7 @@ impl PassBuffers {
 fn scores_cap(g: &ModelGeometry, b: usize, batch: usize, prompt: usize) -> Cap {
     let nh = g.hparams.n_head;
     let mut kinds: Vec<Option<usize>> = Vec::new();
-    for w in &g.windows {
+    for w in &g.kv.windows {
         if !kinds.contains(w) {
             kinds.push(*w);
         }
@@ -534,8 +505,8 @@ pub struct Estimate {
 impl Estimate {
     /// Estimates every term for a model with this geometry and header statistics.
     pub fn new(g: &ModelGeometry, stats: &HeaderStats, o: &EstimateOptions) -> Estimate {
-        let row = g.kv_row_bytes(o.kv_dtype);
-        let kv = kv_cache_bytes(&g.windows, row, o.kv_tokens);
+        let row = g.kv.row_bytes(o.kv_dtype);
+        let kv = g.kv.bytes_at(o.kv_dtype, o.kv_tokens);
         let act = ScratchPlan::new(g, o);
         let hp = &g.hparams;
         // Per layer: the Layer struct with its seven Weight structs and norm vectors.
@@ -567,7 +538,7 @@ impl Estimate {
             peak: total.max(load_peak),
             kv_tokens: o.kv_tokens,
             kv_dtype: o.kv_dtype,
-            kv_bytes_per_token: mul(row, g.windows.len()),
+            kv_bytes_per_token: mul(row, g.kv.n_layer()),
             batch: o.batch,
             activation_parts: act,
             runtime_parts: runtime,
@@ -600,7 +571,7 @@ mod tests {
         let mut run = |bufs: &mut PassBuffers, n: usize, n_past: usize| {
             bufs.pass(g, o, n);
             for il in 0..hp.n_layer {
-                let (q0, w) = match g.windows[il] {
+                let (q0, w) = match g.kv.windows[il] {
                     Some(w) => (n_past.min(w.min(b)), Some(w)),
                     None => (n_past.min(b - n.min(b)), None),
                 };
@@ -651,8 +622,8 @@ mod tests {
         };
         // Layers with different activation rows, so the per-layer replay matters.
         let act_rows = (0..n_layer).map(|il| [34 + 2 * (il % 3), 34, 34, 68, 34, 34, 36 * (1 + il % 2)]).collect();
-        let windows = swa_layers.iter().map(|&s| if s { window } else { None }).collect();
-        ModelGeometry { hparams, n_vocab: 300, windows, act_rows, out_act_row: 34, weight_bytes: 1000 }
+        let kv = hparams.kv_shape();
+        ModelGeometry { hparams, n_vocab: 300, kv, act_rows, out_act_row: 34, weight_bytes: 1000 }
     }
 
     #[test]

@@ -121,9 +121,10 @@ impl Model {
                 s.sel.extend_from_slice(r);
             }
         }
-        if kv.layout().layers.len() != self.layers.len()
+        let lay = kv.layout();
+        if lay.n_layer() != self.layers.len()
             || kv.kv_widths() != self.hparams.kv_widths()
-            || kv.layout().layers.iter().zip(&self.layers).any(|(a, l)| a.window != l.window || a.rope != l.rope)
+            || lay.shape.windows.iter().zip(&lay.ropes).zip(&self.layers).any(|((&w, r), l)| w != l.window || *r != l.rope)
         {
             return Err(ModelError::BadRequest("KV cache was made for another model".into()));
         }
