@@ -19,6 +19,7 @@
 //! the figures also come with every `GenerateResult`.
 
 mod memory;
+mod prompt;
 
 use std::sync::Arc;
 
@@ -28,7 +29,7 @@ use crate::engine::{EngineError, Session, SessionOptions};
 use crate::exec::Exec;
 use crate::generate::{GenerateOptions, Generator};
 use crate::gguf::{GgmlType, GgufError, GgufHeader, LoadProgress, StreamLoader};
-use crate::kv::{KvOptions, KvPolicy, KvStats};
+use crate::kv::{KvOptions, KvStats};
 use crate::metrics::Clock;
 use crate::model::{Arch, Model, ModelError};
 use crate::sampling::SamplerConfig;
@@ -38,6 +39,7 @@ use crate::work::{CpuClock, Phase, PowerModel, WorkMeter, WorkReport};
 
 pub use crate::generate::{PrefillStatus, StepEvent};
 pub use memory::{EstimateReport, EstimateRequest, MemoryState, SkimProgress};
+pub use prompt::TokenCount;
 
 /// Prompt tokens per `prefill_chunk` call: the host yields to its event loop between chunks.
 pub const PREFILL_CHUNK: usize = 64;
@@ -542,38 +544,13 @@ impl Host {
     fn generate_begin_inner(&mut self, req: &GenerateRequest, now_ms: f64) -> Result<GenerateStarted, HostError> {
         self.generating = None;
         let l = self.loaded.as_mut().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
-        let prompt = match req.kind.as_deref().unwrap_or(if req.messages.is_some() { "chat" } else { "completion" }) {
-            "chat" => {
-                let messages = req.messages.as_deref().filter(|m| !m.is_empty()).ok_or_else(|| HostError::new("INVALID_REQUEST", "messages must be a non-empty list"))?;
-                l.tokenizer.encode_chat_with(messages, true, crate::tokenizer::ContentSpecials::from_opt_in(req.raw_special_tokens))?
-            }
-            "completion" => {
-                let prompt = req.prompt.as_deref().ok_or_else(|| HostError::new("INVALID_REQUEST", "prompt is required"))?;
-                l.tokenizer.encode(prompt, true, true)
-            }
-            other => return Err(HostError::new("INVALID_REQUEST", format!("unknown request kind {other:?}"))),
-        };
-        if prompt.is_empty() {
-            return Err(HostError::new("INVALID_REQUEST", "the prompt has no tokens"));
-        }
+        let prompt = prompt::prompt_tokens(&l.tokenizer, req)?;
         req.max_tokens.map_or(Ok(()), |n| crate::limits::check_new_tokens("max_tokens", n))?;
-        let max_context = l.info.max_context;
-        let policy = l.kv_options.as_ref().map(|_| l.session.kv().policy());
-        let max_tokens = match policy {
+        let max_tokens = match prompt::room_after(l, prompt.len())? {
             // Window + sinks: any prompt (its oldest non-sink tokens are evicted as needed) and
             // any number of tokens; by default one cache's worth.
-            Some(KvPolicy::WindowSinks) => req.max_tokens.unwrap_or(max_context),
-            _ => {
-                if prompt.len() >= max_context {
-                    let (code, what) = if policy.is_some() { ("PROMPT_OVER_KV_BUDGET", "the KV budget") } else { ("PROMPT_TOO_LONG", "the context") };
-                    return Err(HostError::new(
-                        code,
-                        format!("the prompt has {} tokens; {what} holds {max_context} (prompt + generated)", prompt.len()),
-                    ));
-                }
-                let room = max_context - prompt.len();
-                req.max_tokens.unwrap_or(room).min(room)
-            }
+            None => req.max_tokens.unwrap_or(l.info.max_context),
+            Some(room) => req.max_tokens.unwrap_or(room).min(room),
         };
         if max_tokens == 0 {
             return Err(HostError::new("INVALID_REQUEST", "max_tokens must be at least 1"));

@@ -696,29 +696,11 @@ export class Runtime {
   }
 
   // ── count ──────────────────────────────────────────────────────────────────────────────
-  /** Tokenizes a request the way generate would (generate_begin, then cancel: no model call). */
+  /** The prompt's tokens as generate would run them, and whether it fits (the core's count_tokens: no model call). */
   #count(msg) {
     this.#requireEngine();
     if (!this.model) throw new EdgeLLMError(ErrorCode.MODEL_NOT_LOADED, 'no model is loaded: call engine.load() first');
-    const max_context = this.model.max_context;
-    try {
-      const b = this.#json(() => this.engine.generate_begin(JSON.stringify({ ...msg.request, max_tokens: 1 })));
-      return { prompt_tokens: b.prompt_tokens, max_context, fits: true };
-    } catch (e) {
-      if (e instanceof EdgeLLMError && e.code === ErrorCode.PROMPT_TOO_LONG) {
-        const m = /(\d+) tokens/.exec(e.message);
-        return { prompt_tokens: m ? Number(m[1]) : null, max_context, fits: false };
-      }
-      throw e;
-    } finally {
-      if (!this.dead) {
-        try {
-          this.engine.generate_cancel();
-        } catch {
-          /* nothing to cancel */
-        }
-      }
-    }
+    return this.#json(() => this.engine.count_tokens(JSON.stringify(msg.request)));
   }
 
   // ── saved conversations (sessions.js, src/snapshot.rs) ──────────────────────────────────────

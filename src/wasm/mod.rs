@@ -209,6 +209,15 @@ impl WasmEngine {
         json(&s)
     }
 
+    /// The prompt tokens of a `GenerateRequest` (JSON) as a generation would run them, and
+    /// whether it fits; returns `TokenCount` JSON. No model call.
+    pub fn count_tokens(&self, request_json: &str) -> Result<String, JsValue> {
+        let req: GenerateRequest = serde_json::from_str(request_json)
+            .map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad request: {e}"))))?;
+        let c = self.host.count_tokens(&req).map_err(js_error)?;
+        json(&c)
+    }
+
     /// Runs the next prefill chunk; returns `PrefillStatus` JSON.
     pub fn prefill_chunk(&mut self) -> Result<String, JsValue> {
         let s = self.host.prefill_chunk().map_err(js_error)?;
