@@ -18,76 +18,37 @@
 //! `error`: `PROMPT_OVER_KV_BUDGET` before prefill). `kv_stats` reports occupancy at any step;
 //! the figures also come with every `GenerateResult`.
 
+mod error;
 mod memory;
 mod prompt;
+mod summary;
+mod support;
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{EngineError, Session, SessionOptions};
+use crate::engine::{Session, SessionOptions};
 use crate::exec::Exec;
 use crate::generate::{GenerateOptions, Generator};
-use crate::gguf::{GgmlType, GgufError, GgufHeader, LoadProgress, StreamLoader};
+use crate::gguf::{LoadProgress, StreamLoader};
 use crate::kv::{KvOptions, KvStats};
 use crate::metrics::Clock;
-use crate::model::{Arch, Model, ModelError};
+use crate::model::Model;
 use crate::sampling::SamplerConfig;
 use crate::sha256::Sha256;
-use crate::tokenizer::{ChatMessage, Tokenizer, TokenizerError};
+use crate::tokenizer::{ChatMessage, Tokenizer};
 use crate::work::{CpuClock, Phase, PowerModel, WorkMeter, WorkReport};
 
 pub use crate::generate::{PrefillStatus, StepEvent};
 pub use memory::{EstimateReport, EstimateRequest, MemoryState, SkimProgress};
+pub use error::HostError;
 pub use prompt::TokenCount;
+pub use support::check_supported;
+use summary::summarize;
 
 /// Prompt tokens per `prefill_chunk` call: the host yields to its event loop between chunks.
 pub const PREFILL_CHUNK: usize = 64;
-
-/// An error with a stable machine-readable `code` (passed on to JS as `Error.code`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct HostError {
-    pub code: String,
-    pub message: String,
-}
-
-impl HostError {
-    pub fn new(code: &str, message: impl Into<String>) -> HostError {
-        HostError { code: code.to_string(), message: message.into() }
-    }
-}
-
-impl std::fmt::Display for HostError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
-    }
-}
-
-impl std::error::Error for HostError {}
-
-impl From<GgufError> for HostError {
-    fn from(e: GgufError) -> Self {
-        HostError::new(e.code(), e.to_string())
-    }
-}
-
-impl From<ModelError> for HostError {
-    fn from(e: ModelError) -> Self {
-        HostError::new(e.code(), e.to_string())
-    }
-}
-
-impl From<EngineError> for HostError {
-    fn from(e: EngineError) -> Self {
-        HostError::new(e.code(), e.to_string())
-    }
-}
-
-impl From<TokenizerError> for HostError {
-    fn from(e: TokenizerError) -> Self {
-        HostError::new(e.code(), e.to_string())
-    }
-}
 
 /// What the loader reports after a chunk.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -690,105 +651,6 @@ impl Host {
         let g = self.generating.as_mut().ok_or_else(|| HostError::new("NO_GENERATION", "no generation in progress"))?;
         Ok((l, g))
     }
-}
-
-/// Refuses, from the header alone, a model this engine cannot run: before any download of the
-/// weights, rather than after.
-pub fn check_supported(header: &GgufHeader) -> Result<(), HostError> {
-    let arch = header.architecture().unwrap_or("");
-    if Arch::from_name(arch).is_none() {
-        return Err(HostError::new(
-            "UNSUPPORTED_MODEL",
-            format!("architecture {arch:?} is not supported (supported: llama, qwen2, qwen3, gemma3)"),
-        ));
-    }
-    for t in &header.tensors {
-        if !crate::quant::is_supported(t.ggml_type) {
-            return Err(HostError::new(
-                "UNSUPPORTED_TENSOR_TYPE",
-                format!("tensor {} has type {}, which this engine cannot compute with", t.name, t.ggml_type),
-            ));
-        }
-    }
-    Ok(())
-}
-
-struct Summary {
-    name: String,
-    architecture: String,
-    tensor_count: usize,
-    n_params: u64,
-    context_length: Option<u64>,
-    quantization: Option<String>,
-    has_chat_template: bool,
-}
-
-fn summarize(h: &GgufHeader) -> Summary {
-    let architecture = h.architecture().unwrap_or("unknown").to_string();
-    let name = h.get_str("general.name").map(str::to_string).unwrap_or_else(|| architecture.clone());
-    let mut by_type: Vec<(GgmlType, u64)> = Vec::new();
-    let mut n_params = 0u64;
-    for t in &h.tensors {
-        n_params += t.n_elements();
-        match by_type.iter_mut().find(|(ty, _)| *ty == t.ggml_type) {
-            Some(e) => e.1 += t.n_bytes(),
-            None => by_type.push((t.ggml_type, t.n_bytes())),
-        }
-    }
-    let quantization = h
-        .get_u64("general.file_type")
-        .and_then(file_type_name)
-        .map(str::to_string)
-        .or_else(|| by_type.iter().max_by_key(|(_, b)| *b).map(|(ty, _)| ty.name().to_string()));
-    Summary {
-        name,
-        context_length: h.get_u64(&format!("{architecture}.context_length")),
-        architecture,
-        tensor_count: h.tensors.len(),
-        n_params,
-        quantization,
-        has_chat_template: h.get_str("tokenizer.chat_template").is_some(),
-    }
-}
-
-/// llama.cpp's `llama_ftype` names (`general.file_type`), as in model file names.
-fn file_type_name(ftype: u64) -> Option<&'static str> {
-    Some(match ftype {
-        0 => "F32",
-        1 => "F16",
-        2 => "Q4_0",
-        3 => "Q4_1",
-        7 => "Q8_0",
-        8 => "Q5_0",
-        9 => "Q5_1",
-        10 => "Q2_K",
-        11 => "Q3_K_S",
-        12 => "Q3_K_M",
-        13 => "Q3_K_L",
-        14 => "Q4_K_S",
-        15 => "Q4_K_M",
-        16 => "Q5_K_S",
-        17 => "Q5_K_M",
-        18 => "Q6_K",
-        19 => "IQ2_XXS",
-        20 => "IQ2_XS",
-        21 => "Q2_K_S",
-        22 => "IQ3_XS",
-        23 => "IQ3_XXS",
-        24 => "IQ1_S",
-        25 => "IQ4_NL",
-        26 => "IQ3_S",
-        27 => "IQ3_M",
-        28 => "IQ2_S",
-        29 => "IQ2_M",
-        30 => "IQ4_XS",
-        31 => "IQ1_M",
-        32 => "BF16",
-        36 => "TQ1_0",
-        37 => "TQ2_0",
-        38 => "MXFP4",
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! native file access (`file`) and a writer for synthetic test models (`write`).
 
 mod error;
+mod file_type;
 #[cfg(not(target_arch = "wasm32"))]
 mod file;
 mod load;
@@ -14,6 +15,7 @@ mod validate;
 mod write;
 
 pub use error::GgufError;
+pub use file_type::file_type_name;
 #[cfg(not(target_arch = "wasm32"))]
 pub use file::{load_file, read_header_file};
 pub use load::{load_bytes, LoadProgress, StreamLoader};
