@@ -89,6 +89,10 @@ struct Loading {
     hasher: Sha256,
     total: u64,
     budget: Option<u64>,
+    /// The admission the worker's estimate of this file's header made (`load_begin_admitted`).
+    admitted: Option<memory::Admission>,
+    /// The estimate the header was admitted with (from `HeaderReady` on).
+    estimate: Option<crate::memory::Estimate>,
 }
 
 /// A loaded model and what goes with it: its tokenizer and one reusable session.
@@ -311,14 +315,29 @@ impl Host {
     /// would double the memory peak) and any load in progress. `budget`: refuse models whose
     /// tensor data exceeds this many bytes (checked from the header, before allocation).
     pub fn load_begin(&mut self, total_len: u64, budget: Option<u64>) {
+        self.start_load(total_len, budget, false);
+    }
+
+    /// [`Host::load_begin`] for the file whose header the last estimate
+    /// (`estimate_begin/push/finish`, without what-if options) read and admitted: at
+    /// `HeaderReady` that admission is taken over (support and budget were decided before the
+    /// download) instead of estimating the same header again. A header that is not the one
+    /// estimated is admitted afresh.
+    pub fn load_begin_admitted(&mut self, total_len: u64, budget: Option<u64>) {
+        self.start_load(total_len, budget, true);
+    }
+
+    fn start_load(&mut self, total_len: u64, budget: Option<u64>, take_admission: bool) {
         self.generating = None;
         self.loaded = None;
-        self.memory_load_begin();
+        let admission = self.memory_load_begin();
         self.loading = Some(Loading {
             loader: StreamLoader::new(Some(total_len)),
             hasher: Sha256::new(),
             total: total_len,
             budget,
+            admitted: admission.filter(|_| take_admission),
+            estimate: None,
         });
     }
 
@@ -341,10 +360,10 @@ impl Host {
             LoadProgress::HeaderReady => {
                 header_ready = true;
                 let header = l.loader.header().expect("header is parsed at HeaderReady");
-                check_supported(header)?;
-                // The ledger's estimate (weights, KV, activations, runtime, load peak) against
-                // the budget: `OVER_MEMORY_BUDGET` before any tensor memory is allocated.
-                memory::admit_header(&mut self.memory, self.kv_options.as_ref(), header, l.budget)?;
+                // Supported, and the ledger's estimate (weights, KV, activations, runtime, load
+                // peak) within the budget: `OVER_MEMORY_BUDGET` before any tensor memory is
+                // allocated.
+                l.estimate = memory::admit_header(&mut self.memory, self.kv_options.as_ref(), header, l.total, l.budget, l.admitted.take())?;
                 // Start the data phase now, so tensor bytes that came with this chunk land.
                 l.loader.accept_header()?;
                 "data"
@@ -361,6 +380,7 @@ impl Host {
         let l = self.loading.take().ok_or_else(|| HostError::new("NO_LOAD_IN_PROGRESS", "load_finish called before load_begin"))?;
         let sha256 = l.hasher.hex_digest();
         let file_size = l.total;
+        let estimate = l.estimate;
         let store = l.loader.finish()?;
         let summary = summarize(&store.header);
         let model = Arc::new(Model::from_store(store)?);
@@ -382,7 +402,7 @@ impl Host {
             kv: session.kv_stats(),
         };
         self.loaded = Some(Loaded { model, tokenizer, session, info, kv_options: self.kv_options.clone(), vocabulary: None });
-        self.memory_loaded();
+        self.memory_loaded(estimate);
         Ok(&self.loaded.as_ref().unwrap().info)
     }
 
@@ -426,6 +446,7 @@ impl Host {
             l.kv_options = kv.clone();
         }
         self.kv_options = kv;
+        self.forget_admission();
         Ok(self.loaded.as_ref().map(|l| &l.info))
     }
 
@@ -437,6 +458,7 @@ impl Host {
         }
         self.memory.threads = exec.threads();
         self.exec = exec;
+        self.forget_admission();
     }
 
     /// `n` threads (1..=`limits::MAX_THREADS`); `THREADS_UNSUPPORTED` in a build without

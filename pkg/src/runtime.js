@@ -406,8 +406,10 @@ export class Runtime {
         this.env.post({ type: Ev.PROGRESS, id, phase, loaded, total: getTotal() });
       }
     };
-    // The ledger admits the model from its header before the loader allocates anything.
-    chunks = this.#admitFirst(chunks, getTotal, budget, signal);
+    // The ledger admits the model from its header before the loader allocates anything; the
+    // load then takes that admission over (load_begin_admitted) instead of admitting it again.
+    const admission = { admitted: false };
+    chunks = this.#admitFirst(chunks, getTotal, budget, signal, admission);
     try {
       const it = chunks[Symbol.asyncIterator]();
       for (;;) {
@@ -422,7 +424,8 @@ export class Runtime {
             throw new EdgeLLMError(ErrorCode.NETWORK, 'the server did not send a Content-Length: the model size must be known before loading', { detail: 'NO_CONTENT_LENGTH' });
           }
           if (beforeFirst) await beforeFirst();
-          this.#call(() => this.engine.load_begin(t, budget ?? undefined));
+          if (admission.admitted) this.#call(() => this.engine.load_begin_admitted(t, budget ?? undefined));
+          else this.#call(() => this.engine.load_begin(t, budget ?? undefined));
           begun = true;
           progress(true);
         }
@@ -567,9 +570,10 @@ export class Runtime {
   /**
    * Passes `chunks` through once the ledger has admitted the model from its header: until the
    * header is complete, chunks are kept here (JS memory, reported as js_buffers_bytes) and only
-   * skimmed by the core in 64 KiB pieces, so a refused model never grows wasm memory.
+   * skimmed by the core in 64 KiB pieces, so a refused model never grows wasm memory. Sets
+   * `admission.admitted` once the header fits (the core keeps that admission for the load).
    */
-  async *#admitFirst(chunks, getTotal, budget, signal) {
+  async *#admitFirst(chunks, getTotal, budget, signal, admission) {
     const it = chunks[Symbol.asyncIterator]();
     let innerDone = false;
     const stash = [];
@@ -598,7 +602,10 @@ export class Runtime {
         }
       }
       // A stream that ends inside the header: the loader says what is wrong with it.
-      if (complete) this.#admit(getTotal(), budget, read);
+      if (complete) {
+        this.#admit(getTotal(), budget, read);
+        admission.admitted = true;
+      }
       while (stash.length) {
         const c = stash.shift();
         this.jsBuffers -= c.byteLength;

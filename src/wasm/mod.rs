@@ -176,6 +176,12 @@ impl WasmEngine {
         self.host.load_begin(total_len as u64, budget_bytes.map(|b| b as u64));
     }
 
+    /// `load_begin` for the file the last estimate admitted (the worker skims the header first):
+    /// the load takes that admission over instead of estimating the header again.
+    pub fn load_begin_admitted(&mut self, total_len: f64, budget_bytes: Option<f64>) {
+        self.host.load_begin_admitted(total_len as u64, budget_bytes.map(|b| b as u64));
+    }
+
     /// Feeds the next chunk; returns `LoadStatus` as JSON.
     pub fn load_push(&mut self, chunk: &[u8]) -> Result<String, JsValue> {
         let s = self.host.load_push(chunk).map_err(js_error)?;
