@@ -23,6 +23,7 @@ use crate::gguf::{GgufHeader, TensorInfo};
 use crate::kv::KvShape;
 use crate::limits::mul;
 use crate::model::validate::{hparams_of, tensor_index};
+use crate::model::scratch::{self, Buffer, Widths};
 use crate::model::{HParams, ModelError};
 use crate::ops::attention::{KV_CHUNK, SCORE_BUDGET};
 
@@ -154,6 +155,13 @@ struct Cap {
     elem: u64,
 }
 
+/// The forward pass sizes its buffers through `model::scratch`; here that sizes the model.
+impl Buffer for Cap {
+    fn size(&mut self, len: u64) {
+        self.need(len);
+    }
+}
+
 impl Cap {
     fn of(elem: usize) -> Cap {
         Cap { cap: 0, elem: elem as u64 }
@@ -240,60 +248,62 @@ impl PassBuffers {
         }
     }
 
-    /// One forward pass of `n` tokens (the same `resize` calls in the same order as
-    /// `model::forward`, scores aside); whether any buffer grew.
+    /// One forward pass of `n` tokens: the forward pass's own sizing calls
+    /// (`model::scratch`), in its order, plus what its operators, the session and the KV cache
+    /// size (attention scores aside); whether any buffer grew.
     fn pass(&mut self, g: &ModelGeometry, o: &EstimateOptions, n: usize) -> bool {
         let hp = &g.hparams;
-        let d = hp.n_embd;
-        let (qw, kw, vw) = (hp.n_head * hp.head_dim_k, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v);
-        let aw = hp.n_head * hp.head_dim_v;
+        let w = Widths::of(hp);
+        let (kw, vw) = hp.kv_widths();
         let last = hp.n_layer.saturating_sub(1);
-        let mut grew = false;
-        grew |= self.sel.need(1);
-        grew |= self.stage_k.need(mul(n, o.kv_dtype.row_bytes(kw)));
-        grew |= self.stage_v.need(mul(n, o.kv_dtype.row_bytes(vw)));
-        grew |= self.x.need(mul(n, d));
-        grew |= self.cs.need(hp.n_rot as u64);
+        let before = self.bytes();
+        self.sel.need(1);
+        self.stage_k.need(mul(n, o.kv_dtype.row_bytes(kw)));
+        self.stage_v.need(mul(n, o.kv_dtype.row_bytes(vw)));
+        scratch::embed(&w, n, &mut self.x, &mut self.cs);
         let all_rows = n == 1;
         let mut n_cur = n;
         for il in 0..hp.n_layer {
             let ab = g.act_rows[il];
-            grew |= self.xn.need(mul(n_cur, d));
-            grew |= self.q.need(mul(n_cur, qw));
-            grew |= self.k.need(mul(n_cur, kw));
-            grew |= self.v.need(mul(n_cur, vw));
+            scratch::attention_in(&w, n_cur, &mut self.xn, &mut self.q, &mut self.k, &mut self.v);
             for a in &ab[..3] {
-                grew |= self.act.need(mul(n_cur, *a));
+                self.act.need(mul(n_cur, *a));
             }
-            grew |= self.att.need(mul(n_cur, aw));
+            scratch::attention_out(&w, n_cur, &mut self.att);
             // attention(): the rounded queries, one chunk of keys and values (its scores are
             // `scores_cap`'s).
-            grew |= self.aq.need(mul(n_cur, qw));
-            grew |= self.ak.need(mul(KV_CHUNK, kw));
-            grew |= self.av.need(mul(KV_CHUNK, vw));
+            self.aq.need((n_cur as u64).saturating_mul(w.q));
+            self.ak.need(mul(KV_CHUNK, kw));
+            self.av.need(mul(KV_CHUNK, vw));
             if il == last && !all_rows {
-                // gather_rows(att), gather_rows(x): each swaps its buffer with `tmp`.
-                grew |= self.tmp.need(aw as u64);
+                // gather_rows(att), gather_rows(x) of the one row that gets logits: each swaps
+                // its buffer with `tmp`.
+                self.tmp.need(w.att);
                 std::mem::swap(&mut self.att, &mut self.tmp);
-                grew |= self.tmp.need(d as u64);
+                self.tmp.need(w.d);
                 std::mem::swap(&mut self.x, &mut self.tmp);
                 n_cur = 1;
             }
-            grew |= self.tmp.need(mul(n_cur, d));
-            grew |= self.act.need(mul(n_cur, ab[3]));
-            grew |= self.xn.need(mul(n_cur, d));
-            grew |= self.gate.need(mul(n_cur, hp.n_ff));
-            grew |= self.up.need(mul(n_cur, hp.n_ff));
+            scratch::projection(&w, n_cur, &mut self.tmp);
+            self.act.need(mul(n_cur, ab[3]));
+            scratch::ffn_in(&w, n_cur, &mut self.xn, &mut self.gate, &mut self.up);
             for a in &ab[4..] {
-                grew |= self.act.need(mul(n_cur, *a));
+                self.act.need(mul(n_cur, *a));
             }
         }
-        grew |= self.xn.need(mul(n_cur, d));
-        grew |= self.out.need(mul(n_cur, g.n_vocab));
-        grew |= self.act.need(mul(n_cur, g.out_act_row));
+        scratch::head(&w, n_cur, g.n_vocab, &mut self.xn, &mut self.out);
+        self.act.need(mul(n_cur, g.out_act_row));
         // The session swaps its output row with the current logits after each pass.
         std::mem::swap(&mut self.out, &mut self.logits);
-        grew
+        // A pass only grows or permutes buffers: it grew iff the total did.
+        self.bytes() > before
+    }
+
+    /// Bytes of every buffer's capacity.
+    fn bytes(&self) -> u64 {
+        let b = self;
+        let all = [b.x, b.xn, b.q, b.k, b.v, b.att, b.tmp, b.gate, b.up, b.cs, b.sel, b.act, b.aq, b.ak, b.av, b.out, b.logits, b.stage_k, b.stage_v];
+        sum(&all.iter().map(Cap::bytes).collect::<Vec<_>>())
     }
 
     /// `count` passes of `n` tokens. Once six passes in a row grow nothing, the rest cannot

@@ -13,6 +13,7 @@ mod forward;
 mod gemma3;
 pub mod hparams;
 mod llama;
+pub mod scratch;
 mod tensors;
 pub mod validate;
 
