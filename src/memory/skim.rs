@@ -21,6 +21,7 @@ use crate::gguf::{
     GgufError, GgufHeader, TensorInfo, Value, ValueType, MAX_ARRAY_DEPTH, MAX_DIMS, MAX_HEADER_BYTES, MAX_KEY_BYTES,
     MAX_TENSOR_NAME_BYTES,
 };
+use crate::tokenizer::{KEY_MERGES, KEY_SCORES, KEY_TOKENS, KEY_TOKEN_TYPE};
 
 use super::wasm32;
 
@@ -29,9 +30,6 @@ pub const KEEP_STRING: u64 = 64 << 10;
 /// Arrays with more elements than this are summarized, not kept (per-layer arrays are short).
 pub const KEEP_ARRAY: u64 = 4096;
 
-const KEY_TOKENS: &str = "tokenizer.ggml.tokens";
-const KEY_TOKEN_TYPE: &str = "tokenizer.ggml.token_type";
-const KEY_MERGES: &str = "tokenizer.ggml.merges";
 
 /// Figures about a header's metadata that the estimate needs and a light header does not hold.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -78,7 +76,7 @@ impl HeaderStats {
                             s.n_merges = m.len() as u64;
                             s.merge_bytes = m.iter().map(|x| x.len() as u64).sum();
                         }
-                        ("tokenizer.ggml.scores", _) => s.has_scores = true,
+                        (KEY_SCORES, _) => s.has_scores = true,
                         _ => {}
                     }
                 }
@@ -453,7 +451,7 @@ impl HeaderSkimmer {
                     (KEY_TOKENS, ValueType::String) => self.stats.n_tokens = count,
                     (KEY_MERGES, ValueType::String) => self.stats.n_merges = count,
                     (KEY_TOKEN_TYPE, ValueType::I32) => self.stats.has_token_type = true,
-                    ("tokenizer.ggml.scores", _) => self.stats.has_scores = true,
+                    (KEY_SCORES, _) => self.stats.has_scores = true,
                     _ => {}
                 }
                 let keep = if count <= KEEP_ARRAY && elem != ValueType::Array {
