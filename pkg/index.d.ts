@@ -57,6 +57,17 @@ export declare class EdgeLLMError extends Error {
 
 // ── Engine ─────────────────────────────────────────────────────────────────────────────────────
 
+/** What engine.countTokens answers. */
+export interface TokenCount {
+  prompt_tokens: number;
+  /** The loaded session's context (or KV budget) in tokens. */
+  max_context: number;
+  /** Whether a generation of this request could start. */
+  fits: boolean;
+  /** When it could not: the error generation would give. */
+  code: 'PROMPT_TOO_LONG' | 'PROMPT_OVER_KV_BUDGET' | null;
+}
+
 export interface EngineOptions {
   /** Cache models loaded from URLs (OPFS in browsers, `cacheDir` under Node). Default true. */
   cache?: boolean;
@@ -931,8 +942,13 @@ export declare class Engine {
   off(event: 'pressure', listener: (event: PressureEvent) => void): void;
   /** The Compute Pressure state now ('unknown' without the API) and the sustained speed of the last long local request. */
   pressure(): { state: PressureState | 'unknown'; supported: boolean; last_long: SustainedSpeed | null };
-  /** The prompt's tokens as the local engine sees them (chat template applied). */
-  countTokens(params: { messages: ChatMessage[] } | { prompt: string | [string] }): Promise<{ prompt_tokens: number | null; max_context: number; fits: boolean }>;
+  /**
+   * The prompt's tokens exactly as a local generation would run them (chat template and
+   * special-token rules applied; no model call), and whether it fits the loaded session's
+   * context or KV budget. Rejects MODEL_NOT_LOADED without a model, INVALID_REQUEST for a
+   * request without a prompt.
+   */
+  countTokens(params: { messages: ChatMessage[] } | { prompt: string | [string] }): Promise<TokenCount>;
 
   readonly chat: {
     readonly completions: {

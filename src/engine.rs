@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::metrics::{Clock, GenerationMetrics};
 use crate::exec::Exec;
-use crate::model::{ForwardScratch, LogitRows, Model, ModelError};
+use crate::model::{ForwardScratch, HParams, LogitRows, Model, ModelError};
 use crate::sampling::{Sampler, SamplerConfig};
 use crate::snapshot::{self, SnapshotError, SnapshotMeta};
 use crate::kv::{KvCache, KvConfig, KvStats};
@@ -92,15 +92,23 @@ pub struct SessionOptions {
 }
 
 impl SessionOptions {
-    /// Context `min(training context, 4096)`, batches of 512, greedy sampling, no clock.
+    /// Context [`SessionOptions::default_context`], batches of 512, greedy sampling, no clock.
     pub fn for_model(model: &Model) -> SessionOptions {
-        let train = model.hparams().n_ctx_train;
         SessionOptions {
-            max_context: if train == 0 { 4096 } else { train.min(4096) },
+            max_context: SessionOptions::default_context(model.hparams()),
             max_batch: 512,
             sampler: SamplerConfig::greedy(),
             clock: crate::metrics::no_clock,
             exec: Exec::Serial,
+        }
+    }
+
+    /// The context a session gets without KV options: `min(training context, 4096)` (4096 when
+    /// the file does not say). The memory ledger estimates by the same.
+    pub fn default_context(hp: &HParams) -> usize {
+        match hp.n_ctx_train {
+            0 => 4096,
+            train => train.min(4096),
         }
     }
 }

@@ -18,74 +18,37 @@
 //! `error`: `PROMPT_OVER_KV_BUDGET` before prefill). `kv_stats` reports occupancy at any step;
 //! the figures also come with every `GenerateResult`.
 
+mod error;
 mod memory;
+mod prompt;
+mod summary;
+mod support;
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{EngineError, Session, SessionOptions};
+use crate::engine::{Session, SessionOptions};
 use crate::exec::Exec;
 use crate::generate::{GenerateOptions, Generator};
-use crate::gguf::{GgmlType, GgufError, GgufHeader, LoadProgress, StreamLoader};
-use crate::kv::{KvOptions, KvPolicy, KvStats};
+use crate::gguf::{LoadProgress, StreamLoader};
+use crate::kv::{KvOptions, KvStats};
 use crate::metrics::Clock;
-use crate::model::{Arch, Model, ModelError};
+use crate::model::Model;
 use crate::sampling::SamplerConfig;
 use crate::sha256::Sha256;
-use crate::tokenizer::{ChatMessage, Tokenizer, TokenizerError};
+use crate::tokenizer::{ChatMessage, Tokenizer};
 use crate::work::{CpuClock, Phase, PowerModel, WorkMeter, WorkReport};
 
 pub use crate::generate::{PrefillStatus, StepEvent};
 pub use memory::{EstimateReport, EstimateRequest, MemoryState, SkimProgress};
+pub use error::HostError;
+pub use prompt::TokenCount;
+pub use support::check_supported;
+use summary::summarize;
 
 /// Prompt tokens per `prefill_chunk` call: the host yields to its event loop between chunks.
 pub const PREFILL_CHUNK: usize = 64;
-
-/// An error with a stable machine-readable `code` (passed on to JS as `Error.code`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct HostError {
-    pub code: String,
-    pub message: String,
-}
-
-impl HostError {
-    pub fn new(code: &str, message: impl Into<String>) -> HostError {
-        HostError { code: code.to_string(), message: message.into() }
-    }
-}
-
-impl std::fmt::Display for HostError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
-    }
-}
-
-impl std::error::Error for HostError {}
-
-impl From<GgufError> for HostError {
-    fn from(e: GgufError) -> Self {
-        HostError::new(e.code(), e.to_string())
-    }
-}
-
-impl From<ModelError> for HostError {
-    fn from(e: ModelError) -> Self {
-        HostError::new(e.code(), e.to_string())
-    }
-}
-
-impl From<EngineError> for HostError {
-    fn from(e: EngineError) -> Self {
-        HostError::new(e.code(), e.to_string())
-    }
-}
-
-impl From<TokenizerError> for HostError {
-    fn from(e: TokenizerError) -> Self {
-        HostError::new(e.code(), e.to_string())
-    }
-}
 
 /// What the loader reports after a chunk.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -126,6 +89,10 @@ struct Loading {
     hasher: Sha256,
     total: u64,
     budget: Option<u64>,
+    /// The admission the worker's estimate of this file's header made (`load_begin_admitted`).
+    admitted: Option<memory::Admission>,
+    /// The estimate the header was admitted with (from `HeaderReady` on).
+    estimate: Option<crate::memory::Estimate>,
 }
 
 /// A loaded model and what goes with it: its tokenizer and one reusable session.
@@ -375,14 +342,29 @@ impl Host {
     /// would double the memory peak) and any load in progress. `budget`: refuse models whose
     /// tensor data exceeds this many bytes (checked from the header, before allocation).
     pub fn load_begin(&mut self, total_len: u64, budget: Option<u64>) {
+        self.start_load(total_len, budget, false);
+    }
+
+    /// [`Host::load_begin`] for the file whose header the last estimate
+    /// (`estimate_begin/push/finish`, without what-if options) read and admitted: at
+    /// `HeaderReady` that admission is taken over (support and budget were decided before the
+    /// download) instead of estimating the same header again. A header that is not the one
+    /// estimated is admitted afresh.
+    pub fn load_begin_admitted(&mut self, total_len: u64, budget: Option<u64>) {
+        self.start_load(total_len, budget, true);
+    }
+
+    fn start_load(&mut self, total_len: u64, budget: Option<u64>, take_admission: bool) {
         self.generating = None;
         self.loaded = None;
-        self.memory_load_begin();
+        let admission = self.memory_load_begin();
         self.loading = Some(Loading {
             loader: StreamLoader::new(Some(total_len)),
             hasher: Sha256::new(),
             total: total_len,
             budget,
+            admitted: admission.filter(|_| take_admission),
+            estimate: None,
         });
     }
 
@@ -405,10 +387,10 @@ impl Host {
             LoadProgress::HeaderReady => {
                 header_ready = true;
                 let header = l.loader.header().expect("header is parsed at HeaderReady");
-                check_supported(header)?;
-                // The ledger's estimate (weights, KV, activations, runtime, load peak) against
-                // the budget: `OVER_MEMORY_BUDGET` before any tensor memory is allocated.
-                memory::admit_header(&mut self.memory, self.kv_options.as_ref(), header, l.budget)?;
+                // Supported, and the ledger's estimate (weights, KV, activations, runtime, load
+                // peak) within the budget: `OVER_MEMORY_BUDGET` before any tensor memory is
+                // allocated.
+                l.estimate = memory::admit_header(&mut self.memory, self.kv_options.as_ref(), header, l.total, l.budget, l.admitted.take())?;
                 // Start the data phase now, so tensor bytes that came with this chunk land.
                 l.loader.accept_header()?;
                 "data"
@@ -425,6 +407,7 @@ impl Host {
         let l = self.loading.take().ok_or_else(|| HostError::new("NO_LOAD_IN_PROGRESS", "load_finish called before load_begin"))?;
         let sha256 = l.hasher.hex_digest();
         let file_size = l.total;
+        let estimate = l.estimate;
         let store = l.loader.finish()?;
         let summary = summarize(&store.header);
         let model = Arc::new(Model::from_store(store)?);
@@ -446,7 +429,7 @@ impl Host {
             kv: session.kv_stats(),
         };
         self.loaded = Some(Loaded { model, tokenizer, session, info, kv_options: self.kv_options.clone(), vocabulary: None });
-        self.memory_loaded();
+        self.memory_loaded(estimate);
         Ok(&self.loaded.as_ref().unwrap().info)
     }
 
@@ -490,6 +473,7 @@ impl Host {
             l.kv_options = kv.clone();
         }
         self.kv_options = kv;
+        self.forget_admission();
         Ok(self.loaded.as_ref().map(|l| &l.info))
     }
 
@@ -501,6 +485,7 @@ impl Host {
         }
         self.memory.threads = exec.threads();
         self.exec = exec;
+        self.forget_admission();
     }
 
     /// `n` threads (1..=`limits::MAX_THREADS`); `THREADS_UNSUPPORTED` in a build without
@@ -569,42 +554,13 @@ impl Host {
     fn generate_begin_inner(&mut self, req: &GenerateRequest, now_ms: f64) -> Result<GenerateStarted, HostError> {
         self.generating = None;
         let l = self.loaded.as_mut().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
-        let prompt = match req.kind.as_deref().unwrap_or(if req.messages.is_some() { "chat" } else { "completion" }) {
-            "chat" => {
-                let messages = req.messages.as_deref().filter(|m| !m.is_empty()).ok_or_else(|| HostError::new("INVALID_REQUEST", "messages must be a non-empty list"))?;
-                // Tools, past calls and their results: by the model's template when it renders
-                // them, else by the fallback (`tools::render`).
-                let template = crate::tokenizer::ChatTemplate::for_tokenizer(&l.tokenizer);
-                let (messages, tools) = crate::tools::render::conversation(&template, messages, req.tools.as_ref());
-                template.encode_with_tools(&l.tokenizer, &messages, true, crate::tokenizer::ContentSpecials::from_opt_in(req.raw_special_tokens), tools.as_ref())?
-            }
-            "completion" => {
-                let prompt = req.prompt.as_deref().ok_or_else(|| HostError::new("INVALID_REQUEST", "prompt is required"))?;
-                l.tokenizer.encode(prompt, true, true)
-            }
-            other => return Err(HostError::new("INVALID_REQUEST", format!("unknown request kind {other:?}"))),
-        };
-        if prompt.is_empty() {
-            return Err(HostError::new("INVALID_REQUEST", "the prompt has no tokens"));
-        }
+        let prompt = prompt::prompt_tokens(&l.tokenizer, req)?;
         req.max_tokens.map_or(Ok(()), |n| crate::limits::check_new_tokens("max_tokens", n))?;
-        let max_context = l.info.max_context;
-        let policy = l.kv_options.as_ref().map(|_| l.session.kv().policy());
-        let max_tokens = match policy {
+        let max_tokens = match prompt::room_after(l, prompt.len())? {
             // Window + sinks: any prompt (its oldest non-sink tokens are evicted as needed) and
             // any number of tokens; by default one cache's worth.
-            Some(KvPolicy::WindowSinks) => req.max_tokens.unwrap_or(max_context),
-            _ => {
-                if prompt.len() >= max_context {
-                    let (code, what) = if policy.is_some() { ("PROMPT_OVER_KV_BUDGET", "the KV budget") } else { ("PROMPT_TOO_LONG", "the context") };
-                    return Err(HostError::new(
-                        code,
-                        format!("the prompt has {} tokens; {what} holds {max_context} (prompt + generated)", prompt.len()),
-                    ));
-                }
-                let room = max_context - prompt.len();
-                req.max_tokens.unwrap_or(room).min(room)
-            }
+            None => req.max_tokens.unwrap_or(l.info.max_context),
+            Some(room) => req.max_tokens.unwrap_or(room).min(room),
         };
         if max_tokens == 0 {
             return Err(HostError::new("INVALID_REQUEST", "max_tokens must be at least 1"));
@@ -774,105 +730,6 @@ impl Host {
         let g = self.generating.as_mut().ok_or_else(|| HostError::new("NO_GENERATION", "no generation in progress"))?;
         Ok((l, g))
     }
-}
-
-/// Refuses, from the header alone, a model this engine cannot run: before any download of the
-/// weights, rather than after.
-pub fn check_supported(header: &GgufHeader) -> Result<(), HostError> {
-    let arch = header.architecture().unwrap_or("");
-    if Arch::from_name(arch).is_none() {
-        return Err(HostError::new(
-            "UNSUPPORTED_MODEL",
-            format!("architecture {arch:?} is not supported (supported: llama, qwen2, qwen3, gemma3)"),
-        ));
-    }
-    for t in &header.tensors {
-        if !crate::quant::is_supported(t.ggml_type) {
-            return Err(HostError::new(
-                "UNSUPPORTED_TENSOR_TYPE",
-                format!("tensor {} has type {}, which this engine cannot compute with", t.name, t.ggml_type),
-            ));
-        }
-    }
-    Ok(())
-}
-
-struct Summary {
-    name: String,
-    architecture: String,
-    tensor_count: usize,
-    n_params: u64,
-    context_length: Option<u64>,
-    quantization: Option<String>,
-    has_chat_template: bool,
-}
-
-fn summarize(h: &GgufHeader) -> Summary {
-    let architecture = h.architecture().unwrap_or("unknown").to_string();
-    let name = h.get_str("general.name").map(str::to_string).unwrap_or_else(|| architecture.clone());
-    let mut by_type: Vec<(GgmlType, u64)> = Vec::new();
-    let mut n_params = 0u64;
-    for t in &h.tensors {
-        n_params += t.n_elements();
-        match by_type.iter_mut().find(|(ty, _)| *ty == t.ggml_type) {
-            Some(e) => e.1 += t.n_bytes(),
-            None => by_type.push((t.ggml_type, t.n_bytes())),
-        }
-    }
-    let quantization = h
-        .get_u64("general.file_type")
-        .and_then(file_type_name)
-        .map(str::to_string)
-        .or_else(|| by_type.iter().max_by_key(|(_, b)| *b).map(|(ty, _)| ty.name().to_string()));
-    Summary {
-        name,
-        context_length: h.get_u64(&format!("{architecture}.context_length")),
-        architecture,
-        tensor_count: h.tensors.len(),
-        n_params,
-        quantization,
-        has_chat_template: h.get_str("tokenizer.chat_template").is_some(),
-    }
-}
-
-/// llama.cpp's `llama_ftype` names (`general.file_type`), as in model file names.
-fn file_type_name(ftype: u64) -> Option<&'static str> {
-    Some(match ftype {
-        0 => "F32",
-        1 => "F16",
-        2 => "Q4_0",
-        3 => "Q4_1",
-        7 => "Q8_0",
-        8 => "Q5_0",
-        9 => "Q5_1",
-        10 => "Q2_K",
-        11 => "Q3_K_S",
-        12 => "Q3_K_M",
-        13 => "Q3_K_L",
-        14 => "Q4_K_S",
-        15 => "Q4_K_M",
-        16 => "Q5_K_S",
-        17 => "Q5_K_M",
-        18 => "Q6_K",
-        19 => "IQ2_XXS",
-        20 => "IQ2_XS",
-        21 => "Q2_K_S",
-        22 => "IQ3_XS",
-        23 => "IQ3_XXS",
-        24 => "IQ1_S",
-        25 => "IQ4_NL",
-        26 => "IQ3_S",
-        27 => "IQ3_M",
-        28 => "IQ2_S",
-        29 => "IQ2_M",
-        30 => "IQ4_XS",
-        31 => "IQ1_M",
-        32 => "BF16",
-        36 => "TQ1_0",
-        37 => "TQ2_0",
-        38 => "MXFP4",
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

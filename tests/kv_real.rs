@@ -50,11 +50,11 @@ fn real_model_bytes_per_held_token_follow_the_formula() {
         assert_eq!(k.by_kind[0].bytes_per_token, n_global * per_layer);
         assert_eq!(k.by_kind[1].bytes_per_token, n_local * per_layer);
         assert_eq!(k.budget_bytes, per_layer * (n_global * 1024 + n_local * 512));
-        let layout = s.kv().layout().clone();
+        let layout = s.kv().layout().shape.clone();
         for held in [1usize, 100, 512, 513, 700, 1024] {
             // All 18 layers while held ≤ 512, then only the 3 global ones grow.
             let want = 2 * hp.n_head_kv * hp.head_dim_k * bpe_x32 / 32 * (n_global * held + n_local * held.min(512));
-            assert_eq!(layout.bytes_at(dtype, held), want, "{dtype:?} {held}");
+            assert_eq!(layout.bytes_at(dtype, held), want as u64, "{dtype:?} {held}");
             if held <= 512 {
                 assert_eq!(want, held * 2 * 18 * hp.n_head_kv * hp.head_dim_k * bpe_x32 / 32);
             }
@@ -62,7 +62,7 @@ fn real_model_bytes_per_held_token_follow_the_formula() {
         // And what the cache reports after a real (short) prefill.
         s.prefill(&[2, 818, 5279, 529, 7001, 563]).unwrap();
         assert_eq!(s.kv_stats().bytes, 6 * 18 * per_layer);
-        assert_eq!(s.kv_stats().bytes, layout.bytes_at(dtype, 6));
+        assert_eq!(s.kv_stats().bytes as u64, layout.bytes_at(dtype, 6));
     }
 }
 

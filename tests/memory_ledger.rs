@@ -11,7 +11,7 @@ use edgellm::gguf::{parse_file, parse_header, HeaderStatus, Value};
 use edgellm::host::{EstimateRequest, Host};
 use edgellm::kv::{KvOptions, KvPolicy};
 use edgellm::memory::{
-    kv_cache_bytes, CountingAlloc, Estimate, EstimateOptions, HeaderSkimmer, HeaderStats, KvElem, Level, MemoryOptions,
+    CountingAlloc, Estimate, EstimateOptions, HeaderSkimmer, HeaderStats, KvElem, Level, MemoryOptions,
     ModelGeometry, SkimStatus,
 };
 use edgellm::model::Model;
@@ -176,8 +176,8 @@ fn estimate_matches_the_real_model() {
     let tokens = 160;
     let e = Estimate::new(&g, &HeaderStats::of(&h, h.data_offset), &EstimateOptions { kv_tokens: tokens, ..EstimateOptions::default() });
     // Gemma 3: 3 global layers hold every token, 15 local ones at most their 512-token window.
-    let row = g.kv_row_bytes(KvElem::F16) as u64;
-    assert_eq!(kv_cache_bytes(&g.windows, row as usize, 32768), 3 * 32768 * row + 15 * 512 * row);
+    let row = g.kv.row_bytes(KvElem::F16) as u64;
+    assert_eq!(g.kv.bytes_at(KvElem::F16, 32768), 3 * 32768 * row + 15 * 512 * row);
     eprintln!("gemma-3-270m kv f16 {tokens} tokens:");
     let (w, kv, act) = run_full(&path, tokens, "f16");
     within("weights", e.weights, w, 0.0);

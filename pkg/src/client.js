@@ -682,8 +682,8 @@ export class Engine {
   }
 
   /**
-   * Counts the prompt's tokens as the local engine would see them (chat template applied).
-   * @returns {Promise<{prompt_tokens: number|null, max_context: number, fits: boolean}>}
+   * Counts the prompt's tokens as a local generation would run them (the core's count_tokens).
+   * @returns {Promise<{prompt_tokens: number, max_context: number, fits: boolean, code: string|null}>}
    */
   async countTokens(params) {
     if (!params || typeof params !== 'object') throw invalid('countTokens() needs {messages} or {prompt}');

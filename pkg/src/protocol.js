@@ -51,9 +51,11 @@
 //     edgellm serve); a broken rule → error INVALID_REQUEST, detail = the rule's code
 //     ('unsupported_parameter', 'unknown_parameter', 'invalid_value', ...), param = its name.
 // {type:'count', id, request: GenerateRequest}
-//     → result {prompt_tokens: number|null, max_context: number, fits: boolean}
-//     The prompt's tokens as generate would see them (chat template applied); fits = false when
-//     it does not fit the context (prompt_tokens is then the count if known). Used by the router.
+//     → result {prompt_tokens: number, max_context: number, fits: boolean, code: string|null}
+//     The prompt's tokens as generate would run them (the core's count_tokens: chat template and
+//     special-token rules applied, no model call); fits = false when generate would refuse it,
+//     code = its error then ('PROMPT_TOO_LONG' | 'PROMPT_OVER_KV_BUDGET'). Used by the router and
+//     engine.countTokens; a request without a prompt is INVALID_REQUEST.
 // {type:'unload', id}                    → result null
 // {type:'status', id}                    → result {loaded: boolean, model: ModelInfo|null, busy: boolean, queued: number, wasm_memory_bytes: number}
 // {type:'cache', id, action: 'list'|'delete'|'clear', url?: string}  → result (list: CacheEntry[]; else null)

@@ -412,8 +412,10 @@ export class Runtime {
         this.env.post({ type: Ev.PROGRESS, id, phase, loaded, total: getTotal() });
       }
     };
-    // The ledger admits the model from its header before the loader allocates anything.
-    chunks = this.#admitFirst(chunks, getTotal, budget, signal);
+    // The ledger admits the model from its header before the loader allocates anything; the
+    // load then takes that admission over (load_begin_admitted) instead of admitting it again.
+    const admission = { admitted: false };
+    chunks = this.#admitFirst(chunks, getTotal, budget, signal, admission);
     try {
       const it = chunks[Symbol.asyncIterator]();
       for (;;) {
@@ -428,7 +430,8 @@ export class Runtime {
             throw new EdgeLLMError(ErrorCode.NETWORK, 'the server did not send a Content-Length: the model size must be known before loading', { detail: 'NO_CONTENT_LENGTH' });
           }
           if (beforeFirst) await beforeFirst();
-          this.#call(() => this.engine.load_begin(t, budget ?? undefined));
+          if (admission.admitted) this.#call(() => this.engine.load_begin_admitted(t, budget ?? undefined));
+          else this.#call(() => this.engine.load_begin(t, budget ?? undefined));
           begun = true;
           progress(true);
         }
@@ -583,9 +586,10 @@ export class Runtime {
   /**
    * Passes `chunks` through once the ledger has admitted the model from its header: until the
    * header is complete, chunks are kept here (JS memory, reported as js_buffers_bytes) and only
-   * skimmed by the core in 64 KiB pieces, so a refused model never grows wasm memory.
+   * skimmed by the core in 64 KiB pieces, so a refused model never grows wasm memory. Sets
+   * `admission.admitted` once the header fits (the core keeps that admission for the load).
    */
-  async *#admitFirst(chunks, getTotal, budget, signal) {
+  async *#admitFirst(chunks, getTotal, budget, signal, admission) {
     const it = chunks[Symbol.asyncIterator]();
     let innerDone = false;
     const stash = [];
@@ -614,7 +618,10 @@ export class Runtime {
         }
       }
       // A stream that ends inside the header: the loader says what is wrong with it.
-      if (complete) this.#admit(getTotal(), budget, read);
+      if (complete) {
+        this.#admit(getTotal(), budget, read);
+        admission.admitted = true;
+      }
       while (stash.length) {
         const c = stash.shift();
         this.jsBuffers -= c.byteLength;
@@ -712,29 +719,11 @@ export class Runtime {
   }
 
   // ── count ──────────────────────────────────────────────────────────────────────────────
-  /** Tokenizes a request the way generate would (generate_begin, then cancel: no model call). */
+  /** The prompt's tokens as generate would run them, and whether it fits (the core's count_tokens: no model call). */
   #count(msg) {
     this.#requireEngine();
     if (!this.model) throw new EdgeLLMError(ErrorCode.MODEL_NOT_LOADED, 'no model is loaded: call engine.load() first');
-    const max_context = this.model.max_context;
-    try {
-      const b = this.#json(() => this.engine.generate_begin(JSON.stringify({ ...msg.request, max_tokens: 1 })));
-      return { prompt_tokens: b.prompt_tokens, max_context, fits: true };
-    } catch (e) {
-      if (e instanceof EdgeLLMError && e.code === ErrorCode.PROMPT_TOO_LONG) {
-        const m = /(\d+) tokens/.exec(e.message);
-        return { prompt_tokens: m ? Number(m[1]) : null, max_context, fits: false };
-      }
-      throw e;
-    } finally {
-      if (!this.dead) {
-        try {
-          this.engine.generate_cancel();
-        } catch {
-          /* nothing to cancel */
-        }
-      }
-    }
+    return this.#json(() => this.engine.count_tokens(JSON.stringify(msg.request)));
   }
 
   // ── saved conversations (sessions.js, src/snapshot.rs) ──────────────────────────────────────

@@ -3,6 +3,7 @@
 //! native file access (`file`) and a writer for synthetic test models (`write`).
 
 mod error;
+mod file_type;
 #[cfg(not(target_arch = "wasm32"))]
 mod file;
 mod load;
@@ -14,11 +15,16 @@ mod validate;
 mod write;
 
 pub use error::GgufError;
+pub use file_type::file_type_name;
 #[cfg(not(target_arch = "wasm32"))]
 pub use file::{load_file, read_header_file};
 pub use load::{load_bytes, LoadProgress, StreamLoader};
 pub use parse::{parse_file, parse_header, validate_file_size, HeaderStatus};
 pub(crate) use validate::validate_tensors;
+// The byte-level rules every header reader shares (this module's parser and the memory
+// ledger's streaming skimmer): little-endian reads, count caps, key and alignment checks.
+pub(crate) use parse::{alignment_of, check_keys};
+pub(crate) use scan::{check_count, le_u32, le_u64};
 pub use scan::{
     HeaderScanner, ScanStatus, MAX_ARRAY_DEPTH, MAX_DIMS, MAX_HEADER_BYTES, MAX_KEY_BYTES,
     MAX_TENSOR_NAME_BYTES,

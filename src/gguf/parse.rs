@@ -100,7 +100,7 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<GgufHeader, GgufError> {
 
 /// Keys must be non-empty and unique (the spec requires both; a duplicate would make lookups
 /// depend on which copy a reader happens to find first).
-fn check_keys(metadata: &[(String, Value)]) -> Result<(), GgufError> {
+pub(crate) fn check_keys(metadata: &[(String, Value)]) -> Result<(), GgufError> {
     let mut seen = HashSet::with_capacity(metadata.len());
     for (key, _) in metadata {
         if key.is_empty() {
@@ -114,7 +114,7 @@ fn check_keys(metadata: &[(String, Value)]) -> Result<(), GgufError> {
 }
 
 /// `general.alignment`: a power-of-two u32 (what ggml writes and requires), 32 when absent.
-fn alignment_of(metadata: &[(String, Value)]) -> Result<u64, GgufError> {
+pub(crate) fn alignment_of(metadata: &[(String, Value)]) -> Result<u64, GgufError> {
     match metadata.iter().find(|(k, _)| k == ALIGNMENT_KEY).map(|(_, v)| v) {
         None => Ok(DEFAULT_ALIGNMENT),
         Some(Value::U32(a)) if a.is_power_of_two() => Ok(*a as u64),

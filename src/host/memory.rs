@@ -5,9 +5,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::gguf::GgufHeader;
-use crate::kv::{KvCache, KvOptions, PAGE_ROWS};
+use crate::engine::SessionOptions;
+use crate::kv::KvOptions;
 use crate::memory::{
-    kv_tokens_for_bytes, probe, Estimate, EstimateOptions, HeaderSkimmer, HeaderStats, KvElem, Ledger, Measured,
+    probe, Estimate, EstimateOptions, HeaderSkimmer, HeaderStats, KvElem, Ledger, Measured,
     MemoryOptions, MemorySnapshot, ModelGeometry, Refusal, SkimStatus,
 };
 
@@ -18,13 +19,38 @@ use super::{Host, HostError, PREFILL_CHUNK};
 pub struct MemoryState {
     pub ledger: Ledger,
     skim: Option<HeaderSkimmer>,
+    /// The last estimate that fit, for the load that follows it (`Host::load_begin_admitted`).
+    admitted: Option<Admission>,
     /// The executor's thread count (the estimate counts its workers' stacks).
     pub threads: usize,
 }
 
 impl Default for MemoryState {
     fn default() -> Self {
-        MemoryState { ledger: Ledger::new(), skim: None, threads: 1 }
+        MemoryState { ledger: Ledger::new(), skim: None, admitted: None, threads: 1 }
+    }
+}
+
+/// A header admitted by its estimate. The worker skims a file's header before the download
+/// (so a refusal costs nothing), then loads the same bytes: the load takes this admission over
+/// instead of estimating and admitting the header a second time.
+#[derive(Clone, Debug)]
+pub(super) struct Admission {
+    pub estimate: Estimate,
+    /// What identifies the header it was made for (checked against the loader's).
+    data_offset: u64,
+    n_tensors: usize,
+    file_len: Option<u64>,
+}
+
+impl Admission {
+    /// Whether it was made for `header` of a `file_len`-byte file: the same data offset, tensor
+    /// count and tensor bytes (a load of other bytes is admitted afresh).
+    fn is_for(&self, header: &GgufHeader, file_len: u64) -> bool {
+        self.data_offset == header.data_offset
+            && self.n_tensors == header.tensors.len()
+            && self.estimate.weights == header.tensor_data_bytes()
+            && self.file_len.is_none_or(|f| f == file_len)
     }
 }
 
@@ -79,19 +105,10 @@ pub struct SkimProgress {
     pub header_bytes: Option<u64>,
 }
 
-/// The context a session without KV options gets (as `SessionOptions::for_model`).
-fn default_context(n_ctx_train: usize) -> usize {
-    if n_ctx_train == 0 {
-        4096
-    } else {
-        n_ctx_train.min(4096)
-    }
-}
-
 /// The estimate options for a model of geometry `g` under `kv` (the session's KV options) and
 /// the request's overrides.
 pub fn estimate_options(g: &ModelGeometry, kv: Option<&KvOptions>, threads: usize, req: &EstimateRequest) -> EstimateOptions {
-    let default_tokens = default_context(g.hparams.n_ctx_train);
+    let default_tokens = SessionOptions::default_context(&g.hparams);
     let kv = req.kv.as_ref().or(if req.ctx.is_some() { None } else { kv });
     let (kv_tokens, kv_dtype) = match kv {
         None => (req.ctx.unwrap_or(default_tokens), KvElem::F16),
@@ -99,7 +116,7 @@ pub fn estimate_options(g: &ModelGeometry, kv: Option<&KvOptions>, threads: usiz
             let dtype = o.dtype.unwrap_or_default();
             let tokens = match (o.tokens, o.bytes) {
                 (Some(t), _) => t,
-                (None, Some(b)) => kv_tokens_for_bytes(&g.windows, g.kv_row_bytes(dtype), b as u64),
+                (None, Some(b)) => g.kv.tokens_for_bytes(dtype, b as u64),
                 (None, None) => default_tokens,
             };
             (tokens, dtype)
@@ -120,19 +137,6 @@ fn model_error(e: crate::model::ModelError) -> HostError {
     HostError::new(e.code(), e.to_string())
 }
 
-/// Bytes the KV cache will have allocated once it has processed `tokens` positions: each layer
-/// allocates pages of `PAGE_ROWS` rows as they are first written, up to its capacity.
-pub fn kv_allocated_at(kv: &KvCache, tokens: usize) -> u64 {
-    let lay = kv.layout();
-    let row = (kv.dtype().row_bytes(lay.k_width) + kv.dtype().row_bytes(lay.v_width)) as u64;
-    (0..lay.n_layer())
-        .map(|il| {
-            let cap = lay.layer_cap(il, kv.max_tokens());
-            (tokens.min(cap).div_ceil(PAGE_ROWS) * PAGE_ROWS).min(cap) as u64 * row
-        })
-        .sum()
-}
-
 /// Which generation step the guard looks at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Step {
@@ -145,23 +149,38 @@ pub fn refusal_error(r: &Refusal) -> HostError {
     HostError::new("OVER_MEMORY_BUDGET", r.message())
 }
 
-/// Checks a freshly parsed header against the budget (`budget`, else the ledger's): the load's
-/// estimate is kept for the snapshots; `OVER_MEMORY_BUDGET` when it does not fit. A header whose
-/// hyper-parameters cannot be read (the load will fail on them later, with their own error) is
-/// checked on its weights alone.
-pub(super) fn admit_header(mem: &mut MemoryState, kv: Option<&KvOptions>, header: &GgufHeader, budget: Option<u64>) -> Result<(), HostError> {
+/// Admits a freshly parsed header (the loader's, at `HeaderReady`) of a `file_len`-byte file:
+/// the engine must support it (`check_supported`), and its estimate must fit the budget
+/// (`budget`, else the ledger's) — unless `admitted`, the estimate the worker made of the same
+/// header before the download, already decided both. Returns the load's estimate (kept for the
+/// snapshots); `OVER_MEMORY_BUDGET` when it does not fit. A header whose hyper-parameters
+/// cannot be read (the load will fail on them later, with their own error) is checked on its
+/// weights alone.
+pub(super) fn admit_header(
+    mem: &mut MemoryState,
+    kv: Option<&KvOptions>,
+    header: &GgufHeader,
+    file_len: u64,
+    budget: Option<u64>,
+    admitted: Option<Admission>,
+) -> Result<Option<Estimate>, HostError> {
+    if let Some(a) = admitted.filter(|a| a.is_for(header, file_len)) {
+        mem.ledger.last_estimate = Some(a.estimate.clone());
+        return Ok(Some(a.estimate));
+    }
+    super::check_supported(header)?;
     let stats = HeaderStats::of(header, header.data_offset);
     match ModelGeometry::from_header(header) {
         Ok(g) => {
             let e = Estimate::new(&g, &stats, &estimate_options(&g, kv, mem.threads, &EstimateRequest::default()));
-            mem.ledger.admit(e, budget).map(drop).map_err(|r| refusal_error(&r))
+            mem.ledger.admit(e, budget).map(Some).map_err(|r| refusal_error(&r))
         }
         Err(_) => match budget.or(mem.ledger.options.budget_bytes) {
             Some(b) if header.tensor_data_bytes() > b => Err(HostError::new(
                 "OVER_MEMORY_BUDGET",
                 format!("the model's weights need {} bytes, more than the memory budget of {b} bytes", header.tensor_data_bytes()),
             )),
-            _ => Ok(()),
+            _ => Ok(None),
         },
     }
 }
@@ -177,28 +196,33 @@ impl Host {
         Ok((Estimate::new(&g, stats, &o), g))
     }
 
-    /// Records the loaded model's estimate and the load's peak (call at the end of a load).
-    pub(super) fn memory_loaded(&mut self) {
-        let Some(l) = self.loaded.as_ref() else { return };
-        let h = l.model.header();
-        let stats = HeaderStats::of(h, h.data_offset);
-        let e = self.estimate_for(h, &stats, &EstimateRequest::default()).ok().map(|(e, _)| e);
+    /// Records the loaded model's estimate (the one its header was admitted with) and the load's
+    /// peak (call at the end of a load).
+    pub(super) fn memory_loaded(&mut self, e: Option<Estimate>) {
         let m = &mut self.memory.ledger;
         m.estimate = e;
         m.load_peak_measured = probe::wasm_memory().or_else(probe::heap_peak);
     }
 
-    /// Starts a new load's measurements.
-    pub(super) fn memory_load_begin(&mut self) {
+    /// Forgets the last estimate's admission (the settings it was made under changed).
+    pub(super) fn forget_admission(&mut self) {
+        self.memory.admitted = None;
+    }
+
+    /// Starts a new load's measurements; returns the admission of the last estimate, if any (an
+    /// estimate is for the one load that follows it).
+    pub(super) fn memory_load_begin(&mut self) -> Option<Admission> {
         self.memory.ledger.estimate = None;
         self.memory.ledger.load_peak_measured = None;
         probe::reset_heap_peak();
+        self.memory.admitted.take()
     }
 
     // ── estimate before load ─────────────────────────────────────────────────────────────────
 
     /// Starts reading a header for an estimate (nothing is loaded or dropped).
     pub fn estimate_begin(&mut self) {
+        self.memory.admitted = None;
         self.memory.skim = Some(HeaderSkimmer::new());
     }
 
@@ -225,6 +249,11 @@ impl Host {
         let budget = req.budget_bytes.or(self.memory.ledger.options.budget_bytes);
         let fits = self.memory.ledger.admit(e.clone(), budget).is_ok();
         let h = &summary.header;
+        // A plain estimate (no what-if overrides) is the one the load that follows would make.
+        let plain = req.kv.is_none() && req.ctx.is_none() && req.batch.is_none() && req.sampling.is_none() && req.threads.is_none();
+        if fits && plain {
+            self.memory.admitted = Some(Admission { estimate: e.clone(), data_offset: h.data_offset, n_tensors: h.tensors.len(), file_len });
+        }
         Ok(EstimateReport {
             estimate: e,
             budget_bytes: budget,
@@ -262,7 +291,7 @@ impl Host {
             return Ok(());
         }
         let kv = l.session.kv();
-        let kv_growth = kv_allocated_at(kv, kv.n_past() + n).saturating_sub(kv.bytes_allocated() as u64);
+        let kv_growth = kv.allocated_at(kv.n_past() + n).saturating_sub(kv.bytes_allocated() as u64);
         let act_now = (l.session.bytes() - kv.bytes_allocated() + l.session.sampler().bytes()) as u64;
         let act_growth = self.memory.ledger.estimate.as_ref().map_or(0, |e| e.activations.saturating_sub(act_now));
         let growth = kv_growth + act_growth;
@@ -289,6 +318,8 @@ impl Host {
     pub fn set_memory_options(&mut self, o: MemoryOptions) -> Result<(), HostError> {
         o.check().map_err(|m| HostError::new("BAD_MEMORY_OPTIONS", m))?;
         self.memory.ledger.options = o;
+        // An admission was decided under the old budget.
+        self.memory.admitted = None;
         Ok(())
     }
 

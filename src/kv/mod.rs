@@ -46,12 +46,14 @@
 //! `commit()` once every layer is done, or `abort()` on error.
 
 mod config;
+mod shape;
 mod snapshot;
 mod store;
 
 pub use config::{KvBudget, KvConfig, KvDtype, KvOptions, KvPolicy, DEFAULT_SINKS, Q8_BLOCK};
 pub use snapshot::{KvCounters, KvSettings};
-pub use store::{decode_row, encode_row, PAGE_ROWS};
+pub use shape::KvShape;
+pub use store::{decode_row, encode_row, paged_bytes, PAGE_ROWS};
 
 use serde::Serialize;
 
@@ -118,67 +120,19 @@ impl std::fmt::Display for KvError {
 
 impl std::error::Error for KvError {}
 
-/// One layer as the cache sees it: its attention window and the RoPE its keys were rotated
-/// with.
-#[derive(Clone, Debug, PartialEq)]
-pub struct KvLayerSpec {
-    /// Sliding window (a local layer), or `None` (global attention).
-    pub window: Option<usize>,
-    pub rope: Rope,
-}
-
-/// The model's geometry, as far as the cache is concerned.
+/// The model's geometry, as far as the cache is concerned: its sizes ([`KvShape`], from the
+/// hyper-parameters) and, per layer, the RoPE its keys were rotated with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KvLayout {
-    /// Values per position and layer: `n_head_kv × head_dim_k` (keys), `... × head_dim_v`.
-    pub k_width: usize,
-    pub v_width: usize,
+    pub shape: KvShape,
     pub head_dim_k: usize,
-    pub layers: Vec<KvLayerSpec>,
+    /// Per layer (as `shape.windows`).
+    pub ropes: Vec<Rope>,
 }
 
 impl KvLayout {
     pub fn n_layer(&self) -> usize {
-        self.layers.len()
-    }
-
-    /// Bytes of K + V one layer stores per position.
-    pub fn row_bytes(&self, dtype: KvDtype) -> usize {
-        dtype.row_bytes(self.k_width) + dtype.row_bytes(self.v_width)
-    }
-
-    /// Slots of layer `il` under a budget of `b` tokens.
-    pub fn layer_cap(&self, il: usize, b: usize) -> usize {
-        match self.layers[il].window {
-            Some(w) => w.min(b),
-            None => b,
-        }
-    }
-
-    /// Bytes of K/V storage when `tokens` positions have been processed (global layers hold
-    /// them all, window layers at most their window): `Σ_layers min(tokens, cap) × row`.
-    pub fn bytes_at(&self, dtype: KvDtype, tokens: usize) -> usize {
-        let row = self.row_bytes(dtype);
-        (0..self.n_layer()).map(|il| self.layer_cap(il, tokens) * row).sum()
-    }
-
-    /// The largest budget in tokens whose full storage fits in `bytes` (0 if none).
-    pub fn tokens_for_bytes(&self, dtype: KvDtype, bytes: usize) -> usize {
-        let row = self.row_bytes(dtype);
-        if row == 0 || self.n_layer() == 0 {
-            return 0;
-        }
-        // bytes_at is non-decreasing in tokens; binary search.
-        let (mut lo, mut hi) = (0usize, bytes / row + 1);
-        while lo + 1 < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.bytes_at(dtype, mid) <= bytes {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        self.shape.n_layer()
     }
 }
 
@@ -295,10 +249,10 @@ impl KvCache {
         let budget = match cfg.budget {
             KvBudget::Tokens(t) => t,
             KvBudget::Bytes(b) => {
-                let t = layout.tokens_for_bytes(cfg.dtype, b);
+                let t = layout.shape.tokens_for_bytes(cfg.dtype, b as u64);
                 let min_tokens = if cfg.policy == KvPolicy::WindowSinks { cfg.n_sink + 1 } else { 1 };
                 if t < min_tokens {
-                    return Err(KvError::BudgetTooSmall { budget_bytes: b, min_bytes: layout.bytes_at(cfg.dtype, min_tokens) });
+                    return Err(KvError::BudgetTooSmall { budget_bytes: b, min_bytes: layout.shape.bytes_at(cfg.dtype, min_tokens) as usize });
                 }
                 t
             }
@@ -324,14 +278,14 @@ impl KvCache {
     }
 
     fn build(layout: KvLayout, cfg: &KvConfig, budget: usize, n_sink: usize, rebase_after: usize) -> KvCache {
-        let (kr, vr) = (cfg.dtype.row_bytes(layout.k_width), cfg.dtype.row_bytes(layout.v_width));
+        let (kr, vr) = (cfg.dtype.row_bytes(layout.shape.k_width), cfg.dtype.row_bytes(layout.shape.v_width));
         let layers = (0..layout.n_layer())
             .map(|il| {
-                let cap = layout.layer_cap(il, budget);
-                LayerStore { k: Pages::new(kr, cap), v: Pages::new(vr, cap), cap, global: layout.layers[il].window.is_none() }
+                let cap = layout.shape.layer_cap(il, budget);
+                LayerStore { k: Pages::new(kr, cap), v: Pages::new(vr, cap), cap, global: layout.shape.windows[il].is_none() }
             })
             .collect();
-        let sink_cs = layout.layers.iter().map(|l| vec![0.0f32; if l.window.is_none() && n_sink > 0 { l.rope.n_rot } else { 0 }]).collect();
+        let sink_cs = layout.shape.windows.iter().zip(&layout.ropes).map(|(w, r)| vec![0.0f32; if w.is_none() && n_sink > 0 { r.n_rot } else { 0 }]).collect();
         KvCache {
             layout,
             dtype: cfg.dtype,
@@ -381,7 +335,7 @@ impl KvCache {
 
     /// Values per position and layer: (keys, values).
     pub fn kv_widths(&self) -> (usize, usize) {
-        (self.layout.k_width, self.layout.v_width)
+        (self.layout.shape.k_width, self.layout.shape.v_width)
     }
 
     fn has_global(&self) -> bool {
@@ -497,16 +451,16 @@ impl KvCache {
         }
         let shift = self.evicted + evict - self.rebase;
         if shift != 0 && sinks_before > 0 {
-            for (cs, spec) in self.sink_cs.iter_mut().zip(&self.layout.layers) {
+            for (cs, rope) in self.sink_cs.iter_mut().zip(&self.layout.ropes) {
                 if !cs.is_empty() {
-                    spec.rope.angles(shift, cs);
+                    rope.angles(shift, cs);
                 }
             }
         }
         self.batch = Some(Batch { n, evict, sinks_view: sinks_before, q0_global: sinks_before + window_len - evict, shift });
         // Counted now, not at commit: an aborted batch may already have overwritten slots.
         self.written = self.written.max(self.n_past + n);
-        let (kr, vr) = (self.dtype.row_bytes(self.layout.k_width), self.dtype.row_bytes(self.layout.v_width));
+        let (kr, vr) = (self.dtype.row_bytes(self.layout.shape.k_width), self.dtype.row_bytes(self.layout.shape.v_width));
         self.stage_k.resize(n * kr, 0);
         self.stage_v.resize(n * vr, 0);
         Ok(())
@@ -529,7 +483,7 @@ impl KvCache {
     /// Encodes the batch's keys and values for `layer` (f32 rows of `k_width` / `v_width`).
     pub fn stage(&mut self, _layer: usize, k: &[f32], v: &[f32]) {
         let Some(b) = self.batch else { return };
-        let (kw, vw) = (self.layout.k_width, self.layout.v_width);
+        let (kw, vw) = (self.layout.shape.k_width, self.layout.shape.v_width);
         let (kr, vr) = (self.dtype.row_bytes(kw), self.dtype.row_bytes(vw));
         for r in 0..b.n {
             encode_row(self.dtype, &k[r * kw..(r + 1) * kw], &mut self.stage_k[r * kr..(r + 1) * kr]);
@@ -555,7 +509,7 @@ impl KvCache {
         let l = &self.layers[layer];
         let q0 = self.query_pos0(layer);
         let sinks = if l.global { b.sinks_view } else { 0 };
-        let rot = (l.global && b.shift != 0 && sinks > 0).then(|| (&self.layout.layers[layer].rope, &self.sink_cs[layer][..]));
+        let rot = (l.global && b.shift != 0 && sinks > 0).then(|| (&self.layout.ropes[layer], &self.sink_cs[layer][..]));
         // Absolute position of the first window entry of the view.
         let first = if l.global { self.n_sink + self.evicted + b.evict } else { self.n_past - q0 };
         LayerView { c: self, l, q0, sinks, first, n: b.n, rot }
@@ -574,7 +528,7 @@ impl KvCache {
     /// Copies the batch's staged rows into `layer`'s slots (after its attention ran).
     pub fn store(&mut self, layer: usize) {
         let Some(b) = self.batch else { return };
-        let (kr, vr) = (self.dtype.row_bytes(self.layout.k_width), self.dtype.row_bytes(self.layout.v_width));
+        let (kr, vr) = (self.dtype.row_bytes(self.layout.shape.k_width), self.dtype.row_bytes(self.layout.shape.v_width));
         let cap = self.layers[layer].cap;
         if cap == 0 {
             return;
@@ -685,11 +639,11 @@ impl KvCache {
     /// that it starts again where the compacted positions do. Sinks keep their rotation (their
     /// read-time shift drops by `delta`).
     fn rebase_now(&mut self, delta: usize) {
-        let (kw, kr) = (self.layout.k_width, self.dtype.row_bytes(self.layout.k_width));
+        let (kw, kr) = (self.layout.shape.k_width, self.dtype.row_bytes(self.layout.shape.k_width));
         let hd = self.layout.head_dim_k;
         let mut row = vec![0.0f32; kw];
         for il in 0..self.layers.len() {
-            let rope = &self.layout.layers[il].rope;
+            let rope = &self.layout.ropes[il];
             let mut cs = vec![0.0f32; rope.n_rot];
             rope.angles(delta, &mut cs);
             cs.iter_mut().skip(1).step_by(2).for_each(|s| *s = -*s);
@@ -716,19 +670,24 @@ impl KvCache {
 
     /// Bytes the held positions occupy.
     pub fn bytes_used(&self) -> usize {
-        let row = self.layout.row_bytes(self.dtype);
+        let row = self.layout.shape.row_bytes(self.dtype);
         self.layers.iter().map(|l| if l.global { self.global_held() } else { self.local_held(l.cap) } * row).sum()
     }
 
     /// Bytes of K/V storage at full occupancy.
     pub fn budget_bytes(&self) -> usize {
-        let row = self.layout.row_bytes(self.dtype);
+        let row = self.layout.shape.row_bytes(self.dtype);
         self.layers.iter().map(|l| l.cap * row).sum()
     }
 
     /// Bytes allocated for K/V storage (pages written so far; `budget_bytes` at most).
     pub fn bytes_allocated(&self) -> usize {
         self.layers.iter().map(|l| l.k.allocated() + l.v.allocated()).sum()
+    }
+
+    /// Bytes allocated once `tokens` positions have been processed (the pages they reach).
+    pub fn allocated_at(&self, tokens: usize) -> u64 {
+        self.layout.shape.allocated_at(self.dtype, self.budget, tokens)
     }
 
     /// Bytes of the batch staging buffers (scratch, sized by the largest batch seen).
@@ -738,11 +697,11 @@ impl KvCache {
 
     /// Bytes one more held token costs while no layer is full: K + V in every layer.
     pub fn bytes_per_token(&self) -> usize {
-        self.layout.row_bytes(self.dtype) * self.layers.len()
+        self.layout.shape.row_bytes(self.dtype) * self.layers.len()
     }
 
     pub fn stats(&self) -> KvStats {
-        let row = self.layout.row_bytes(self.dtype);
+        let row = self.layout.shape.row_bytes(self.dtype);
         let mut by_kind = Vec::new();
         for global in [true, false] {
             let ls: Vec<(usize, &LayerStore)> = self.layers.iter().enumerate().filter(|(_, l)| l.global == global).collect();
@@ -753,7 +712,7 @@ impl KvCache {
             by_kind.push(KvKindStats {
                 kind: if global { "global" } else { "local" },
                 layers: ls.len(),
-                window: if global { None } else { self.layout.layers[ls[0].0].window },
+                window: if global { None } else { self.layout.shape.windows[ls[0].0] },
                 tokens_held: held.iter().copied().max().unwrap_or(0),
                 capacity_tokens: ls.iter().map(|(_, l)| l.cap).max().unwrap_or(0),
                 bytes: held.iter().sum::<usize>() * row,
@@ -813,7 +772,7 @@ impl KvRead for LayerView<'_> {
     }
 
     fn read_k(&self, start: usize, n: usize, dst: &mut [f32]) {
-        let kw = self.c.layout.k_width;
+        let kw = self.c.layout.shape.k_width;
         let kr = self.c.dtype.row_bytes(kw);
         for (i, out) in dst[..n * kw].chunks_exact_mut(kw).enumerate() {
             let idx = start + i;
@@ -827,7 +786,7 @@ impl KvRead for LayerView<'_> {
     }
 
     fn read_v(&self, start: usize, n: usize, dst: &mut [f32]) {
-        let vw = self.c.layout.v_width;
+        let vw = self.c.layout.shape.v_width;
         let vr = self.c.dtype.row_bytes(vw);
         for (i, out) in dst[..n * vw].chunks_exact_mut(vw).enumerate() {
             decode_row(self.c.dtype, self.row(start + i, &self.l.v, &self.c.stage_v, vr), out);

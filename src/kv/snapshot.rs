@@ -37,8 +37,8 @@ impl KvCache {
             budget_tokens: self.budget,
             sinks: self.n_sink,
             context_limit: self.context_limit,
-            k_width: self.layout.k_width,
-            v_width: self.layout.v_width,
+            k_width: self.layout.shape.k_width,
+            v_width: self.layout.shape.v_width,
             layer_slots: self.layers.iter().map(|l| l.cap).collect(),
         }
     }
@@ -77,7 +77,7 @@ impl KvCache {
 
     /// Bytes of the rows held at `c`.
     fn rows_bytes(&self, c: &KvCounters) -> usize {
-        let row = self.layout.row_bytes(self.dtype);
+        let row = self.layout.shape.row_bytes(self.dtype);
         (0..self.layers.len()).map(|il| self.held_positions(il, c).count() * row).sum()
     }
 
@@ -104,7 +104,7 @@ impl KvCache {
             return Err(format!("{} bytes of rows where {} are expected", rows.len(), self.rows_bytes(c)));
         }
         self.clear();
-        let (kr, vr) = (self.dtype.row_bytes(self.layout.k_width), self.dtype.row_bytes(self.layout.v_width));
+        let (kr, vr) = (self.dtype.row_bytes(self.layout.shape.k_width), self.dtype.row_bytes(self.layout.shape.v_width));
         let mut at = 0;
         for il in 0..self.layers.len() {
             let positions: Vec<usize> = self.held_positions(il, c).collect();

@@ -57,6 +57,12 @@ pub fn decode_row(dtype: KvDtype, src: &[u8], dst: &mut [f32]) {
 /// reallocated or moved, and never beyond the capacity.
 pub const PAGE_ROWS: usize = 256;
 
+/// Bytes [`Pages`] of `cap` rows of `row_bytes` hold once slots `0..rows` have been written:
+/// whole pages, the last one cut at the capacity.
+pub fn paged_bytes(row_bytes: usize, cap: usize, rows: usize) -> usize {
+    (rows.min(cap).div_ceil(PAGE_ROWS) * PAGE_ROWS).min(cap) * row_bytes
+}
+
 /// `cap` rows of `row_bytes` each, in pages allocated on first write.
 #[derive(Clone, Debug, Default)]
 pub struct Pages {
@@ -138,8 +144,10 @@ mod tests {
         assert_eq!(p.allocated(), 0);
         p.row_mut(3).copy_from_slice(&[1, 2, 3, 4]);
         assert_eq!(p.allocated(), PAGE_ROWS * 4);
+        assert_eq!(p.allocated(), paged_bytes(4, PAGE_ROWS + 10, 4));
         p.row_mut(PAGE_ROWS + 9)[0] = 7;
         assert_eq!(p.allocated(), (PAGE_ROWS + 10) * 4);
+        assert_eq!(p.allocated(), paged_bytes(4, PAGE_ROWS + 10, PAGE_ROWS + 10));
         assert_eq!(p.row(3), &[1, 2, 3, 4]);
         assert_eq!(p.row(PAGE_ROWS + 9)[0], 7);
     }

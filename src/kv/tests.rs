@@ -9,14 +9,9 @@ fn layout() -> KvLayout {
     let mut scaled = Rope::new(RopeMode::Normal, HD, 10000.0);
     scaled.freq_scale = 0.5;
     KvLayout {
-        k_width: KW,
-        v_width: KW,
+        shape: KvShape { k_width: KW, v_width: KW, windows: vec![None, Some(5), None] },
         head_dim_k: HD,
-        layers: vec![
-            KvLayerSpec { window: None, rope: Rope::new(RopeMode::Neox, HD, 1e6) },
-            KvLayerSpec { window: Some(5), rope: Rope::new(RopeMode::Neox, HD, 10000.0) },
-            KvLayerSpec { window: None, rope: scaled },
-        ],
+        ropes: vec![Rope::new(RopeMode::Neox, HD, 1e6), Rope::new(RopeMode::Neox, HD, 10000.0), scaled],
     }
 }
 
@@ -68,7 +63,7 @@ fn run(cfg: &KvConfig, total: usize) -> (KvCache, f32) {
         c.begin(n).unwrap();
         let p0 = c.rope_pos0();
         for il in 0..lay.n_layer() {
-            let rope = &lay.layers[il].rope;
+            let rope = &lay.ropes[il];
             let mut k = Vec::new();
             let mut v = Vec::new();
             for i in 0..n {
@@ -95,7 +90,7 @@ fn run(cfg: &KvConfig, total: usize) -> (KvCache, f32) {
                 }
             }
             // Global layers see the budget at most; window layers their window + the batch.
-            match lay.layers[il].window {
+            match lay.shape.windows[il] {
                 None => assert!(len <= c.max_tokens(), "global view {len} > budget"),
                 Some(w) => assert!(q0 <= w),
             }

@@ -2,8 +2,9 @@
 //! peak, from a GGUF header and the session options, before anything is allocated.
 //!
 //! - **weights**: the tensor bytes as stored (weights stay in their block format).
-//! - **kv**: [`kv_cache_bytes`] at the KV budget: every layer stores K and V rows of its
-//!   width for `min(window, tokens)` positions (Gemma's local layers hold only their window).
+//! - **kv**: the cache's own sizing (`kv::KvShape::bytes_at`) at the KV budget: every layer
+//!   stores K and V rows of its width for `min(window, tokens)` positions (Gemma's local layers
+//!   hold only their window).
 //! - **activations**: [`ScratchPlan`] replays the forward pass's buffer sizing (the same
 //!   `resize` calls in the same order, with `Vec`'s growth rule) for a prompt that fills the KV
 //!   budget in batches of `batch` tokens, then one decode step; plus the session's two
@@ -19,8 +20,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 use crate::gguf::{GgufHeader, TensorInfo};
-use crate::limits::{mul, MAX_CONTEXT_TOKENS};
+use crate::kv::KvShape;
+use crate::limits::mul;
 use crate::model::validate::{hparams_of, tensor_index};
+use crate::model::scratch::{self, Buffer, Widths};
 use crate::model::{HParams, ModelError};
 use crate::ops::attention::{KV_CHUNK, SCORE_BUDGET};
 
@@ -85,8 +88,8 @@ impl EstimateOptions {
 pub struct ModelGeometry {
     pub hparams: HParams,
     pub n_vocab: usize,
-    /// Per layer: its sliding window (`None`: global attention).
-    pub windows: Vec<Option<usize>>,
+    /// The KV cache's sizes (row widths, each layer's window), as the cache computes them.
+    pub kv: KvShape,
     /// Per layer: activation-row bytes of wq, wk, wv, wo, gate, up, down (the quantized copy of
     /// an input row each matmul makes).
     pub act_rows: Vec<[usize; 7]>,
@@ -116,7 +119,7 @@ impl ModelGeometry {
         let index = tensor_index(h);
         let d = hp.n_embd;
         let aw = hp.n_head * hp.head_dim_v;
-        let windows = (0..hp.n_layer).map(|il| if hp.swa_layers.get(il).copied().unwrap_or(false) { hp.sliding_window } else { None }).collect();
+        let kv = hp.kv_shape();
         let act_rows = (0..hp.n_layer)
             .map(|il| {
                 let n = |s: &str| format!("blk.{il}.{s}.weight");
@@ -134,39 +137,8 @@ impl ModelGeometry {
         let out_name = if index.contains_key("output.weight") { "output.weight" } else { "token_embd.weight" };
         let out_act_row = act_row(&index, out_name, d);
         let weight_bytes = h.tensor_data_bytes();
-        Ok(ModelGeometry { hparams: hp, n_vocab, windows, act_rows, out_act_row, weight_bytes })
+        Ok(ModelGeometry { hparams: hp, n_vocab, kv, act_rows, out_act_row, weight_bytes })
     }
-
-    /// Bytes of K + V one layer stores per position.
-    pub fn kv_row_bytes(&self, dtype: KvElem) -> usize {
-        let (kw, vw) = self.hparams.kv_widths();
-        dtype.row_bytes(kw) + dtype.row_bytes(vw)
-    }
-}
-
-/// Bytes of KV storage when the cache holds `tokens` positions: `Σ_layers min(tokens, window)
-/// × (K row + V row)`. At the budget this is the cache's full allocation (the `kv` module's
-/// `KvLayout::bytes_at` is the same sum).
-pub fn kv_cache_bytes(windows: &[Option<usize>], row_bytes: usize, tokens: usize) -> u64 {
-    windows.iter().fold(0u64, |sum, w| sum.saturating_add(mul(w.map_or(tokens, |w| w.min(tokens)), row_bytes)))
-}
-
-/// The largest budget in tokens whose KV storage fits in `bytes` (the `kv` module's
-/// `tokens_for_bytes`), at most [`MAX_CONTEXT_TOKENS`].
-pub fn kv_tokens_for_bytes(windows: &[Option<usize>], row_bytes: usize, bytes: u64) -> usize {
-    if row_bytes == 0 || windows.is_empty() {
-        return 0;
-    }
-    let (mut lo, mut hi) = (0usize, (bytes / row_bytes as u64).min(MAX_CONTEXT_TOKENS as u64) as usize + 1);
-    while lo + 1 < hi {
-        let mid = lo + (hi - lo) / 2;
-        if kv_cache_bytes(windows, row_bytes, mid) <= bytes {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
 }
 
 /// `Σ terms`, saturating (a saturated figure is refused by any budget, never wrapped).
@@ -181,6 +153,13 @@ fn sum(terms: &[u64]) -> u64 {
 struct Cap {
     cap: u64,
     elem: u64,
+}
+
+/// The forward pass sizes its buffers through `model::scratch`; here that sizes the model.
+impl Buffer for Cap {
+    fn size(&mut self, len: u64) {
+        self.need(len);
+    }
 }
 
 impl Cap {
@@ -269,60 +248,62 @@ impl PassBuffers {
         }
     }
 
-    /// One forward pass of `n` tokens (the same `resize` calls in the same order as
-    /// `model::forward`, scores aside); whether any buffer grew.
+    /// One forward pass of `n` tokens: the forward pass's own sizing calls
+    /// (`model::scratch`), in its order, plus what its operators, the session and the KV cache
+    /// size (attention scores aside); whether any buffer grew.
     fn pass(&mut self, g: &ModelGeometry, o: &EstimateOptions, n: usize) -> bool {
         let hp = &g.hparams;
-        let d = hp.n_embd;
-        let (qw, kw, vw) = (hp.n_head * hp.head_dim_k, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v);
-        let aw = hp.n_head * hp.head_dim_v;
+        let w = Widths::of(hp);
+        let (kw, vw) = hp.kv_widths();
         let last = hp.n_layer.saturating_sub(1);
-        let mut grew = false;
-        grew |= self.sel.need(1);
-        grew |= self.stage_k.need(mul(n, o.kv_dtype.row_bytes(kw)));
-        grew |= self.stage_v.need(mul(n, o.kv_dtype.row_bytes(vw)));
-        grew |= self.x.need(mul(n, d));
-        grew |= self.cs.need(hp.n_rot as u64);
+        let before = self.bytes();
+        self.sel.need(1);
+        self.stage_k.need(mul(n, o.kv_dtype.row_bytes(kw)));
+        self.stage_v.need(mul(n, o.kv_dtype.row_bytes(vw)));
+        scratch::embed(&w, n, &mut self.x, &mut self.cs);
         let all_rows = n == 1;
         let mut n_cur = n;
         for il in 0..hp.n_layer {
             let ab = g.act_rows[il];
-            grew |= self.xn.need(mul(n_cur, d));
-            grew |= self.q.need(mul(n_cur, qw));
-            grew |= self.k.need(mul(n_cur, kw));
-            grew |= self.v.need(mul(n_cur, vw));
+            scratch::attention_in(&w, n_cur, &mut self.xn, &mut self.q, &mut self.k, &mut self.v);
             for a in &ab[..3] {
-                grew |= self.act.need(mul(n_cur, *a));
+                self.act.need(mul(n_cur, *a));
             }
-            grew |= self.att.need(mul(n_cur, aw));
+            scratch::attention_out(&w, n_cur, &mut self.att);
             // attention(): the rounded queries, one chunk of keys and values (its scores are
             // `scores_cap`'s).
-            grew |= self.aq.need(mul(n_cur, qw));
-            grew |= self.ak.need(mul(KV_CHUNK, kw));
-            grew |= self.av.need(mul(KV_CHUNK, vw));
+            self.aq.need((n_cur as u64).saturating_mul(w.q));
+            self.ak.need(mul(KV_CHUNK, kw));
+            self.av.need(mul(KV_CHUNK, vw));
             if il == last && !all_rows {
-                // gather_rows(att), gather_rows(x): each swaps its buffer with `tmp`.
-                grew |= self.tmp.need(aw as u64);
+                // gather_rows(att), gather_rows(x) of the one row that gets logits: each swaps
+                // its buffer with `tmp`.
+                self.tmp.need(w.att);
                 std::mem::swap(&mut self.att, &mut self.tmp);
-                grew |= self.tmp.need(d as u64);
+                self.tmp.need(w.d);
                 std::mem::swap(&mut self.x, &mut self.tmp);
                 n_cur = 1;
             }
-            grew |= self.tmp.need(mul(n_cur, d));
-            grew |= self.act.need(mul(n_cur, ab[3]));
-            grew |= self.xn.need(mul(n_cur, d));
-            grew |= self.gate.need(mul(n_cur, hp.n_ff));
-            grew |= self.up.need(mul(n_cur, hp.n_ff));
+            scratch::projection(&w, n_cur, &mut self.tmp);
+            self.act.need(mul(n_cur, ab[3]));
+            scratch::ffn_in(&w, n_cur, &mut self.xn, &mut self.gate, &mut self.up);
             for a in &ab[4..] {
-                grew |= self.act.need(mul(n_cur, *a));
+                self.act.need(mul(n_cur, *a));
             }
         }
-        grew |= self.xn.need(mul(n_cur, d));
-        grew |= self.out.need(mul(n_cur, g.n_vocab));
-        grew |= self.act.need(mul(n_cur, g.out_act_row));
+        scratch::head(&w, n_cur, g.n_vocab, &mut self.xn, &mut self.out);
+        self.act.need(mul(n_cur, g.out_act_row));
         // The session swaps its output row with the current logits after each pass.
         std::mem::swap(&mut self.out, &mut self.logits);
-        grew
+        // A pass only grows or permutes buffers: it grew iff the total did.
+        self.bytes() > before
+    }
+
+    /// Bytes of every buffer's capacity.
+    fn bytes(&self) -> u64 {
+        let b = self;
+        let all = [b.x, b.xn, b.q, b.k, b.v, b.att, b.tmp, b.gate, b.up, b.cs, b.sel, b.act, b.aq, b.ak, b.av, b.out, b.logits, b.stage_k, b.stage_v];
+        sum(&all.iter().map(Cap::bytes).collect::<Vec<_>>())
     }
 
     /// `count` passes of `n` tokens. Once six passes in a row grow nothing, the rest cannot
@@ -353,7 +334,7 @@ impl PassBuffers {
 fn scores_cap(g: &ModelGeometry, b: usize, batch: usize, prompt: usize) -> Cap {
     let nh = g.hparams.n_head;
     let mut kinds: Vec<Option<usize>> = Vec::new();
-    for w in &g.windows {
+    for w in &g.kv.windows {
         if !kinds.contains(w) {
             kinds.push(*w);
         }
@@ -534,8 +515,8 @@ pub struct Estimate {
 impl Estimate {
     /// Estimates every term for a model with this geometry and header statistics.
     pub fn new(g: &ModelGeometry, stats: &HeaderStats, o: &EstimateOptions) -> Estimate {
-        let row = g.kv_row_bytes(o.kv_dtype);
-        let kv = kv_cache_bytes(&g.windows, row, o.kv_tokens);
+        let row = g.kv.row_bytes(o.kv_dtype);
+        let kv = g.kv.bytes_at(o.kv_dtype, o.kv_tokens);
         let act = ScratchPlan::new(g, o);
         let hp = &g.hparams;
         // Per layer: the Layer struct with its seven Weight structs and norm vectors.
@@ -567,7 +548,7 @@ impl Estimate {
             peak: total.max(load_peak),
             kv_tokens: o.kv_tokens,
             kv_dtype: o.kv_dtype,
-            kv_bytes_per_token: mul(row, g.windows.len()),
+            kv_bytes_per_token: mul(row, g.kv.n_layer()),
             batch: o.batch,
             activation_parts: act,
             runtime_parts: runtime,
@@ -600,7 +581,7 @@ mod tests {
         let mut run = |bufs: &mut PassBuffers, n: usize, n_past: usize| {
             bufs.pass(g, o, n);
             for il in 0..hp.n_layer {
-                let (q0, w) = match g.windows[il] {
+                let (q0, w) = match g.kv.windows[il] {
                     Some(w) => (n_past.min(w.min(b)), Some(w)),
                     None => (n_past.min(b - n.min(b)), None),
                 };
@@ -651,8 +632,8 @@ mod tests {
         };
         // Layers with different activation rows, so the per-layer replay matters.
         let act_rows = (0..n_layer).map(|il| [34 + 2 * (il % 3), 34, 34, 68, 34, 34, 36 * (1 + il % 2)]).collect();
-        let windows = swa_layers.iter().map(|&s| if s { window } else { None }).collect();
-        ModelGeometry { hparams, n_vocab: 300, windows, act_rows, out_act_row: 34, weight_bytes: 1000 }
+        let kv = hparams.kv_shape();
+        ModelGeometry { hparams, n_vocab: 300, kv, act_rows, out_act_row: 34, weight_bytes: 1000 }
     }
 
     #[test]

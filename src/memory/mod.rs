@@ -20,7 +20,7 @@ mod skim;
 pub mod wasm32;
 
 pub use estimate::{
-    kv_cache_bytes, kv_tokens_for_bytes, tokenizer_bytes, Estimate, EstimateOptions, KvElem, ModelGeometry,
+    tokenizer_bytes, Estimate, EstimateOptions, KvElem, ModelGeometry,
     RuntimeParts, ScratchPlan, FRAGMENTATION_FRACTION, FRAGMENTATION_MIN, MODULE_BYTES,
 };
 pub use probe::CountingAlloc;

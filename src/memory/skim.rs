@@ -17,9 +17,11 @@
 //! from a fully parsed header, so both routes give the same estimate.
 
 use crate::gguf::{
-    validate_file_size, Array, GgmlType, GgufError, GgufHeader, TensorInfo, Value, ValueType,
-    MAX_ARRAY_DEPTH, MAX_DIMS, MAX_HEADER_BYTES, MAX_KEY_BYTES, MAX_TENSOR_NAME_BYTES,
+    alignment_of, check_count, check_keys, le_u32, le_u64, validate_file_size, validate_tensors, Array, GgmlType,
+    GgufError, GgufHeader, TensorInfo, Value, ValueType, MAX_ARRAY_DEPTH, MAX_DIMS, MAX_HEADER_BYTES, MAX_KEY_BYTES,
+    MAX_TENSOR_NAME_BYTES,
 };
+use crate::tokenizer::{KEY_MERGES, KEY_SCORES, KEY_TOKENS, KEY_TOKEN_TYPE};
 
 use super::wasm32;
 
@@ -28,10 +30,6 @@ pub const KEEP_STRING: u64 = 64 << 10;
 /// Arrays with more elements than this are summarized, not kept (per-layer arrays are short).
 pub const KEEP_ARRAY: u64 = 4096;
 
-const KEY_TOKENS: &str = "tokenizer.ggml.tokens";
-const KEY_TOKEN_TYPE: &str = "tokenizer.ggml.token_type";
-const KEY_MERGES: &str = "tokenizer.ggml.merges";
-const ALIGNMENT_KEY: &str = "general.alignment";
 
 /// Figures about a header's metadata that the estimate needs and a light header does not hold.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -78,7 +76,7 @@ impl HeaderStats {
                             s.n_merges = m.len() as u64;
                             s.merge_bytes = m.iter().map(|x| x.len() as u64).sum();
                         }
-                        ("tokenizer.ggml.scores", _) => s.has_scores = true,
+                        (KEY_SCORES, _) => s.has_scores = true,
                         _ => {}
                     }
                 }
@@ -178,26 +176,10 @@ impl Default for HeaderSkimmer {
     }
 }
 
-fn le_u32(b: &[u8]) -> u32 {
-    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
-
-fn le_u64(b: &[u8]) -> u64 {
-    u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
-}
-
 fn utf8(bytes: &[u8], what: &'static str, offset: u64) -> Result<String, GgufError> {
     std::str::from_utf8(bytes)
         .map(str::to_owned)
         .map_err(|e| GgufError::InvalidUtf8 { what, offset: offset + e.valid_up_to() as u64 })
-}
-
-fn check_count(what: &'static str, count: u64, min_size: u64, pos: u64) -> Result<(), GgufError> {
-    let max = MAX_HEADER_BYTES.saturating_sub(pos) / min_size;
-    if count > max {
-        return Err(GgufError::CountTooLarge { what, count, max });
-    }
-    Ok(())
 }
 
 impl HeaderSkimmer {
@@ -469,7 +451,7 @@ impl HeaderSkimmer {
                     (KEY_TOKENS, ValueType::String) => self.stats.n_tokens = count,
                     (KEY_MERGES, ValueType::String) => self.stats.n_merges = count,
                     (KEY_TOKEN_TYPE, ValueType::I32) => self.stats.has_token_type = true,
-                    ("tokenizer.ggml.scores", _) => self.stats.has_scores = true,
+                    (KEY_SCORES, _) => self.stats.has_scores = true,
                     _ => {}
                 }
                 let keep = if count <= KEEP_ARRAY && elem != ValueType::Array {
@@ -642,19 +624,12 @@ impl HeaderSkimmer {
         let Some(header_len) = self.header_len else {
             return Err(GgufError::Truncated { needed: self.received + 1, available: self.received });
         };
-        let mut keys = std::collections::HashSet::with_capacity(self.metadata.len());
-        for (k, _) in &self.metadata {
-            if !keys.insert(k.as_str()) {
-                return Err(GgufError::DuplicateKey { key: k.clone() });
-            }
-        }
-        let alignment = match self.metadata.iter().find(|(k, _)| k == ALIGNMENT_KEY).map(|(_, v)| v) {
-            None => 32,
-            Some(Value::U32(a)) if a.is_power_of_two() => *a as u64,
-            Some(other) => return Err(GgufError::BadAlignment { reason: format!("{other:?} is not a power-of-two u32") }),
-        };
+        // The full parser's checks, on what was kept: unique keys, the alignment rule, the
+        // tensor index.
+        check_keys(&self.metadata)?;
+        let alignment = alignment_of(&self.metadata)?;
         let data_offset = header_len.div_ceil(alignment) * alignment;
-        crate::gguf::validate_tensors(&self.tensors, alignment, data_offset)?;
+        validate_tensors(&self.tensors, alignment, data_offset)?;
         let header = GgufHeader { version: self.version, metadata: self.metadata, tensors: self.tensors, alignment, data_offset };
         if let Some(len) = file_len {
             validate_file_size(&header, len)?;

@@ -7,6 +7,7 @@ use crate::kv::KvCache;
 use crate::ops::{attention_on, gelu_tanh_f16, matmul_on, rms_norm_in_place, rms_norm_into, silu, AttentionParams};
 use crate::ops::{AttentionScratch, MatmulScratch};
 
+use super::scratch::{self, Widths};
 use super::{Activation, Model, ModelError};
 
 /// Which positions of a batch get logits.
@@ -121,9 +122,10 @@ impl Model {
                 s.sel.extend_from_slice(r);
             }
         }
-        if kv.layout().layers.len() != self.layers.len()
+        let lay = kv.layout();
+        if lay.n_layer() != self.layers.len()
             || kv.kv_widths() != self.hparams.kv_widths()
-            || kv.layout().layers.iter().zip(&self.layers).any(|(a, l)| a.window != l.window || a.rope != l.rope)
+            || lay.shape.windows.iter().zip(&lay.ropes).zip(&self.layers).any(|((&w, r), l)| w != l.window || *r != l.rope)
         {
             return Err(ModelError::BadRequest("KV cache was made for another model".into()));
         }
@@ -149,11 +151,12 @@ impl Model {
         let n = tokens.len();
         // RoPE position of the first token (the cache's stored frame; see `kv`).
         let pos0 = kv.rope_pos0();
-        let (qw, kw, vw) = (hp.n_head * hp.head_dim_k, hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v);
+        let (qw, kw) = (hp.n_head * hp.head_dim_k, hp.n_head_kv * hp.head_dim_k);
         let aw = hp.n_head * hp.head_dim_v;
         let ForwardScratch { exec, x, xn, q, k, v, att, tmp, gate, up, cs, sel, mm, attn } = s;
 
-        x.resize(n * d, 0.0);
+        let widths = Widths::of(hp);
+        scratch::embed(&widths, n, x, cs);
         for (t, &id) in tokens.iter().enumerate() {
             let row = &mut x[t * d..(t + 1) * d];
             self.tok_embd.dequantize_row(id as usize, row)?;
@@ -161,18 +164,14 @@ impl Model {
                 row.iter_mut().for_each(|v| *v *= sc);
             }
         }
-        cs.resize(hp.n_rot, 0.0);
         let all_rows = sel.len() == n && sel.iter().enumerate().all(|(i, &r)| i == r);
 
         let mut n_cur = n;
         let last = self.layers.len() - 1;
         for (il, l) in self.layers.iter().enumerate() {
             // Attention block.
-            xn.resize(n_cur * d, 0.0);
+            scratch::attention_in(&widths, n_cur, xn, q, k, v);
             rms_norm_into(x, xn, &l.attn_norm, hp.rms_eps);
-            q.resize(n_cur * qw, 0.0);
-            k.resize(n_cur * kw, 0.0);
-            v.resize(n_cur * vw, 0.0);
             matmul_on(exec, &l.wq, xn, q, mm)?;
             matmul_on(exec, &l.wk, xn, k, mm)?;
             matmul_on(exec, &l.wv, xn, v, mm)?;
@@ -207,7 +206,7 @@ impl Model {
                 scale,
                 window: l.window,
             };
-            att.resize(n_cur * aw, 0.0);
+            scratch::attention_out(&widths, n_cur, att);
             attention_on(exec, &params, q, kv.query_pos0(il), &kv.view(il), att, attn);
             kv.store(il);
 
@@ -222,7 +221,7 @@ impl Model {
                 n_cur = sel.len();
             }
 
-            tmp.resize(n_cur * d, 0.0);
+            scratch::projection(&widths, n_cur, tmp);
             matmul_on(exec, &l.wo, att, tmp, mm)?;
             add_bias(tmp, &l.bo);
             if let Some(w) = &l.post_attn_norm {
@@ -231,10 +230,8 @@ impl Model {
             add_in_place(x, tmp);
 
             // Feed-forward block.
-            xn.resize(n_cur * d, 0.0);
+            scratch::ffn_in(&widths, n_cur, xn, gate, up);
             rms_norm_into(x, xn, &l.ffn_norm, hp.rms_eps);
-            gate.resize(n_cur * hp.n_ff, 0.0);
-            up.resize(n_cur * hp.n_ff, 0.0);
             matmul_on(exec, &l.ffn_gate, xn, gate, mm)?;
             matmul_on(exec, &l.ffn_up, xn, up, mm)?;
             match self.cfg.act {
@@ -249,10 +246,9 @@ impl Model {
         }
 
         // Output head on the selected rows.
-        xn.resize(n_cur * d, 0.0);
+        scratch::head(&widths, n_cur, hp.n_vocab, xn, logits);
         rms_norm_into(x, xn, &self.output_norm, hp.rms_eps);
         let out_w = self.output.as_ref().unwrap_or(&self.tok_embd);
-        logits.resize(n_cur * hp.n_vocab, 0.0);
         matmul_on(exec, out_w, xn, logits, mm)?;
         if let Some(cap) = hp.final_logit_softcap {
             logits.iter_mut().for_each(|v| *v = (*v / cap).tanh() * cap);

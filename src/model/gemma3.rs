@@ -48,7 +48,7 @@ pub(super) fn load(hp: &HParams, t: &mut Tensors) -> Result<(GraphConfig, Vec<La
             ffn_down: t.weight(&n("ffn_down.weight"), hp.n_ff, d)?,
             post_ffn_norm: Some(t.vector(&n("post_ffw_norm.weight"), d)?),
             rope,
-            window: if swa { hp.sliding_window } else { None },
+            window: hp.layer_window(il),
         });
     }
     let cfg = GraphConfig { embd_scale: Some((d as f32).sqrt()), act: Activation::GeluTanh, scale_queries: true };

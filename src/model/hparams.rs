@@ -2,6 +2,7 @@
 //! llama.cpp applies where the file is silent.
 
 use crate::gguf::{Array, GgufHeader};
+use crate::kv::KvShape;
 use crate::limits::{MAX_DIM, MAX_HEADS, MAX_LAYERS};
 use crate::ops::RopeMode;
 
@@ -204,6 +205,23 @@ impl HParams {
     /// Values per position in the KV cache (all kv heads): keys, values.
     pub fn kv_widths(&self) -> (usize, usize) {
         (self.n_head_kv * self.head_dim_k, self.n_head_kv * self.head_dim_v)
+    }
+
+    /// Layer `il`'s attention window: `sliding_window` on the layers `swa_layers` marks, `None`
+    /// (global attention) elsewhere.
+    pub fn layer_window(&self, il: usize) -> Option<usize> {
+        if self.swa_layers.get(il).copied().unwrap_or(false) {
+            self.sliding_window
+        } else {
+            None
+        }
+    }
+
+    /// The KV cache's sizes for this model: what the cache allocates by and the memory ledger
+    /// estimates by.
+    pub fn kv_shape(&self) -> KvShape {
+        let (k_width, v_width) = self.kv_widths();
+        KvShape { k_width, v_width, windows: (0..self.n_layer).map(|il| self.layer_window(il)).collect() }
     }
 
     /// Linear RoPE position scale for global layers (1.0 = none).

@@ -54,7 +54,7 @@ pub(super) fn load(hp: &HParams, t: &mut Tensors) -> Result<(GraphConfig, Vec<La
             ffn_down: t.weight(&n("ffn_down.weight"), hp.n_ff, d)?,
             post_ffn_norm: None,
             rope: rope.clone(),
-            window: None,
+            window: hp.layer_window(il),
         });
     }
     Ok((GraphConfig { embd_scale: None, act: Activation::Silu, scale_queries: false }, layers))

@@ -13,6 +13,7 @@ mod forward;
 mod gemma3;
 pub mod hparams;
 mod llama;
+pub mod scratch;
 mod tensors;
 pub mod validate;
 
@@ -20,7 +21,7 @@ pub use forward::{ForwardScratch, LogitRows};
 pub use hparams::{Arch, HParams, RopeScaling};
 
 use crate::gguf::{GgmlType, GgufError, GgufHeader, TensorStore};
-use crate::kv::{KvCache, KvConfig, KvError, KvLayerSpec, KvLayout};
+use crate::kv::{KvCache, KvConfig, KvError, KvLayout};
 use crate::ops::{Rope, Weight};
 use crate::quant::QuantError;
 
@@ -241,12 +242,10 @@ impl Model {
     /// What the KV cache needs to know of this model: K/V widths, and per layer its attention
     /// window and the RoPE its keys are rotated with.
     pub fn kv_layout(&self) -> KvLayout {
-        let (kw, vw) = self.hparams.kv_widths();
         KvLayout {
-            k_width: kw,
-            v_width: vw,
+            shape: self.hparams.kv_shape(),
             head_dim_k: self.hparams.head_dim_k,
-            layers: self.layers.iter().map(|l| KvLayerSpec { window: l.window, rope: l.rope.clone() }).collect(),
+            ropes: self.layers.iter().map(|l| l.rope.clone()).collect(),
         }
     }
 

@@ -2,7 +2,16 @@
 //! for its scales.
 //!
 //! Conversions are written out on bits (no `half` crate, no unstable `f16`) so they behave the
-//! same natively and on wasm32:
+//! same natively and on wasm32. Measured against `half` 2.x (every f16/bf16 bit pattern, and
+//! 20 M pseudo-random f32 patterns; native release build, side by side): `half` quiets
+//! signalling NaNs — 1022 of the 65536 f16 values (all NaNs) convert to other f32 bits, so
+//! they do not survive a round trip, and 126 bf16 NaNs likewise — which breaks the exactness
+//! below (and its tests); natively it also switches to F16C at run time, so native and wasm
+//! could round NaNs differently. Every non-NaN value agreed, and `f32_to_bf16` agreed on all
+//! 20 M patterns. Speed: f16 → f32 here 0.62–0.71 s vs `half` 1.05–1.08 s per 64 Mi values,
+//! f32 → f16 0.79–1.0 s vs 0.60–0.70 s (F16C), on a busy 2-core machine. So the hand-written
+//! conversions stay (exactness wins); `f32_to_bf16` stays with them rather than pulling in a
+//! crate for three lines that compute the same bits.
 //! - `f16_to_f32` / `bf16_to_f32` are exact, NaN payloads included (f16 subnormals become f32
 //!   normals; nothing is flushed).
 //! - `f32_to_f16` rounds to nearest, ties to even, as F16C's `vcvtps2ph` (ggml's x86 path) and

@@ -30,6 +30,8 @@ mod wasm_timing;
 pub use chat_template::{ChatMessage, ChatTemplate, ContentSpecials};
 pub use decode::{DecodeOptions, DecodeState, StreamDecoder};
 pub use error::TokenizerError;
+// The GGUF vocabulary keys (also read by the memory ledger's header skimmer).
+pub use load::{KEY_MERGES, KEY_SCORES, KEY_TOKENS, KEY_TOKEN_TYPE};
 pub use pretokenize::PreTokenizer;
 pub use special::Fragment;
 pub use vocab::TokenAttr;

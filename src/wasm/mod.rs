@@ -249,6 +249,12 @@ impl WasmEngine {
         self.host.load_begin(total_len as u64, budget_bytes.map(|b| b as u64));
     }
 
+    /// `load_begin` for the file the last estimate admitted (the worker skims the header first):
+    /// the load takes that admission over instead of estimating the header again.
+    pub fn load_begin_admitted(&mut self, total_len: f64, budget_bytes: Option<f64>) {
+        self.host.load_begin_admitted(total_len as u64, budget_bytes.map(|b| b as u64));
+    }
+
     /// Feeds the next chunk; returns `LoadStatus` as JSON.
     pub fn load_push(&mut self, chunk: &[u8]) -> Result<String, JsValue> {
         let s = self.host.load_push(chunk).map_err(js_error)?;
@@ -280,6 +286,15 @@ impl WasmEngine {
             .map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad request: {e}"))))?;
         let s = self.host.generate_begin(&req, now_ms()).map_err(js_error)?;
         json(&s)
+    }
+
+    /// The prompt tokens of a `GenerateRequest` (JSON) as a generation would run them, and
+    /// whether it fits; returns `TokenCount` JSON. No model call.
+    pub fn count_tokens(&self, request_json: &str) -> Result<String, JsValue> {
+        let req: GenerateRequest = serde_json::from_str(request_json)
+            .map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad request: {e}"))))?;
+        let c = self.host.count_tokens(&req).map_err(js_error)?;
+        json(&c)
     }
 
     /// Runs the next prefill chunk; returns `PrefillStatus` JSON.

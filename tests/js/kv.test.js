@@ -52,8 +52,17 @@ test('a generation far past the KV budget: constant KV figures in usage', { skip
 test("policy 'error': an over-budget prompt is refused before prefill", { skip }, async () => {
   await engine.load(TINY, { kv: { tokens: 4, policy: 'error' } });
   await assert.rejects(engine.completions.create({ prompt: 'one two three four five six', max_tokens: 3 }), (e) => e.code === 'PROMPT_OVER_KV_BUDGET');
+  // countTokens says so too, with the exact count (the core's count_tokens, not a parsed message).
+  const c = await engine.countTokens({ prompt: 'one two three four five six' });
+  assert.equal(c.fits, false);
+  assert.equal(c.code, 'PROMPT_OVER_KV_BUDGET');
+  assert.equal(c.max_context, 4);
+  assert.ok(Number.isInteger(c.prompt_tokens) && c.prompt_tokens >= 4, `${c.prompt_tokens}`);
   const info = await engine.load(TINY, { kv: null });
   assert.equal(info.max_context, 256);
+  const short = await engine.countTokens({ messages: [{ role: 'user', content: 'hi' }] });
+  assert.deepEqual([short.fits, short.code, short.max_context], [true, null, 256]);
+  await assert.rejects(engine.countTokens({ messages: [] }), (e) => e.code === 'INVALID_REQUEST');
 });
 
 test('bad kv options are typed errors', { skip }, async () => {
