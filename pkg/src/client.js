@@ -84,6 +84,8 @@ function usageOf(r, pressure) {
   for (const k of ['decode_weight_bytes_per_token', 'decode_kv_bytes_last_token', 'decode_bytes_per_token', 'decode_gb_s']) {
     if (r[k] !== undefined) usage[k] = r[k];
   }
+  // Which output head the decode steps used (screened / full) and the candidate counts.
+  if (r.head) usage.head = r.head;
   // The KV cache at the end of the generation: tokens_held, evicted, bytes, budget_bytes, ...
   if (r.kv) usage.kv = r.kv;
   // The memory ledger's snapshot at the end of the request (local runs).

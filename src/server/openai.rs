@@ -69,6 +69,7 @@ pub fn usage(r: &GenerateResult, queue_ms: f64) -> Value {
         "decode_kv_bytes_last_token": r.decode_kv_bytes_last_token,
         "decode_bytes_per_token": r.decode_bytes_per_token,
         "decode_gb_s": r.decode_gb_s,
+        "head": r.head,
         "queue_ms": queue_ms,
         // edgellm's extension (OpenAI's fields above are untouched): CPU time per phase from the
         // process's CPU clock and the energy estimate of the server's power model (crate::work).

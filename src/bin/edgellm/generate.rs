@@ -1,7 +1,13 @@
 //! `edgellm generate --model M (--prompt TEXT | --ids 2,818,5279) [--max-tokens N]
 //! [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]
 //! [--stop STR] [--chat] [--ignore-eos] [--json] [--trace N] [--threads N]
-//! [--kv-tokens N | --kv-bytes B] [--kv-dtype f16|q8] [--kv-sinks K] [--kv-policy window-sinks|error]`
+//! [--kv-tokens N | --kv-bytes B] [--kv-dtype f16|q8] [--kv-sinks K] [--kv-policy window-sinks|error]
+//! [--head auto|full|checked]`
+//!
+//! `--head`: the output head of decode steps (`engine::HeadMode`): `auto` (default) screens it
+//! where the model and sampler allow exactly, `full` computes every logit, `checked` screens
+//! and asserts the screen against the full head on every step. The `head` object of `--json`
+//! says which ran and the candidate counts.
 //!
 //! `--prompt` is tokenized with BOS as the metadata asks and special tokens parsed (`--chat`
 //! first wraps it as one user turn in the model's chat template); `--ids` are used as given.
@@ -25,7 +31,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use edgellm::engine::{GenerateOptions, Session, SessionOptions};
+use edgellm::engine::{GenerateOptions, HeadMode, Session, SessionOptions};
 use edgellm::kv::{KvDtype, KvOptions, KvPolicy};
 use edgellm::limits::{MAX_CONTEXT_TOKENS, MAX_KV_BYTES, MAX_NEW_TOKENS};
 use edgellm::metrics::native_clock;
@@ -80,7 +86,7 @@ pub fn rss_kib() -> Option<u64> {
 }
 
 pub fn run(argv: &[String]) -> Result<(), String> {
-    let mut with_value = vec!["model", "prompt", "ids", "max-tokens", "temperature", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "stop", "trace", crate::threads::OPTION];
+    let mut with_value = vec!["model", "prompt", "ids", "max-tokens", "temperature", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "stop", "trace", "head", crate::threads::OPTION];
     with_value.extend(KV_OPTIONS);
     let args = Args::parse(argv, &with_value, &["chat", "json", "ignore-eos"])?;
     let kv = kv_options(&args)?;
@@ -128,6 +134,12 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     let max_context = if hp.n_ctx_train > 0 { want_ctx.min(hp.n_ctx_train) } else { want_ctx };
     let model = Arc::new(model);
     let mut session = make_session(&model, SessionOptions { max_context, max_batch: 512, sampler, clock: native_clock, exec }, kv.as_ref())?;
+    session.set_head_mode(match args.value("head") {
+        None | Some("auto") => HeadMode::Auto,
+        Some("full") => HeadMode::Full,
+        Some("checked") => HeadMode::Checked,
+        Some(other) => return Err(format!("--head: {other:?} is not auto, full or checked")),
+    });
     let opts = GenerateOptions {
         max_tokens,
         stop: args.value("stop").map(|s| vec![s.to_string()]).unwrap_or_default(),
@@ -195,6 +207,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
                 "decode_kv_bytes_last_token": m.decode_kv_bytes_last_token,
                 "decode_bytes_per_token": m.decode_bytes_per_token(),
                 "decode_gb_s": m.decode_gb_s(),
+                "head": m.head_report(),
                 "kv": kv_stats,
                 "rss_kib_before": rss_before,
                 "rss_kib_after": rss_kib(),
