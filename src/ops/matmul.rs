@@ -222,7 +222,7 @@ fn planes_matmul(exec: &Exec, layout: &PlaneLayout, data: &[u8], act: &[u8], ab:
     for (t, p) in prep.iter_mut().enumerate() {
         p.prepare(layout, &act[t * ab..(t + 1) * ab]);
     }
-    let (_, full) = planes::kernels();
+    let (_, _, full) = planes::kernels();
     let n_out = layout.n_out;
     let prep = &prep[..];
     let shared = SharedMut::new(out);

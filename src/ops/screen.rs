@@ -113,7 +113,7 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], need: Need, s: &mut Sc
     let n_out = layout.n_out;
     quant::quantize_activation(GgmlType::Q8_0, xn, &mut s.act)?;
     s.x.prepare(layout, &s.act);
-    let (pass1, full) = planes::kernels();
+    let (pass1, pass1_4, full) = planes::kernels();
     let nb = layout.blocks();
     s.est.resize(n_out, 0.0);
     s.err.resize(n_out, 0.0);
@@ -123,10 +123,23 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], need: Need, s: &mut Sc
         exec.for_ranges(n_out, 4, |_, rows| {
             // Safety: the ranges are disjoint.
             let (est, err) = unsafe { (est.slice(rows.clone()), err.slice(rows.clone())) };
-            for (i, r) in rows.enumerate() {
-                let p = pass1(&data[layout.a_at(r)..layout.a_at(r) + layout.pass1_row_bytes()], x);
+            let ra = layout.pass1_row_bytes();
+            let mut put = |i: usize, p: Pass1| {
                 est[i] = 0.5 * p.a2;
                 err[i] = bound(p, nb);
+            };
+            // Four rows at a time within a group (ranges start at multiples of 4, groups hold
+            // a multiple of 4 rows), the tail one by one.
+            let mut r = rows.start;
+            while r + 4 <= rows.end {
+                let at = layout.a_at(r);
+                for (k, p) in pass1_4(&data[at..at + 4 * ra], ra, x).into_iter().enumerate() {
+                    put(r + k - rows.start, p);
+                }
+                r += 4;
+            }
+            for r in r..rows.end {
+                put(r - rows.start, pass1(&data[layout.a_at(r)..layout.a_at(r) + ra], x));
             }
         });
     }

@@ -373,17 +373,25 @@ pub type Pass1Kernel = fn(a: &[u8], x: &PlanesAct) -> Pass1;
 /// of the matrix, so SIMD twins can load 16 bytes at a time).
 pub type FullRowKernel = fn(a: &[u8], b: &[u8], x: &PlanesAct) -> f32;
 
-/// The pass-1 and exact-dot kernels of this build and CPU (SIMD twins where there are,
-/// bit-identical to [`pass1_row`] and [`full_row`]).
-pub fn kernels() -> (Pass1Kernel, FullRowKernel) {
+/// Pass 1 of four consecutive rows of a group: their `A` parts at `a[k·ra..]`.
+pub type Pass1Rows4Kernel = fn(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4];
+
+/// Pass 1 of four rows, one at a time (the scalar reference of the four-row kernels).
+pub fn pass1_rows4(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
+    [0, 1, 2, 3].map(|k| pass1_row(&a[k * ra..(k + 1) * ra], x))
+}
+
+/// The kernels of this build and CPU: pass 1 of one row and of four, the exact dot (SIMD twins
+/// where there are, bit-identical to [`pass1_row`], [`pass1_rows4`] and [`full_row`]).
+pub fn kernels() -> (Pass1Kernel, Pass1Rows4Kernel, FullRowKernel) {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    return (super::planes_simd128::pass1_row, super::planes_simd128::full_row);
+    return (super::planes_simd128::pass1_row, super::planes_simd128::pass1_rows4, super::planes_simd128::full_row);
     #[cfg(target_arch = "x86_64")]
     if super::avx2::enabled() {
-        return (super::planes_avx2::pass1_row, super::planes_avx2::full_row);
+        return (super::planes_avx2::pass1_row, super::planes_avx2::pass1_rows4, super::planes_avx2::full_row);
     }
     #[allow(unreachable_code)]
-    (pass1_row, full_row)
+    (pass1_row, pass1_rows4, full_row)
 }
 
 #[cfg(test)]
@@ -418,7 +426,7 @@ mod tests {
     #[cfg_attr(not(target_arch = "wasm32"), test)]
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn simd_tier_is_bit_identical_to_scalar() {
-        let (pass1, full) = kernels();
+        let (pass1, pass1_4, full) = kernels();
         for (case, (n_in, n_out)) in [(32, 7), (64, 9), (640, 40), (256, 300)].into_iter().enumerate() {
             let mut q8 = q8_matrix(n_in, n_out, 100 + case as u32);
             let row = n_in / QK * Q8_0_BYTES;
@@ -445,6 +453,14 @@ mod tests {
                 crate::quant::quantize_activation(crate::gguf::GgmlType::Q8_0, &xs, &mut act).unwrap();
                 let mut x = PlanesAct::default();
                 x.prepare(&layout, &act);
+                for r in (0..n_out).step_by(4).filter(|r| r / GROUP == (r + 3) / GROUP && r + 4 <= n_out) {
+                    let ra = layout.pass1_row_bytes();
+                    let a = &planes[layout.a_at(r)..layout.a_at(r) + 4 * ra];
+                    let want = pass1_rows4(a, ra, &x);
+                    for (k, (g, w)) in pass1_4(a, ra, &x).iter().zip(&want).enumerate() {
+                        assert_eq!((g.a2.to_bits(), g.e1.to_bits(), g.t.to_bits()), (w.a2.to_bits(), w.e1.to_bits(), w.t.to_bits()), "case {case} act {k} rows4 {r}+{k}");
+                    }
+                }
                 for r in 0..n_out {
                     let a = &planes[layout.a_at(r)..layout.a_at(r) + layout.pass1_row_bytes()];
                     let b = &planes[layout.b_at(r)..];

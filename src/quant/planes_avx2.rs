@@ -92,3 +92,77 @@ pub(super) fn full_row(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
     // SAFETY: as above.
     unsafe { full_avx2(a, b, x) }
 }
+
+/// Four rows' nibble vector: bytes 0..16 the low nibbles of `x`, 16..32 the high ones (the
+/// storage positions 0..32, as `qxp` is laid out).
+#[inline(always)]
+unsafe fn nibbles256(x: __m128i) -> __m256i {
+    let b = _mm256_broadcastsi128_si256(x);
+    _mm256_and_si256(_mm256_srlv_epi32(b, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0F))
+}
+
+/// i32x8 partial sums of Σ_p nib_p · q_p (exact: `maddubs` pairs ≤ 2·15·128).
+#[inline(always)]
+unsafe fn nib_dot256(n: __m256i, q: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(n, q), _mm256_set1_epi16(1))
+}
+
+/// f32 of four f16 values (exact; the scalar `f16_to_f32` in four lanes).
+#[inline(always)]
+unsafe fn f16x4(h: [u16; 4]) -> __m128 {
+    let h = _mm_setr_epi32(h[0] as i32, h[1] as i32, h[2] as i32, h[3] as i32);
+    let em = _mm_and_si128(h, _mm_set1_epi32(0x7fff));
+    let sign = _mm_slli_epi32(_mm_and_si128(h, _mm_set1_epi32(0x8000)), 16);
+    let mag = _mm_mul_ps(_mm_castsi128_ps(_mm_slli_epi32(em, 13)), _mm_set1_ps(f32::from_bits(0x7780_0000)));
+    let special = _mm_or_si128(_mm_set1_epi32(0x7f80_0000), _mm_slli_epi32(_mm_and_si128(em, _mm_set1_epi32(0x03ff)), 13));
+    let is_special = _mm_cmpgt_epi32(em, _mm_set1_epi32(0x7bff));
+    let v = _mm_blendv_epi8(_mm_castps_si128(mag), special, is_special);
+    _mm_castsi128_ps(_mm_or_si128(v, sign))
+}
+
+#[target_feature(enable = "avx2")]
+unsafe fn pass1_rows4_avx2(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
+    let nb = x.nb;
+    let rows: [&[u8]; 4] = [&a[..ra], &a[ra..2 * ra], &a[2 * ra..3 * ra], &a[3 * ra..4 * ra]];
+    let (mut a2, mut e1, mut t) = (_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps());
+    let abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fff_ffff));
+    for blk in 0..nb {
+        let q = &x.qxp[blk];
+        // SAFETY: `q` is 32 readable bytes.
+        let q = unsafe { _mm256_loadu_si256(q.as_ptr() as *const __m256i) };
+        let known = x.c[blk] != 0;
+        let end = x.o0 + x.o_off[blk] as usize + x.c[blk] as usize;
+        let mask = _mm256_broadcastsi128_si256(mask(x, blk));
+        let mut v = [_mm256_setzero_si256(); 4];
+        for (k, row) in rows.iter().enumerate() {
+            let sh = nib_dot256(nibbles256(ld128(row, nb * 2 + blk * 16)), q);
+            let mut s = _mm256_slli_epi32(sh, 5);
+            if known {
+                let l = _mm256_and_si256(nibbles256(ld128(row, end - 16)), mask);
+                s = _mm256_add_epi32(s, _mm256_slli_epi32(nib_dot256(l, q), 1));
+            }
+            v[k] = s;
+        }
+        // Lane k of the four-row sum: Σ over row k's eight partials.
+        let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+        let sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        // `pass1_block_int`: 32·(sh − 8·Σq) + 2·sl + c15.
+        let ai = _mm_add_epi32(sums, _mm_set1_epi32(x.c15[blk] - 256 * x.sum[blk]));
+        let dw = f16x4(rows.map(|r| u16::from_le_bytes([r[2 * blk], r[2 * blk + 1]])));
+        let s = _mm_mul_ps(dw, _mm_set1_ps(x.dx[blk]));
+        a2 = _mm_add_ps(a2, _mm_mul_ps(_mm_cvtepi32_ps(ai), s));
+        let dwa = _mm_and_ps(dw, abs_mask);
+        e1 = _mm_add_ps(e1, _mm_mul_ps(dwa, _mm_set1_ps(x.m[blk])));
+        t = _mm_add_ps(t, _mm_mul_ps(dwa, _mm_set1_ps(x.n[blk])));
+    }
+    let (mut av, mut ev, mut tv) = ([0f32; 4], [0f32; 4], [0f32; 4]);
+    _mm_storeu_ps(av.as_mut_ptr(), a2);
+    _mm_storeu_ps(ev.as_mut_ptr(), e1);
+    _mm_storeu_ps(tv.as_mut_ptr(), t);
+    [0, 1, 2, 3].map(|k| Pass1 { a2: av[k], e1: ev[k], t: tv[k] })
+}
+
+pub(super) fn pass1_rows4(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
+    // SAFETY: handed out only when the CPU has AVX2 (`planes::kernels`).
+    unsafe { pass1_rows4_avx2(a, ra, x) }
+}

@@ -56,6 +56,11 @@ pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
     Pass1 { a2, e1, t }
 }
 
+/// Four rows of a group, one at a time (no four-row SIMD128 twin yet).
+pub(super) fn pass1_rows4(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
+    [0, 1, 2, 3].map(|k| pass1_row(&a[k * ra..(k + 1) * ra], x))
+}
+
 pub(super) fn full_row(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
     let nb = x.nb;
     let mut sumf = 0f32;
