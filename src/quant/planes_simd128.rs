@@ -56,9 +56,55 @@ pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
     Pass1 { a2, e1, t }
 }
 
-/// Four rows of a group, one at a time (no four-row SIMD128 twin yet).
+/// f32 of four f16 values (exact; the scalar `f16_to_f32` in four lanes).
+#[inline(always)]
+fn f16x4(h: [u16; 4]) -> v128 {
+    let h = u32x4(h[0] as u32, h[1] as u32, h[2] as u32, h[3] as u32);
+    let em = v128_and(h, u32x4_splat(0x7fff));
+    let sign = i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
+    let mag = f32x4_mul(i32x4_shl(em, 13), f32x4_splat(f32::from_bits(0x7780_0000)));
+    let special = v128_or(u32x4_splat(0x7f80_0000), i32x4_shl(v128_and(em, u32x4_splat(0x03ff)), 13));
+    let v = v128_bitselect(special, mag, i32x4_gt(em, i32x4_splat(0x7bff)));
+    v128_or(v, sign)
+}
+
+/// Lane k = the sum of the four lanes of `v[k]` (exact integers).
+#[inline(always)]
+fn reduce4(v: [v128; 4]) -> v128 {
+    let u01 = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(v[0], v[1]), i32x4_shuffle::<2, 6, 3, 7>(v[0], v[1]));
+    let u23 = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(v[2], v[3]), i32x4_shuffle::<2, 6, 3, 7>(v[2], v[3]));
+    i32x4_add(i32x4_shuffle::<0, 1, 4, 5>(u01, u23), i32x4_shuffle::<2, 3, 6, 7>(u01, u23))
+}
+
+/// Pass 1 of four rows of a group (`A` parts `ra` apart): the integers of one block for the
+/// four rows reduced together, the float part in four lanes in the scalar order.
 pub(super) fn pass1_rows4(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
-    [0, 1, 2, 3].map(|k| pass1_row(&a[k * ra..(k + 1) * ra], x))
+    let nb = x.nb;
+    let rows: [&[u8]; 4] = [&a[..ra], &a[ra..2 * ra], &a[2 * ra..3 * ra], &a[3 * ra..4 * ra]];
+    let (mut a2, mut e1, mut t) = (f32x4_splat(0.0), f32x4_splat(0.0), f32x4_splat(0.0));
+    for blk in 0..nb {
+        let (q0, q1) = q_halves(x, blk);
+        let known = x.c[blk] != 0;
+        let mut v = [i32x4_splat(0); 4];
+        for (k, row) in rows.iter().enumerate() {
+            let mut s = i32x4_shl(nib_dot(ld(row, nb * 2 + blk * 16), q0, q1), 5);
+            if known {
+                s = i32x4_add(s, i32x4_shl(nib_dot(known_l(row, x, blk), q0, q1), 1));
+            }
+            v[k] = s;
+        }
+        // `pass1_block_int`: 32·(sh − 8·Σq) + 2·sl + c15.
+        let ai = i32x4_add(reduce4(v), i32x4_splat(x.c15[blk] - 256 * x.sum[blk]));
+        let dw = f16x4(rows.map(|r| u16::from_le_bytes([r[2 * blk], r[2 * blk + 1]])));
+        let s = f32x4_mul(dw, f32x4_splat(x.dx[blk]));
+        a2 = f32x4_add(a2, f32x4_mul(f32x4_convert_i32x4(ai), s));
+        let dwa = f32x4_abs(dw);
+        e1 = f32x4_add(e1, f32x4_mul(dwa, f32x4_splat(x.m[blk])));
+        t = f32x4_add(t, f32x4_mul(dwa, f32x4_splat(x.n[blk])));
+    }
+    let lane = |v: v128| [f32x4_extract_lane::<0>(v), f32x4_extract_lane::<1>(v), f32x4_extract_lane::<2>(v), f32x4_extract_lane::<3>(v)];
+    let (av, ev, tv) = (lane(a2), lane(e1), lane(t));
+    [0, 1, 2, 3].map(|k| Pass1 { a2: av[k], e1: ev[k], t: tv[k] })
 }
 
 pub(super) fn full_row(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
