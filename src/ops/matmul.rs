@@ -223,15 +223,29 @@ fn planes_matmul(exec: &Exec, layout: &PlaneLayout, data: &[u8], act: &[u8], ab:
         p.prepare(layout, &act[t * ab..(t + 1) * ab]);
     }
     let (_, _, full) = planes::kernels();
+    let full4 = planes::full_rows4_kernel();
     let n_out = layout.n_out;
     let prep = &prep[..];
     let shared = SharedMut::new(out);
+    // Safety (every `set`): each part writes only the columns of its own rows.
+    let put = |i: usize, v: f32| unsafe { shared.set(i, v) };
     exec.for_ranges(n_out, 4, |_, rows| {
-        for r in rows {
+        let (ra, rb) = (layout.pass1_row_bytes(), layout.rest_row_bytes());
+        let mut r = rows.start;
+        // Four rows at a time (ranges start at multiples of 4; so do groups), then the tail.
+        while r + 4 <= rows.end {
             let (a, b) = (&data[layout.a_at(r)..], &data[layout.b_at(r)..]);
             for (t, x) in prep.iter().enumerate() {
-                // Safety: each part writes only the columns of its own rows.
-                unsafe { shared.set(t * n_out + r, full(a, b, x)) };
+                for (k, v) in full4(a, ra, b, rb, x).into_iter().enumerate() {
+                    put(t * n_out + r + k, v);
+                }
+            }
+            r += 4;
+        }
+        for r in r..rows.end {
+            let (a, b) = (&data[layout.a_at(r)..], &data[layout.b_at(r)..]);
+            for (t, x) in prep.iter().enumerate() {
+                put(t * n_out + r, full(a, b, x));
             }
         }
     });

@@ -102,6 +102,11 @@ impl PlaneLayout {
         self.ra
     }
 
+    /// Bytes of a row's `B` part.
+    pub fn rest_row_bytes(&self) -> usize {
+        self.rb
+    }
+
     /// Bytes of one whole row (what computing its exact dot reads).
     pub fn row_bytes(&self) -> usize {
         self.ra + self.rb
@@ -381,6 +386,26 @@ pub fn pass1_rows4(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
     [0, 1, 2, 3].map(|k| pass1_row(&a[k * ra..(k + 1) * ra], x))
 }
 
+/// The exact dots of four consecutive rows of a group: `A` parts at `a[k·ra..]`, `B` parts at
+/// `b[k·rb..]` (`b` running to the end of the matrix).
+pub type FullRows4Kernel = fn(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f32; 4];
+
+/// Four exact dots, one at a time (the scalar reference of the four-row kernels).
+pub fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f32; 4] {
+    let (_, _, one) = kernels();
+    [0, 1, 2, 3].map(|k| one(&a[k * ra..], &b[k * rb..], x))
+}
+
+/// The four-row exact-dot kernel of this build and CPU (AVX2; elsewhere [`full_rows4`] over
+/// this build's one-row kernel), bit-identical to [`full_row`].
+pub fn full_rows4_kernel() -> FullRows4Kernel {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx2::enabled() {
+        return super::planes_avx2::full_rows4;
+    }
+    full_rows4
+}
+
 /// The kernels of this build and CPU: pass 1 of one row and of four, the exact dot (SIMD twins
 /// where there are, bit-identical to [`pass1_row`], [`pass1_rows4`] and [`full_row`]).
 pub fn kernels() -> (Pass1Kernel, Pass1Rows4Kernel, FullRowKernel) {
@@ -459,6 +484,12 @@ mod tests {
                     let want = pass1_rows4(a, ra, &x);
                     for (k, (g, w)) in pass1_4(a, ra, &x).iter().zip(&want).enumerate() {
                         assert_eq!((g.a2.to_bits(), g.e1.to_bits(), g.t.to_bits()), (w.a2.to_bits(), w.e1.to_bits(), w.t.to_bits()), "case {case} act {k} rows4 {r}+{k}");
+                    }
+                    let (a, b) = (&planes[layout.a_at(r)..], &planes[layout.b_at(r)..]);
+                    let got = full_rows4_kernel()(a, ra, b, layout.rb, &x);
+                    for (k, g) in got.iter().enumerate() {
+                        let want = full_row(&a[k * ra..], &b[k * layout.rb..], &x);
+                        assert_eq!(g.to_bits(), want.to_bits(), "case {case} act {k} full rows4 {r}+{k}");
                     }
                 }
                 for r in 0..n_out {

@@ -166,3 +166,42 @@ pub(super) fn pass1_rows4(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
     // SAFETY: handed out only when the CPU has AVX2 (`planes::kernels`).
     unsafe { pass1_rows4_avx2(a, ra, x) }
 }
+
+#[target_feature(enable = "avx2")]
+unsafe fn full_rows4_avx2(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f32; 4] {
+    let nb = x.nb;
+    let mut sumf = _mm_setzero_ps();
+    for blk in 0..nb {
+        let q = &x.qxp[blk];
+        // SAFETY: `q` is 32 readable bytes.
+        let q = unsafe { _mm256_loadu_si256(q.as_ptr() as *const __m256i) };
+        let m = mask(x, blk);
+        let bo = x.b_off[blk] as usize;
+        let mut v = [_mm256_setzero_si256(); 4];
+        let mut dwb = [0u16; 4];
+        for (k, vk) in v.iter_mut().enumerate() {
+            let row = &a[k * ra..];
+            let mut tmp = [0u8; 16];
+            let rest = ld128(rest16(b, k * rb + bo, &mut tmp), 0);
+            let l = _mm_blendv_epi8(rest, known_l(row, x, blk), m);
+            let sh = nib_dot256(nibbles256(ld128(row, nb * 2 + blk * 16)), q);
+            let sl = nib_dot256(nibbles256(l), q);
+            *vk = _mm256_add_epi32(_mm256_slli_epi32(sh, 4), sl);
+            dwb[k] = u16::from_le_bytes([row[2 * blk], row[2 * blk + 1]]);
+        }
+        let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+        let sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        // `full_block_int`: 16·sh + sl − 128·Σq.
+        let sumi = _mm_sub_epi32(sums, _mm_set1_epi32(128 * x.sum[blk]));
+        let s = _mm_mul_ps(f16x4(dwb), _mm_set1_ps(x.dx[blk]));
+        sumf = _mm_add_ps(sumf, _mm_mul_ps(_mm_cvtepi32_ps(sumi), s));
+    }
+    let mut out = [0f32; 4];
+    _mm_storeu_ps(out.as_mut_ptr(), sumf);
+    out
+}
+
+pub(super) fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f32; 4] {
+    // SAFETY: handed out only when the CPU has AVX2 (`planes::kernels`).
+    unsafe { full_rows4_avx2(a, ra, b, rb, x) }
+}
