@@ -51,10 +51,11 @@ impl ScreenScratch {
 
 /// What the screen's scratch grows to for a head `n_in` wide with `n_vocab` rows (the memory
 /// ledger's figure; the plane-layout full head's prepared activation row included): its
-/// estimates, bounds and lower bounds (f32 per row) and two prepared activation rows.
+/// estimates, bounds and lower bounds (f32 per row), the candidates (id and logit, at most
+/// 1/8 of the rows) and two prepared activation rows.
 pub fn scratch_bytes(n_in: usize, n_vocab: usize) -> usize {
     let nb = n_in / 32;
-    12 * n_vocab + 34 * nb + 2 * PlanesAct::bytes_for(nb)
+    12 * n_vocab + 8 * (n_vocab / MAX_CANDIDATE_SHARE + 1) + 34 * nb + 2 * PlanesAct::bytes_for(nb)
 }
 
 /// The screen's result: candidate ids (ascending) and their exact logits.
@@ -145,6 +146,11 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], need: Need, s: &mut Sc
     }
     out.ids.clear();
     out.logits.clear();
+    // Sized once for the most candidates a step keeps (beyond, it falls back): the session's
+    // memory stays flat from step to step.
+    let cap = n_out / MAX_CANDIDATE_SHARE + 1;
+    out.ids.reserve_exact(cap);
+    out.logits.reserve_exact(cap);
     out.fell_back = false;
     let pass1_bytes = n_out * layout.pass1_row_bytes();
     let row_full = |r: usize| full(&data[layout.a_at(r)..], &data[layout.b_at(r)..], &s.x);
