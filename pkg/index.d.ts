@@ -788,8 +788,20 @@ export interface CompletionUsage {
   decode_tokens_per_s: number;
   /** Weight bytes one decode step (a token after the first) reads: every layer's matrices and
    * f32 norms/biases, the output projection (the embedding again when tied), one embedding row
-   * (local runs and `edgellm serve`). */
+   * (local runs and `edgellm serve`); the mean over the decode steps, lower when they used the
+   * screened output head (see `head`). */
   decode_weight_bytes_per_token?: number;
+  /** Which output head the decode steps used: `path` 'screened' (about half the head's bytes
+   * read, the same tokens), 'full' (every logit: logprobs, structured output, penalties, pure
+   * temperature or top-p sampling) or 'mixed'; step counts and candidate rows per screened step. */
+  head?: {
+    path: 'screened' | 'full' | 'mixed';
+    screened_steps: number;
+    full_steps: number;
+    fallback_steps: number;
+    candidates_mean: number;
+    candidates_max: number;
+  };
   /** K/V bytes the last decode step's attention read: every row the cache held. */
   decode_kv_bytes_last_token?: number;
   /** Mean bytes read per decode step: weights + mean K/V over the decode steps. */

@@ -18,7 +18,8 @@
 
 use std::sync::Arc;
 
-use crate::metrics::{Clock, GenerationMetrics};
+use crate::metrics::{Clock, GenerationMetrics, HeadUse};
+use crate::ops::screen::{check_against_full, Screened};
 use crate::exec::Exec;
 use crate::model::{ForwardScratch, HParams, LogitRows, Model, ModelError};
 use crate::sampling::{Sampler, SamplerConfig};
@@ -76,6 +77,21 @@ impl From<TokenizerError> for EngineError {
     }
 }
 
+/// Which output head decode steps use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HeadMode {
+    /// The screened head (`ops::screen`) whenever the model has one and the step's sampling
+    /// can be screened exactly ([`Sampler::screen_need`]); else the full head.
+    #[default]
+    Auto,
+    /// Always the full head (every logit computed).
+    Full,
+    /// As `Auto`, and on every screened step the full head too, asserting that each candidate's
+    /// logit is bit-equal to the full head's and every other row's logit is below the
+    /// threshold (a debug mode: it panics on a violation, and reads the head twice).
+    Checked,
+}
+
 /// How a session is set up.
 #[derive(Clone, Debug)]
 pub struct SessionOptions {
@@ -128,6 +144,11 @@ pub struct Session {
     out: Vec<f32>,
     /// Logits of every position of the last `prefill_scored`.
     scored: Vec<f32>,
+    /// The last forward pass went through the screened head: its candidates are in `sparse`
+    /// and `logits` is empty.
+    screened: bool,
+    sparse: Screened,
+    head_mode: HeadMode,
     max_batch: usize,
     clock: Clock,
     metrics: GenerationMetrics,
@@ -164,6 +185,9 @@ impl Session {
             logits: Vec::new(),
             out: Vec::new(),
             scored: Vec::new(),
+            screened: false,
+            sparse: Screened::default(),
+            head_mode: HeadMode::Auto,
             max_batch: opts.max_batch.max(1),
             clock: opts.clock,
             metrics,
@@ -199,7 +223,9 @@ impl Session {
         &self.tokens
     }
 
-    /// Next-token logits after the last token run through the model (empty before a prefill).
+    /// Next-token logits after the last token run through the model (empty before a prefill,
+    /// and after a [`step`](Self::step) that used the screened head: see
+    /// [`screened`](Self::screened); [`step_with`](Self::step_with) always computes them all).
     pub fn logits(&self) -> &[f32] {
         &self.logits
     }
@@ -210,6 +236,27 @@ impl Session {
 
     pub fn set_sampler(&mut self, cfg: SamplerConfig) {
         self.sampler = Sampler::new(cfg);
+    }
+
+    /// Which output head later decode steps use (`Auto` by default).
+    pub fn set_head_mode(&mut self, mode: HeadMode) {
+        self.head_mode = mode;
+    }
+
+    pub fn head_mode(&self) -> HeadMode {
+        self.head_mode
+    }
+
+    /// The candidates of the last decode step when it went through the screened head (`None`
+    /// when its logits are the full ones, in [`logits`](Self::logits)).
+    pub fn screened(&self) -> Option<&Screened> {
+        self.screened.then_some(&self.sparse)
+    }
+
+    /// Forgets the next-token logits (dense and screened).
+    fn drop_logits(&mut self) {
+        self.logits.clear();
+        self.screened = false;
     }
 
     /// Timings of the current generation (since the first prefill after a step or reset).
@@ -223,6 +270,7 @@ impl Session {
             + self.kv.scratch_bytes()
             + self.scratch.bytes()
             + 4 * (self.logits.capacity() + self.out.capacity() + self.scored.capacity())
+            + 4 * (self.sparse.ids.capacity() + self.sparse.logits.capacity())
     }
 
     /// Forgets the conversation (the sampler keeps its RNG state; reseed it to repeat a run).
@@ -230,7 +278,7 @@ impl Session {
         self.kv.clear();
         self.tokens.clear();
         self.pending = None;
-        self.logits.clear();
+        self.drop_logits();
         self.metrics = fresh_metrics(&self.model);
         self.in_prompt = false;
     }
@@ -255,7 +303,7 @@ impl Session {
             self.tokens.truncate(keep);
             // The logits were those after the last cached token, which is gone (or, when
             // `keep` is all of the cache, the next prefill replaces them anyway).
-            self.logits.clear();
+            self.drop_logits();
         }
         keep
     }
@@ -316,7 +364,7 @@ impl Session {
         self.kv.import_rows(&meta.counters, snap.rows).map_err(corrupt)?;
         self.pending = if meta.pending { snap.tokens.last().copied() } else { None };
         self.tokens = snap.tokens;
-        self.logits.clear();
+        self.drop_logits();
         self.metrics = fresh_metrics(&self.model);
         self.in_prompt = false;
         Ok(self.tokens.len())
@@ -402,6 +450,7 @@ impl Session {
         // `pending` was already in `tokens` (pushed when sampled).
         self.pending = None;
         self.tokens.extend_from_slice(ids);
+        self.screened = false;
         match rows {
             Rows::Last => std::mem::swap(&mut self.logits, &mut self.out),
             Rows::All => {
@@ -415,28 +464,72 @@ impl Session {
         Ok(())
     }
 
-    /// Samples the next token (first running the previously sampled one through the model).
+    /// Samples the next token (first running the previously sampled one through the model),
+    /// through the screened output head when the model has one and the sampler's settings
+    /// allow it exactly (see [`HeadMode`]): the same token as with every logit.
     pub fn step(&mut self) -> Result<u32, EngineError> {
-        self.step_with(|_| Ok(()))
+        self.decode_step(true, |_| Ok(()))
     }
 
     /// [`step`](Self::step), with `filter` editing the logits between the forward pass and the
-    /// sampler (constrained decoding masks tokens out with `-inf`).
+    /// sampler (constrained decoding masks tokens out with `-inf`). Always the full head: the
+    /// filter and [`logits`](Self::logits) see every logit.
     pub fn step_with(&mut self, filter: impl FnOnce(&mut [f32]) -> Result<(), EngineError>) -> Result<u32, EngineError> {
+        self.decode_step(false, filter)
+    }
+
+    fn decode_step(&mut self, may_screen: bool, filter: impl FnOnce(&mut [f32]) -> Result<(), EngineError>) -> Result<u32, EngineError> {
         let t0 = (self.clock)();
-        let mut kv_read = None;
+        let mut read = None;
         if let Some(t) = self.pending {
-            self.model.forward(&[t], &mut self.kv, &mut self.scratch, LogitRows::Last, &mut self.out)?;
-            std::mem::swap(&mut self.logits, &mut self.out);
+            let n_vocab = self.model.n_vocab();
+            let need = match self.head_mode {
+                HeadMode::Full => None,
+                _ if !may_screen || !self.model.has_screened_head() => None,
+                _ => self.sampler.screen_need(&self.tokens, n_vocab),
+            };
+            let head = if let Some(need) = need {
+                let model = &self.model;
+                let check = self.head_mode == HeadMode::Checked;
+                model.forward_screened(t, &mut self.kv, &mut self.scratch, need, &mut self.sparse, &mut self.out, check)?;
+                if check {
+                    if let Err(e) = check_against_full(&self.sparse, &self.out) {
+                        panic!("screened head bound violated at position {}: {e}", self.tokens.len());
+                    }
+                }
+                if self.sparse.fell_back {
+                    // Every logit was computed: sampled as the full head's.
+                    std::mem::swap(&mut self.logits, &mut self.out);
+                    self.screened = false;
+                } else {
+                    self.logits.clear();
+                    self.screened = true;
+                }
+                let weights = model.decode_weight_bytes() - model.head_bytes() + self.sparse.bytes_read;
+                (weights, HeadUse::Screened { candidates: self.sparse.ids.len(), fell_back: self.sparse.fell_back })
+            } else {
+                self.model.forward(&[t], &mut self.kv, &mut self.scratch, LogitRows::Last, &mut self.out)?;
+                std::mem::swap(&mut self.logits, &mut self.out);
+                self.screened = false;
+                (self.model.decode_weight_bytes(), HeadUse::Full)
+            };
             self.pending = None;
             // The attention read every row held, this token's included.
-            kv_read = Some(self.kv.bytes_used());
+            read = Some((self.kv.bytes_used(), head));
         }
-        if self.logits.is_empty() {
-            return Err(EngineError::NothingToDecode);
-        }
-        filter(&mut self.logits)?;
-        let id = self.sampler.sample(&self.logits, &self.tokens);
+        let id = if self.screened {
+            if !may_screen {
+                // Unreachable: a screened forward pass is always sampled in the same call.
+                return Err(EngineError::NothingToDecode);
+            }
+            self.sampler.sample_candidates(&self.sparse.ids, &self.sparse.logits, &self.tokens)
+        } else {
+            if self.logits.is_empty() {
+                return Err(EngineError::NothingToDecode);
+            }
+            filter(&mut self.logits)?;
+            self.sampler.sample(&self.logits, &self.tokens)
+        };
         self.tokens.push(id);
         self.pending = Some(id);
         let t1 = (self.clock)();
@@ -445,8 +538,9 @@ impl Session {
             self.metrics.ttft_ms = t1 - self.gen_start;
         } else {
             self.metrics.decode_ms += t1 - t0;
-            if let Some(b) = kv_read {
-                self.metrics.record_decode_kv(b);
+            if let Some((kv, (weights, head))) = read {
+                self.metrics.record_decode_kv(kv);
+                self.metrics.record_decode_weights(weights, head);
             }
         }
         self.metrics.generated_tokens += 1;
@@ -455,7 +549,7 @@ impl Session {
 
     /// Whether `step` can run: the KV cache has room for the pending token, if any.
     pub fn can_step(&self) -> bool {
-        !self.logits.is_empty() && (self.pending.is_none() || self.kv.check_room(1).is_ok())
+        (!self.logits.is_empty() || self.screened) && (self.pending.is_none() || self.kv.check_room(1).is_ok())
     }
 }
 

@@ -33,7 +33,7 @@ use crate::exec::Exec;
 use crate::generate::{GenerateOptions, Generator};
 use crate::gguf::{LoadProgress, StreamLoader};
 use crate::kv::{KvOptions, KvStats};
-use crate::metrics::Clock;
+use crate::metrics::{Clock, HeadReport};
 use crate::model::Model;
 use crate::sampling::SamplerConfig;
 use crate::sha256::Sha256;
@@ -215,7 +215,8 @@ pub struct GenerateResult {
     pub tpot_ms: f64,
     pub prefill_tokens_per_s: f64,
     pub decode_tokens_per_s: f64,
-    /// Weight bytes one decode step reads (the model's; see `Model::decode_weight_bytes`).
+    /// Weight bytes one decode step reads: the mean over the decode steps (less than the
+    /// model's `decode_weight_bytes` when they used the screened head).
     pub decode_weight_bytes_per_token: u64,
     /// K/V bytes the last decode step's attention read (0 without a decode step).
     pub decode_kv_bytes_last_token: u64,
@@ -223,6 +224,8 @@ pub struct GenerateResult {
     pub decode_bytes_per_token: f64,
     /// Achieved decode bandwidth: `decode_bytes_per_token × decode_tokens_per_s / 1e9`.
     pub decode_gb_s: f64,
+    /// Which output head the decode steps used (screened / full) and the candidate counts.
+    pub head: HeadReport,
     pub total_ms: f64,
     /// Generated ids (including a final end-of-generation token if that is what stopped it).
     pub ids: Vec<u32>,
@@ -670,6 +673,7 @@ impl Host {
             decode_kv_bytes_last_token: m.decode_kv_bytes_last_token as u64,
             decode_bytes_per_token: m.decode_bytes_per_token(),
             decode_gb_s: m.decode_gb_s(),
+            head: m.head_report(),
             total_ms,
             ids: r.ids,
             kv: l.session.kv_stats(),

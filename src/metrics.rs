@@ -33,9 +33,18 @@ pub fn no_clock() -> f64 {
 /// of a small model is a matrix-vector product per weight matrix: memory-bound). A *decode
 /// step* is one of the `generated − 1` tokens after the first: one single-token forward pass
 /// and one sampling.
-/// * `decode_weight_bytes_per_token`: weight bytes one decode step reads
-///   ([`Model::decode_weight_bytes`](crate::model::Model::decode_weight_bytes)); set for every
-///   generation, even one without a decode step.
+/// * `decode_weight_bytes_per_token`: weight bytes one decode step reads: the mean over this
+///   generation's decode steps (`decode_weight_bytes_total / steps`), which is less than
+///   [`Model::decode_weight_bytes`](crate::model::Model::decode_weight_bytes) when steps used
+///   the screened output head; before any decode step, the full figure (set for every
+///   generation).
+/// * `decode_weight_bytes_total`: weight bytes of all decode steps (each step's own count: the
+///   screened head's pass 1 and the rows it computed in full, or the whole head).
+/// * `head_screened_steps` / `head_full_steps`: decode steps whose logits came from the
+///   screened head (`ops::screen`) / the full head; `head_fallback_steps`: screened steps that
+///   had too many candidates and computed every row; `head_candidates_total` /
+///   `head_candidates_max`: rows computed exactly over the screened steps (fallbacks
+///   excluded), in total and at most in one step.
 /// * `decode_kv_bytes_last_token`: K/V bytes the last decode step's attention read: every row
 ///   of every layer the cache held once it stored that step's token (its `bytes` occupancy).
 /// * `decode_kv_bytes_total`: the same summed over all decode steps.
@@ -51,6 +60,32 @@ pub struct GenerationMetrics {
     pub decode_weight_bytes_per_token: usize,
     pub decode_kv_bytes_last_token: usize,
     pub decode_kv_bytes_total: u64,
+    pub decode_weight_bytes_total: u64,
+    pub head_screened_steps: usize,
+    pub head_full_steps: usize,
+    pub head_fallback_steps: usize,
+    pub head_candidates_total: u64,
+    pub head_candidates_max: usize,
+}
+
+/// Which output head a generation's decode steps used, for usage reports.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct HeadReport {
+    /// "screened", "full" or "mixed".
+    pub path: &'static str,
+    pub screened_steps: usize,
+    pub full_steps: usize,
+    pub fallback_steps: usize,
+    pub candidates_mean: f64,
+    pub candidates_max: usize,
+}
+
+/// Which output head a decode step used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeadUse {
+    Full,
+    /// Screened, with this many candidate rows computed exactly (`fell_back`: every row).
+    Screened { candidates: usize, fell_back: bool },
 }
 
 impl GenerationMetrics {
@@ -76,6 +111,55 @@ impl GenerationMetrics {
     pub fn record_decode_kv(&mut self, kv_bytes: usize) {
         self.decode_kv_bytes_last_token = kv_bytes;
         self.decode_kv_bytes_total += kv_bytes as u64;
+    }
+
+    /// Records a decode step's weight bytes and the head it used (after its
+    /// [`record_decode_kv`](Self::record_decode_kv)).
+    pub fn record_decode_weights(&mut self, weight_bytes: usize, head: HeadUse) {
+        self.decode_weight_bytes_total += weight_bytes as u64;
+        match head {
+            HeadUse::Full => self.head_full_steps += 1,
+            HeadUse::Screened { candidates, fell_back } => {
+                self.head_screened_steps += 1;
+                if fell_back {
+                    self.head_fallback_steps += 1;
+                } else {
+                    self.head_candidates_total += candidates as u64;
+                    self.head_candidates_max = self.head_candidates_max.max(candidates);
+                }
+            }
+        }
+        let steps = (self.head_full_steps + self.head_screened_steps) as u64;
+        self.decode_weight_bytes_per_token = (self.decode_weight_bytes_total / steps) as usize;
+    }
+
+    /// "screened", "full" or "mixed": which output head the decode steps used ("full" before
+    /// any decode step).
+    pub fn head_path(&self) -> &'static str {
+        match (self.head_screened_steps, self.head_full_steps) {
+            (0, _) => "full",
+            (_, 0) => "screened",
+            _ => "mixed",
+        }
+    }
+
+    pub fn head_report(&self) -> HeadReport {
+        HeadReport {
+            path: self.head_path(),
+            screened_steps: self.head_screened_steps,
+            full_steps: self.head_full_steps,
+            fallback_steps: self.head_fallback_steps,
+            candidates_mean: self.head_candidates_mean(),
+            candidates_max: self.head_candidates_max,
+        }
+    }
+
+    /// Mean candidates per screened step that did not fall back (0 without one).
+    pub fn head_candidates_mean(&self) -> f64 {
+        match self.head_screened_steps - self.head_fallback_steps {
+            0 => 0.0,
+            n => self.head_candidates_total as f64 / n as f64,
+        }
     }
 
     /// Mean K/V bytes read per decode step: `decode_kv_bytes_total / (generated − 1)`; 0 when
@@ -104,7 +188,7 @@ impl GenerationMetrics {
     /// One human-readable line.
     pub fn summary(&self) -> String {
         format!(
-            "prompt {} tok, prefill {:.1} ms ({:.1} tok/s), ttft {:.1} ms, generated {} tok, tpot {:.1} ms ({:.1} tok/s), decode {:.1} MB/tok ({:.2} GB/s)",
+            "prompt {} tok, prefill {:.1} ms ({:.1} tok/s), ttft {:.1} ms, generated {} tok, tpot {:.1} ms ({:.1} tok/s), decode {:.1} MB/tok ({:.2} GB/s), head {} ({} screened, {} fell back, candidates mean {:.0} max {})",
             self.prompt_tokens,
             self.prefill_ms,
             self.prefill_tok_s(),
@@ -113,7 +197,12 @@ impl GenerationMetrics {
             self.tpot_ms(),
             self.decode_tok_s(),
             self.decode_bytes_per_token() / 1e6,
-            self.decode_gb_s()
+            self.decode_gb_s(),
+            self.head_path(),
+            self.head_screened_steps,
+            self.head_fallback_steps,
+            self.head_candidates_mean(),
+            self.head_candidates_max
         )
     }
 }

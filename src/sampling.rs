@@ -5,6 +5,8 @@
 //! The stages run in llama.cpp's default order: penalties → top-k → top-p → min-p →
 //! temperature → draw. (Stop sequences are the engine's concern: they need text.)
 
+pub use crate::ops::screen::Need;
+
 /// Sampling settings. `Default` is llama.cpp's default chain (temperature 0.8, top-k 40,
 /// top-p 0.95, min-p 0.05, no penalties); [`SamplerConfig::greedy`] is argmax.
 #[derive(Clone, Debug, PartialEq)]
@@ -141,6 +143,51 @@ impl Sampler {
         self.rng = Rng::new(seed);
     }
 
+    /// What the screened head must deliver for [`sample_candidates`](Self::sample_candidates)
+    /// to pick exactly the token [`sample`](Self::sample) would from all `n_vocab` logits, or
+    /// `None` when this configuration needs every logit: penalties, pure temperature sampling
+    /// (its draw sums over the whole vocabulary) and top-p without top-k.
+    pub fn screen_need(&self, history: &[u32], n_vocab: usize) -> Option<Need> {
+        if self.cfg.has_penalties() && !history.is_empty() {
+            return None;
+        }
+        if self.cfg.is_greedy() {
+            return Some(Need::Max);
+        }
+        if self.cfg.top_k > 0 && self.cfg.top_k < n_vocab {
+            // top-p, min-p and the draw then only see the top-k set.
+            return Some(Need::TopK(self.cfg.top_k));
+        }
+        if self.cfg.top_p >= 1.0 && self.cfg.min_p > 0.0 {
+            return Some(Need::Floor(self.cfg.min_p.ln()));
+        }
+        None
+    }
+
+    /// Picks the next token from a subset of the logits (`ids` ascending, `logits` theirs)
+    /// that holds every token [`screen_need`](Self::screen_need) asked for: the same token,
+    /// and the same RNG draws, as [`sample`](Self::sample) on all logits.
+    pub fn sample_candidates(&mut self, ids: &[u32], logits: &[f32], history: &[u32]) -> u32 {
+        debug_assert!(self.screen_need(history, usize::MAX).is_some());
+        debug_assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        if ids.is_empty() {
+            return 0;
+        }
+        if self.cfg.is_greedy() {
+            // The first best in id order, as `argmax`.
+            let mut best = 0;
+            for i in 1..ids.len() {
+                if logits[i] > logits[best] {
+                    best = i;
+                }
+            }
+            return ids[best];
+        }
+        self.cand.clear();
+        self.cand.extend(ids.iter().copied().zip(logits.iter().copied()));
+        self.filter_and_draw()
+    }
+
     /// Picks the next token from `logits` given the tokens so far (`history`: prompt and
     /// generated; the penalties look at its last `penalty_last_n`).
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
@@ -165,6 +212,13 @@ impl Sampler {
             }
             return self.cand[best].0;
         }
+        self.filter_and_draw()
+    }
+
+    /// top-k → top-p → min-p → the draw, on `cand`. Each stage's result depends only on the
+    /// set it is given (they order by `cmp_desc`, a total order), which is what lets
+    /// `sample_candidates` start from a subset.
+    fn filter_and_draw(&mut self) -> u32 {
         self.top_k();
         self.top_p();
         self.min_p();

@@ -298,13 +298,16 @@ fn decode_kv_bytes_are_the_cache_occupancy_of_each_step() {
     assert_eq!(per_step.len(), 6);
     let decode = &per_step[1..];
     assert!(decode.windows(2).all(|w| w[1] > w[0]), "{decode:?}");
-    assert_eq!(m.decode_weight_bytes_per_token, model.decode_weight_bytes());
+    // Weights: each decode step's own bytes (the screened head reads less than the full one).
+    assert_eq!(m.head_screened_steps + m.head_full_steps, 5);
+    assert_eq!(m.decode_weight_bytes_per_token as u64, m.decode_weight_bytes_total / 5);
+    assert!(m.decode_weight_bytes_per_token <= model.decode_weight_bytes());
     assert_eq!(m.decode_kv_bytes_last_token, *decode.last().unwrap());
     assert_eq!(m.decode_kv_bytes_total, decode.iter().sum::<usize>() as u64);
     let mean = decode.iter().sum::<usize>() as f64 / 5.0;
     assert_eq!(m.decode_kv_bytes_mean(), mean);
     assert!(m.decode_gb_s() > 0.0);
-    assert_eq!(m.decode_gb_s(), (model.decode_weight_bytes() as f64 + mean) * m.decode_tok_s() / 1e9);
+    assert_eq!(m.decode_gb_s(), (m.decode_weight_bytes_per_token as f64 + mean) * m.decode_tok_s() / 1e9);
     // A new generation starts from zero but keeps the model's weight bytes.
     s.reset();
     assert_eq!(s.metrics().decode_weight_bytes_per_token, model.decode_weight_bytes());

@@ -25,7 +25,7 @@ mod common;
 
 use std::sync::Arc;
 
-use edgellm::engine::{GenerateOptions, Session, SessionOptions};
+use edgellm::engine::{GenerateOptions, HeadMode, Session, SessionOptions};
 use edgellm::kv::{KvConfig, KvDtype, KvPolicy};
 use edgellm::model::{ForwardScratch, LogitRows, Model};
 use edgellm::sampling::{argmax, SamplerConfig};
@@ -139,6 +139,8 @@ fn int8_greedy_continuations_vs_f16() {
         let ids = ids_of(&p["ids"]);
         // f16: the session's plain cache, greedy, step by step (EOS does not stop: 48 steps).
         let mut s = Session::new(model.clone(), SessionOptions { sampler: SamplerConfig::greedy(), ..SessionOptions::for_model(&model) });
+        // Every logit after every step (the margins), so the full head.
+        s.set_head_mode(HeadMode::Full);
         // f16's own top-1 − top-2 logit margin at every step (a near-tie flips on any noise).
         let mut margins = Vec::new();
         let go = GenerateOptions { max_tokens: steps, stop: vec![], stop_on_eog: false };

@@ -254,6 +254,8 @@ impl Generator {
         let want_raw = self.logprobs.is_some() && filter.is_some();
         let mut raw: Vec<f32> = Vec::new();
         let id = match filter.as_deref_mut() {
+            // Log probabilities need every logit: the full head.
+            None if self.logprobs.is_some() => session.step_with(|_| Ok(()))?,
             None => session.step()?,
             Some(f) => session.step_with(|logits| {
                 if want_raw {

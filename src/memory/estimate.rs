@@ -97,6 +97,8 @@ pub struct ModelGeometry {
     pub out_act_row: usize,
     /// Tensor bytes as stored.
     pub weight_bytes: u64,
+    /// The screened output head's scratch (`ops::screen::scratch_bytes`; 0 without one).
+    pub head_screen_bytes: u64,
 }
 
 fn act_row(index: &HashMap<&str, &TensorInfo>, name: &str, n_in: usize) -> usize {
@@ -137,7 +139,9 @@ impl ModelGeometry {
         let out_name = if index.contains_key("output.weight") { "output.weight" } else { "token_embd.weight" };
         let out_act_row = act_row(&index, out_name, d);
         let weight_bytes = h.tensor_data_bytes();
-        Ok(ModelGeometry { hparams: hp, n_vocab, kv, act_rows, out_act_row, weight_bytes })
+        let screened = index.get(out_name).is_some_and(|t| t.ggml_type == crate::gguf::GgmlType::Q8_0) && hp.final_logit_softcap.is_none();
+        let head_screen_bytes = if screened { crate::ops::screen::scratch_bytes(d, n_vocab) as u64 } else { 0 };
+        Ok(ModelGeometry { hparams: hp, n_vocab, kv, act_rows, out_act_row, weight_bytes, head_screen_bytes })
     }
 }
 
@@ -435,7 +439,11 @@ impl ScratchPlan {
         // (an upper bound; exact for one thread).
         let extra_parts = crate::exec::split(g.hparams.n_head, 1, o.threads).len().saturating_sub(1);
         let per_part = caps(&[ak, av, scores]);
-        let forward = sum(&[caps(&[x, xn, q, k, v, att, tmp, gate, up, cs, sel, act, aq, ak, av, scores]), mul(extra_parts, 1).saturating_mul(per_part)]);
+        let forward = sum(&[
+            caps(&[x, xn, q, k, v, att, tmp, gate, up, cs, sel, act, aq, ak, av, scores]),
+            mul(extra_parts, 1).saturating_mul(per_part),
+            g.head_screen_bytes,
+        ]);
         let sampler = if o.sampling { mul(8, g.n_vocab) } else { 0 };
         ScratchPlan { forward, logits: caps(&[out, logits]), sampler, kv_staging: caps(&[stage_k, stage_v]) }
     }
@@ -633,7 +641,7 @@ mod tests {
         // Layers with different activation rows, so the per-layer replay matters.
         let act_rows = (0..n_layer).map(|il| [34 + 2 * (il % 3), 34, 34, 68, 34, 34, 36 * (1 + il % 2)]).collect();
         let kv = hparams.kv_shape();
-        ModelGeometry { hparams, n_vocab: 300, kv, act_rows, out_act_row: 34, weight_bytes: 1000 }
+        ModelGeometry { hparams, n_vocab: 300, kv, act_rows, out_act_row: 34, weight_bytes: 1000, head_screen_bytes: 0 }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use crate::exec::Exec;
 use crate::kv::KvCache;
 use crate::ops::{attention_on, gelu_tanh_f16, matmul_on, rms_norm_in_place, rms_norm_into, silu, AttentionParams};
+use crate::ops::screen::{screened_head, Need, ScreenScratch, Screened};
 use crate::ops::{AttentionScratch, MatmulScratch};
 
 use super::scratch::{self, Widths};
@@ -41,6 +42,19 @@ pub struct ForwardScratch {
     sel: Vec<usize>,
     mm: MatmulScratch,
     attn: AttentionScratch,
+    screen: ScreenScratch,
+}
+
+/// What the output head makes of the selected rows.
+pub(crate) enum HeadOut<'a> {
+    /// Every logit of every selected row (`n_rows × n_vocab`).
+    Logits(&'a mut Vec<f32>),
+    /// The head's input: the final normalized hidden rows (`n_rows × n_embd`).
+    Hidden(&'a mut Vec<f32>),
+    /// The screened head on the one selected row (see `ops::screen`); the dense buffer gets
+    /// every logit when the screen falls back, and also otherwise with `check` (the full head
+    /// computed too, to check the screen against).
+    Screened { need: Need, out: &'a mut Screened, dense: &'a mut Vec<f32>, check: bool },
 }
 
 impl ForwardScratch {
@@ -64,6 +78,7 @@ impl ForwardScratch {
             + 8 * self.sel.capacity()
             + self.mm.bytes()
             + self.attn.bytes()
+            + self.screen.bytes()
     }
 }
 
@@ -102,6 +117,32 @@ impl Model {
         rows: LogitRows<'_>,
         logits: &mut Vec<f32>,
     ) -> Result<(), ModelError> {
+        self.run(tokens, kv, s, rows, HeadOut::Logits(logits))
+    }
+
+    /// One decode step through the screened head (`ops::screen`): `out` gets the candidate
+    /// tokens for `need` and their exact logits (bit-equal to [`forward`](Self::forward)'s).
+    /// When the screen falls back (`out.fell_back`), `dense` gets every logit instead; with
+    /// `check`, always (the full head computed as well, to check the screen against).
+    /// `BAD_REQUEST` when the model has no screened head ([`Model::has_screened_head`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_screened(
+        &self,
+        token: u32,
+        kv: &mut KvCache,
+        s: &mut ForwardScratch,
+        need: Need,
+        out: &mut Screened,
+        dense: &mut Vec<f32>,
+        check: bool,
+    ) -> Result<(), ModelError> {
+        if !self.has_screened_head() {
+            return Err(ModelError::BadRequest("this model's output head is not screened".into()));
+        }
+        self.run(&[token], kv, s, LogitRows::Last, HeadOut::Screened { need, out, dense, check })
+    }
+
+    pub(crate) fn run(&self, tokens: &[u32], kv: &mut KvCache, s: &mut ForwardScratch, rows: LogitRows<'_>, head: HeadOut<'_>) -> Result<(), ModelError> {
         let n = tokens.len();
         if n == 0 {
             return Err(ModelError::BadRequest("empty batch".into()));
@@ -130,7 +171,7 @@ impl Model {
             return Err(ModelError::BadRequest("KV cache was made for another model".into()));
         }
         kv.begin(n)?;
-        match self.forward_inner(tokens, kv, s, logits) {
+        match self.forward_inner(tokens, kv, s, head) {
             Ok(()) => {
                 kv.commit();
                 Ok(())
@@ -145,7 +186,7 @@ impl Model {
         }
     }
 
-    fn forward_inner(&self, tokens: &[u32], kv: &mut KvCache, s: &mut ForwardScratch, logits: &mut Vec<f32>) -> Result<(), ModelError> {
+    fn forward_inner(&self, tokens: &[u32], kv: &mut KvCache, s: &mut ForwardScratch, head: HeadOut<'_>) -> Result<(), ModelError> {
         let hp = &self.hparams;
         let d = hp.n_embd;
         let n = tokens.len();
@@ -153,7 +194,7 @@ impl Model {
         let pos0 = kv.rope_pos0();
         let (qw, kw) = (hp.n_head * hp.head_dim_k, hp.n_head_kv * hp.head_dim_k);
         let aw = hp.n_head * hp.head_dim_v;
-        let ForwardScratch { exec, x, xn, q, k, v, att, tmp, gate, up, cs, sel, mm, attn } = s;
+        let ForwardScratch { exec, x, xn, q, k, v, att, tmp, gate, up, cs, sel, mm, attn, screen } = s;
 
         let widths = Widths::of(hp);
         scratch::embed(&widths, n, x, cs);
@@ -213,7 +254,10 @@ impl Model {
             if il == last && !all_rows {
                 // Only the rows that get logits need the rest of the last layer.
                 if sel.is_empty() {
-                    logits.clear();
+                    match head {
+                        HeadOut::Logits(l) | HeadOut::Hidden(l) => l.clear(),
+                        HeadOut::Screened { .. } => {}
+                    }
                     return Ok(());
                 }
                 gather_rows(att, aw, sel, tmp);
@@ -246,12 +290,30 @@ impl Model {
         }
 
         // Output head on the selected rows.
-        scratch::head(&widths, n_cur, hp.n_vocab, xn, logits);
+        scratch::head_norm(&widths, n_cur, xn);
         rms_norm_into(x, xn, &self.output_norm, hp.rms_eps);
-        let out_w = self.output.as_ref().unwrap_or(&self.tok_embd);
-        matmul_on(exec, out_w, xn, logits, mm)?;
-        if let Some(cap) = hp.final_logit_softcap {
-            logits.iter_mut().for_each(|v| *v = (*v / cap).tanh() * cap);
+        let out_w = self.head();
+        match head {
+            HeadOut::Logits(logits) => {
+                scratch::head(&widths, n_cur, hp.n_vocab, xn, logits);
+                matmul_on(exec, out_w, xn, logits, mm)?;
+                if let Some(cap) = hp.final_logit_softcap {
+                    logits.iter_mut().for_each(|v| *v = (*v / cap).tanh() * cap);
+                }
+            }
+            HeadOut::Hidden(out) => {
+                out.clear();
+                out.extend_from_slice(xn);
+            }
+            HeadOut::Screened { need, out, dense, check } => {
+                // `forward_screened` checked the head (no soft-capping: the screen's threshold
+                // is on the raw dot).
+                screened_head(exec, out_w, &xn[..d], need, screen, out, dense)?;
+                if check && !out.fell_back {
+                    dense.resize(hp.n_vocab, 0.0);
+                    matmul_on(exec, out_w, &xn[..d], dense, mm)?;
+                }
+            }
         }
         Ok(())
     }

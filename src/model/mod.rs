@@ -11,6 +11,7 @@
 
 mod forward;
 mod gemma3;
+mod head_screen;
 pub mod hparams;
 mod llama;
 pub mod scratch;
@@ -18,6 +19,7 @@ mod tensors;
 pub mod validate;
 
 pub use forward::{ForwardScratch, LogitRows};
+pub(crate) use forward::HeadOut;
 pub use hparams::{Arch, HParams, RopeScaling};
 
 use crate::gguf::{GgmlType, GgufError, GgufHeader, TensorStore};
@@ -180,9 +182,38 @@ impl std::fmt::Debug for Model {
     }
 }
 
+/// How a model is built from its file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelOptions {
+    /// Re-lay out a Q8_0 output projection (tied or not) as two 4-bit planes for the screened
+    /// head (`ops::screen`), after calibrating its outlier dimensions on a fixed text. The
+    /// full head on that layout gives the same logits, bit for bit.
+    pub screened_head: bool,
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        ModelOptions { screened_head: true }
+    }
+}
+
 impl Model {
-    /// Builds the model from a loaded file, taking ownership of every tensor's bytes.
+    /// Builds the model from a loaded file, taking ownership of every tensor's bytes (with the
+    /// default [`ModelOptions`]).
     pub fn from_store(store: TensorStore) -> Result<Model, ModelError> {
+        Model::from_store_with(store, &ModelOptions::default())
+    }
+
+    /// [`from_store`](Self::from_store) with `opts`.
+    pub fn from_store_with(store: TensorStore, opts: &ModelOptions) -> Result<Model, ModelError> {
+        let mut m = Model::build(store)?;
+        if opts.screened_head {
+            head_screen::prepare(&mut m)?;
+        }
+        Ok(m)
+    }
+
+    fn build(store: TensorStore) -> Result<Model, ModelError> {
         let (header, mut t) = Tensors::from_store(store);
         let hp = validate::hparams_of(&header)?;
         let n_vocab = hp.n_vocab;
@@ -209,6 +240,33 @@ impl Model {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load_file(path: impl AsRef<std::path::Path>) -> Result<Model, ModelError> {
         Model::from_store(crate::gguf::load_file(path)?)
+    }
+
+    /// [`load_file`](Self::load_file) with `opts`.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load_file_with(path: impl AsRef<std::path::Path>, opts: &ModelOptions) -> Result<Model, ModelError> {
+        Model::from_store_with(crate::gguf::load_file(path)?, opts)
+    }
+
+    /// The output projection (the token embedding when tied).
+    pub(crate) fn head(&self) -> &Weight {
+        self.output.as_ref().unwrap_or(&self.tok_embd)
+    }
+
+    /// Whether decode steps can use the screened head: the output projection was re-laid out
+    /// (Q8_0, [`ModelOptions::screened_head`]) and the logits are not soft-capped.
+    pub fn has_screened_head(&self) -> bool {
+        self.head().planes().is_some() && self.hparams.final_logit_softcap.is_none()
+    }
+
+    /// The outlier dimensions the screened head's pass 1 reads exactly (empty without one).
+    pub fn head_outliers(&self) -> &[usize] {
+        self.head().planes().map_or(&[], |(p, _)| p.outliers())
+    }
+
+    /// Bytes of the output projection (what the full head reads per decode step).
+    pub fn head_bytes(&self) -> usize {
+        self.head().bytes()
     }
 
     pub fn hparams(&self) -> &HParams {

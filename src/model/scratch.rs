@@ -89,8 +89,13 @@ pub fn ffn_in(w: &Widths, n: usize, xn: &mut impl Buffer, gate: &mut impl Buffer
     up.size(rows(n, w.ff));
 }
 
+/// The final norm's rows for `n` positions (whatever the head then computes from them).
+pub fn head_norm(w: &Widths, n: usize, xn: &mut impl Buffer) {
+    xn.size(rows(n, w.d));
+}
+
 /// The output head for `n` rows: the final norm and `n_vocab` logits per row.
 pub fn head(w: &Widths, n: usize, n_vocab: usize, xn: &mut impl Buffer, logits: &mut impl Buffer) {
-    xn.size(rows(n, w.d));
+    head_norm(w, n, xn);
     logits.size(rows(n, n_vocab as u64));
 }

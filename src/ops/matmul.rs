@@ -8,6 +8,7 @@
 
 use crate::exec::{Exec, SharedMut};
 use crate::gguf::GgmlType;
+use crate::quant::planes::{self, PlaneLayout, PlanesAct};
 use crate::quant::{self, QuantError, VecDotKernel};
 
 /// Tokens whose quantized activations stay hot in cache while the weight matrix streams by.
@@ -23,6 +24,9 @@ pub struct Weight {
     act_ty: GgmlType,
     act_row_bytes: usize,
     kernel: VecDotKernel,
+    /// Set when the Q8_0 bytes were re-laid out as two 4-bit planes (`quant::planes`) for the
+    /// screened output head; every result stays bit-identical to the Q8_0 layout's.
+    planes: Option<Box<PlaneLayout>>,
 }
 
 impl std::fmt::Debug for Weight {
@@ -44,17 +48,46 @@ impl Weight {
             return Err(QuantError::BadLength { ty, what: "weight bytes", expected: want, got: data.len() });
         }
         quant::check_vec_dot(ty, row_bytes, act_row_bytes, n_in)?;
-        Ok(Weight { ty, n_in, n_out, data, row_bytes, act_ty, act_row_bytes, kernel })
+        Ok(Weight { ty, n_in, n_out, data, row_bytes, act_ty, act_row_bytes, kernel, planes: None })
     }
 
-    /// The stored bytes of row `r`.
+    /// The stored bytes of row `r` in the file's layout. A weight re-laid out by
+    /// [`split_planes`](Self::split_planes) has no such rows: calling this on one is a bug.
     pub fn row(&self, r: usize) -> &[u8] {
+        assert!(self.planes.is_none(), "row() of a plane-layout weight");
         &self.data[r * self.row_bytes..(r + 1) * self.row_bytes]
     }
 
     /// Dequantizes row `r` into `dst` (`n_in` values): an embedding lookup.
     pub fn dequantize_row(&self, r: usize, dst: &mut [f32]) -> Result<(), QuantError> {
-        quant::dequantize(self.ty, self.row(r), dst)
+        match &self.planes {
+            Some(p) => {
+                if dst.len() != self.n_in {
+                    return Err(QuantError::BadLength { ty: self.ty, what: "row elements", expected: self.n_in, got: dst.len() });
+                }
+                p.dequantize_row(&self.data, r, dst);
+                Ok(())
+            }
+            None => quant::dequantize(self.ty, self.row(r), dst),
+        }
+    }
+
+    /// Re-lays out a Q8_0 weight in place as two 4-bit planes whose pass 1 also reads the `l`
+    /// nibbles of `outliers` (see `quant::planes`). Returns false (and changes nothing) for
+    /// other types or a weight already re-laid out.
+    pub fn split_planes(&mut self, outliers: &[usize]) -> bool {
+        if self.ty != GgmlType::Q8_0 || self.planes.is_some() {
+            return false;
+        }
+        let layout = PlaneLayout::new(self.n_in, self.n_out, outliers);
+        layout.relayout_in_place(&mut self.data);
+        self.planes = Some(Box::new(layout));
+        true
+    }
+
+    /// The plane layout and bytes when [`split_planes`](Self::split_planes) ran.
+    pub fn planes(&self) -> Option<(&PlaneLayout, &[u8])> {
+        self.planes.as_deref().map(|p| (p, &self.data[..]))
     }
 
     /// Bytes of weight data.
@@ -76,11 +109,14 @@ pub struct MatmulScratch {
     act_d: Vec<f32>,
     /// The activation row as the decode kernel reads it (`quant::Rows4Kernel::prepare`).
     prep: Vec<u8>,
+    /// Activation rows prepared for a plane-layout weight, one per token.
+    planes: Vec<PlanesAct>,
 }
 
 impl MatmulScratch {
     pub fn bytes(&self) -> usize {
-        self.act.capacity() + 4 * self.act_d.capacity() + self.prep.capacity()
+        let planes: usize = self.planes.iter().map(PlanesAct::bytes).sum();
+        self.act.capacity() + 4 * self.act_d.capacity() + self.prep.capacity() + planes
     }
 }
 
@@ -103,6 +139,10 @@ pub fn matmul_on(exec: &Exec, w: &Weight, x: &[f32], out: &mut [f32], s: &mut Ma
     s.act.resize(n_tok * ab, 0);
     for t in 0..n_tok {
         quant::quantize_activation_into(w.act_ty, &x[t * n_in..(t + 1) * n_in], &mut s.act[t * ab..(t + 1) * ab])?;
+    }
+    if let Some(layout) = &w.planes {
+        planes_matmul(exec, layout, &w.data, &s.act, ab, n_tok, out, &mut s.planes);
+        return Ok(());
     }
     let kernel = w.kernel;
     let rb = w.row_bytes;
@@ -174,11 +214,49 @@ pub fn matmul_on(exec: &Exec, w: &Weight, x: &[f32], out: &mut [f32], s: &mut Ma
     Ok(())
 }
 
+/// The full product on a plane-layout weight: every row's exact dot with every token (rows
+/// outer, split over `exec`), bit-identical to the Q8_0 layout's.
+#[allow(clippy::too_many_arguments)]
+fn planes_matmul(exec: &Exec, layout: &PlaneLayout, data: &[u8], act: &[u8], ab: usize, n_tok: usize, out: &mut [f32], prep: &mut Vec<PlanesAct>) {
+    prep.resize_with(n_tok, PlanesAct::default);
+    for (t, p) in prep.iter_mut().enumerate() {
+        p.prepare(layout, &act[t * ab..(t + 1) * ab]);
+    }
+    let (_, _, full) = planes::kernels();
+    let full4 = planes::full_rows4_kernel();
+    let n_out = layout.n_out;
+    let prep = &prep[..];
+    let shared = SharedMut::new(out);
+    // Safety (every `set`): each part writes only the columns of its own rows.
+    let put = |i: usize, v: f32| unsafe { shared.set(i, v) };
+    exec.for_ranges(n_out, 4, |_, rows| {
+        let (ra, rb) = (layout.pass1_row_bytes(), layout.rest_row_bytes());
+        let mut r = rows.start;
+        // Four rows at a time (ranges start at multiples of 4; so do groups), then the tail.
+        while r + 4 <= rows.end {
+            let (a, b) = (&data[layout.a_at(r)..], &data[layout.b_at(r)..]);
+            for (t, x) in prep.iter().enumerate() {
+                for (k, v) in full4(a, ra, b, rb, x).into_iter().enumerate() {
+                    put(t * n_out + r + k, v);
+                }
+            }
+            r += 4;
+        }
+        for r in r..rows.end {
+            let (a, b) = (&data[layout.a_at(r)..], &data[layout.b_at(r)..]);
+            for (t, x) in prep.iter().enumerate() {
+                put(t * n_out + r, full(a, b, x));
+            }
+        }
+    });
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn pseudo(n: usize, seed: u32) -> Vec<f32> {
+    /// Deterministic values in [-1, 1] from `seed`.
+    pub(crate) fn pseudo(n: usize, seed: u32) -> Vec<f32> {
         let mut s = seed.wrapping_mul(2654435761).wrapping_add(99);
         (0..n)
             .map(|_| {

@@ -11,6 +11,7 @@ pub mod attention;
 pub mod matmul;
 pub mod norm;
 pub mod rope;
+pub mod screen;
 
 pub use act::{gelu_tanh, gelu_tanh_f16, silu, softmax_in_place};
 pub use attention::{attention, attention_on, AttentionParams, AttentionScratch};

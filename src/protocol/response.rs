@@ -88,6 +88,8 @@ const USAGE_FIELDS: &[&str] = &[
     "decode_kv_bytes_last_token",
     "decode_bytes_per_token",
     "decode_gb_s",
+    // Which output head the decode steps used (screened / full) and the candidate counts.
+    "head",
     "compute",
 ];
 

@@ -25,6 +25,11 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod float;
+pub mod planes;
+#[cfg(target_arch = "x86_64")]
+mod planes_avx2;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod planes_simd128;
 mod q2_k;
 mod q3_k;
 mod q4;

@@ -1,7 +1,14 @@
 //! `edgellm generate --model M (--prompt TEXT | --ids 2,818,5279) [--max-tokens N]
 //! [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]
 //! [--stop STR] [--chat] [--ignore-eos] [--json] [--trace N] [--threads N]
-//! [--kv-tokens N | --kv-bytes B] [--kv-dtype f16|q8] [--kv-sinks K] [--kv-policy window-sinks|error]`
+//! [--kv-tokens N | --kv-bytes B] [--kv-dtype f16|q8] [--kv-sinks K] [--kv-policy window-sinks|error]
+//! [--head auto|full|checked|off]`
+//!
+//! `--head`: the output head of decode steps (`engine::HeadMode`): `auto` (default) screens it
+//! where the model and sampler allow exactly, `full` computes every logit, `checked` screens
+//! and asserts the screen against the full head on every step; `off` loads the model without
+//! the head's re-layout (`ModelOptions::screened_head`: the file's Q8_0 layout, full head). The `head` object of `--json`
+//! says which ran and the candidate counts.
 //!
 //! `--prompt` is tokenized with BOS as the metadata asks and special tokens parsed (`--chat`
 //! first wraps it as one user turn in the model's chat template); `--ids` are used as given.
@@ -25,11 +32,11 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use edgellm::engine::{GenerateOptions, Session, SessionOptions};
+use edgellm::engine::{GenerateOptions, HeadMode, Session, SessionOptions};
 use edgellm::kv::{KvDtype, KvOptions, KvPolicy};
 use edgellm::limits::{MAX_CONTEXT_TOKENS, MAX_KV_BYTES, MAX_NEW_TOKENS};
 use edgellm::metrics::native_clock;
-use edgellm::model::Model;
+use edgellm::model::{Model, ModelOptions};
 use edgellm::sampling::SamplerConfig;
 use edgellm::tokenizer::{ChatMessage, Tokenizer};
 use serde_json::json;
@@ -80,13 +87,20 @@ pub fn rss_kib() -> Option<u64> {
 }
 
 pub fn run(argv: &[String]) -> Result<(), String> {
-    let mut with_value = vec!["model", "prompt", "ids", "max-tokens", "temperature", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "stop", "trace", crate::threads::OPTION];
+    let mut with_value = vec!["model", "prompt", "ids", "max-tokens", "temperature", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "stop", "trace", "head", crate::threads::OPTION];
     with_value.extend(KV_OPTIONS);
     let args = Args::parse(argv, &with_value, &["chat", "json", "ignore-eos"])?;
     let kv = kv_options(&args)?;
     let exec = crate::threads::exec(&args)?;
     let path = args.required("model")?;
-    let model = Model::load_file(path).map_err(|e| format!("{path}: {e} [{}]", e.code()))?;
+    let head_mode = match args.value("head") {
+        None | Some("auto") => HeadMode::Auto,
+        Some("full") | Some("off") => HeadMode::Full,
+        Some("checked") => HeadMode::Checked,
+        Some(other) => return Err(format!("--head: {other:?} is not auto, full, checked or off")),
+    };
+    let model_opts = ModelOptions { screened_head: args.value("head") != Some("off") };
+    let model = Model::load_file_with(path, &model_opts).map_err(|e| format!("{path}: {e} [{}]", e.code()))?;
     let tok = Tokenizer::from_gguf(model.header()).map_err(|e| format!("{path}: tokenizer: {e} [{}]", e.code()))?;
 
     let prompt_ids: Vec<u32> = match (args.value("prompt"), args.ids("ids")?) {
@@ -128,6 +142,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     let max_context = if hp.n_ctx_train > 0 { want_ctx.min(hp.n_ctx_train) } else { want_ctx };
     let model = Arc::new(model);
     let mut session = make_session(&model, SessionOptions { max_context, max_batch: 512, sampler, clock: native_clock, exec }, kv.as_ref())?;
+    session.set_head_mode(head_mode);
     let opts = GenerateOptions {
         max_tokens,
         stop: args.value("stop").map(|s| vec![s.to_string()]).unwrap_or_default(),
@@ -195,6 +210,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
                 "decode_kv_bytes_last_token": m.decode_kv_bytes_last_token,
                 "decode_bytes_per_token": m.decode_bytes_per_token(),
                 "decode_gb_s": m.decode_gb_s(),
+                "head": m.head_report(),
                 "kv": kv_stats,
                 "rss_kib_before": rss_before,
                 "rss_kib_after": rss_kib(),

@@ -1,0 +1,329 @@
+//! The screened output head: the logits a sampler can use, exactly, reading about half the
+//! head's bytes.
+//!
+//! The head is a plane-layout Q8_0 weight (`quant::planes`). Pass 1 reads every row's scales,
+//! `h` nibbles and the `l` nibbles of the calibrated outlier dimensions, and gives an estimate
+//! `a_j` of the dot the engine computes, with a rigorous bound `|z_j − a_j| ≤ E_j` where `z_j`
+//! is the f32 value today's Q8_0 kernel returns (see [`bound`]). A threshold `L` that the
+//! wanted tokens' logits reach ([`Need`]) is taken from the bounds and from one exact row (the
+//! best estimate's); pass 2 then computes the exact logit of every row with `a_j + E_j ≥ L`
+//! (the candidates) with the same integer dot as the Q8_0 kernel: each logit returned is
+//! bit-equal to the full head's, and every row left out has `z_j < L`.
+
+use crate::exec::{Exec, SharedMut};
+use crate::gguf::GgmlType;
+use crate::quant::planes::{self, Pass1, PlanesAct};
+use crate::quant::{self, QuantError};
+
+use super::Weight;
+
+/// What the sampler needs of the logits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Need {
+    /// The largest (greedy): every token that can be the argmax (ties included).
+    Max,
+    /// Every token that can be among the `k` largest (top-k sampling), `k ≥ 1`.
+    TopK(usize),
+    /// Every token whose logit can be ≥ `max + ln_p` evaluated in f32 as the sampler does
+    /// (min-p with `ln_p = min_p.ln()`, ≤ 0).
+    Floor(f32),
+}
+
+/// Above this share of the vocabulary as candidates, the full head is cheaper: computed instead.
+const MAX_CANDIDATE_SHARE: usize = 8; // 1/8
+
+/// Reusable buffers of the screen.
+#[derive(Default, Debug)]
+pub struct ScreenScratch {
+    act: Vec<u8>,
+    x: PlanesAct,
+    est: Vec<f32>,
+    err: Vec<f32>,
+    /// Lower bounds, for top-k's threshold (rounded down to f32).
+    lo: Vec<f32>,
+}
+
+impl ScreenScratch {
+    pub fn bytes(&self) -> usize {
+        self.act.capacity() + 4 * (self.est.capacity() + self.err.capacity() + self.lo.capacity()) + self.x.bytes()
+    }
+}
+
+/// What the screen's scratch grows to for a head `n_in` wide with `n_vocab` rows (the memory
+/// ledger's figure; the plane-layout full head's prepared activation row included): its
+/// estimates, bounds and lower bounds (f32 per row), the candidates (id and logit, at most
+/// 1/8 of the rows) and two prepared activation rows.
+pub fn scratch_bytes(n_in: usize, n_vocab: usize) -> usize {
+    let nb = n_in / 32;
+    12 * n_vocab + 8 * (n_vocab / MAX_CANDIDATE_SHARE + 1) + 34 * nb + 2 * PlanesAct::bytes_for(nb)
+}
+
+/// The screen's result: candidate ids (ascending) and their exact logits.
+#[derive(Default, Debug, Clone, PartialEq)]
+pub struct Screened {
+    pub ids: Vec<u32>,
+    pub logits: Vec<f32>,
+    /// The candidates were too many (or a bound was not finite): every row was computed, into
+    /// the caller's dense buffer (`ids` and `logits` are then empty).
+    pub fell_back: bool,
+    /// The threshold every left-out row's exact logit is below.
+    pub threshold: f64,
+    /// Weight bytes of the head this step read (pass 1, and the rows computed in full).
+    pub bytes_read: usize,
+}
+
+/// The bound `E` on `|z − a|` from one row's pass-1 sums (f32, rounded up), with `a = a2 / 2`.
+///
+/// Write `s_b = dw_b·dx_b` (exact in f32), `sumi_b` Q8_0's block integer and `A_b` pass 1's, so
+/// that `2·sumi_b − A_b = Σ_unknown qx·(2l − 15)`. Then for the real numbers `Z = Σ s_b·sumi_b`
+/// and `Â = ½ Σ s_b·A_b`: `|Z − Â| ≤ 7.5 · Σ_b |dw_b|·|dx_b|·Σ_unknown |qx| = 7.5·e1`. The
+/// engine's `z` is `Z` summed in f32 in block order: `|z − Z| ≤ γ_{nb+1} Σ|s_b·sumi_b|`, and
+/// `|sumi_b| ≤ 128·Σ|qx|`, so `≤ 128·γ·t`; pass 1's `a` has the same error against `Â` (its
+/// `|A_b|/2 ≤ 128·Σ|qx|` as well). `e1` and `t` are f32 sums of positive terms, low by at most
+/// a factor `(1 + u)^{2nb}`; the final relative factor covers that and the f64 comparisons
+/// (the `t` term alone exceeds `2^-40·|a|`), and the absolute term covers subnormal products.
+pub fn bound(p: Pass1, nb: usize) -> f32 {
+    let u = f64::powi(2.0, -24);
+    let n = (nb + 1) as f64;
+    let gamma = n * u / (1.0 - n * u);
+    let e = (7.5 * p.e1 as f64 + 256.0 * gamma * p.t as f64) * (1.0 + 4.0 * n * u) + n * f64::powi(2.0, -120);
+    let f = e as f32;
+    if (f as f64) < e {
+        f.next_up()
+    } else {
+        f
+    }
+}
+
+/// The largest f32 that is ≤ `v`.
+fn f32_down(v: f64) -> f32 {
+    let f = v as f32;
+    if (f as f64) > v {
+        f.next_down()
+    } else {
+        f
+    }
+}
+
+/// The screened head of `w` (a plane-layout Q8_0 weight) on one normalized hidden row `xn`:
+/// candidate ids and exact logits for `need`, pass 1 split over `exec`'s threads (results do
+/// not depend on the thread count); when it falls back, every logit in `dense`. `false` when
+/// `w` is not plane-laid-out.
+pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], need: Need, s: &mut ScreenScratch, out: &mut Screened, dense: &mut Vec<f32>) -> Result<bool, QuantError> {
+    let Some((layout, data)) = w.planes() else { return Ok(false) };
+    let n_out = layout.n_out;
+    quant::quantize_activation(GgmlType::Q8_0, xn, &mut s.act)?;
+    s.x.prepare(layout, &s.act);
+    let (pass1, pass1_4, full) = planes::kernels();
+    let nb = layout.blocks();
+    s.est.resize(n_out, 0.0);
+    s.err.resize(n_out, 0.0);
+    {
+        let (est, err) = (SharedMut::new(&mut s.est), SharedMut::new(&mut s.err));
+        let x = &s.x;
+        exec.for_ranges(n_out, 4, |_, rows| {
+            // Safety: the ranges are disjoint.
+            let (est, err) = unsafe { (est.slice(rows.clone()), err.slice(rows.clone())) };
+            let ra = layout.pass1_row_bytes();
+            let mut put = |i: usize, p: Pass1| {
+                est[i] = 0.5 * p.a2;
+                err[i] = bound(p, nb);
+            };
+            // Four rows at a time within a group (ranges start at multiples of 4, groups hold
+            // a multiple of 4 rows), the tail one by one.
+            let mut r = rows.start;
+            while r + 4 <= rows.end {
+                let at = layout.a_at(r);
+                for (k, p) in pass1_4(&data[at..at + 4 * ra], ra, x).into_iter().enumerate() {
+                    put(r + k - rows.start, p);
+                }
+                r += 4;
+            }
+            for r in r..rows.end {
+                put(r - rows.start, pass1(&data[layout.a_at(r)..layout.a_at(r) + ra], x));
+            }
+        });
+    }
+    out.ids.clear();
+    out.logits.clear();
+    // Sized once for the most candidates a step keeps (beyond, it falls back): the session's
+    // memory stays flat from step to step.
+    let cap = n_out / MAX_CANDIDATE_SHARE + 1;
+    out.ids.reserve_exact(cap);
+    out.logits.reserve_exact(cap);
+    out.fell_back = false;
+    let pass1_bytes = n_out * layout.pass1_row_bytes();
+    let row_full = |r: usize| full(&data[layout.a_at(r)..], &data[layout.b_at(r)..], &s.x);
+    // The best estimate's exact logit (the first best on ties).
+    let mut kstar = 0usize;
+    let mut finite = true;
+    for (j, (&a, &e)) in s.est.iter().zip(&s.err).enumerate() {
+        finite &= a.is_finite() && e.is_finite();
+        if a > s.est[kstar] {
+            kstar = j;
+        }
+    }
+    let zstar = row_full(kstar);
+    finite &= zstar.is_finite();
+    let lo = |j: usize| if j == kstar { zstar as f64 } else { s.est[j] as f64 - s.err[j] as f64 };
+    let threshold = if !finite {
+        f64::NAN
+    } else {
+        let max_lo = (0..n_out).map(lo).fold(f64::NEG_INFINITY, f64::max);
+        match need {
+            Need::Max => max_lo,
+            Need::Floor(ln_p) => (f32_down(max_lo) + ln_p) as f64,
+            Need::TopK(k) => {
+                let k = k.clamp(1, n_out);
+                s.lo.clear();
+                s.lo.extend((0..n_out).map(|j| f32_down(lo(j))));
+                let (_, kth, _) = s.lo.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+                *kth as f64
+            }
+        }
+    };
+    out.threshold = threshold;
+    if threshold.is_finite() {
+        for j in 0..n_out {
+            if s.est[j] as f64 + s.err[j] as f64 >= threshold {
+                out.ids.push(j as u32);
+            }
+        }
+    }
+    if !threshold.is_finite() || out.ids.len() > n_out / MAX_CANDIDATE_SHARE {
+        out.fell_back = true;
+        out.ids.clear();
+        dense.resize(n_out, 0.0);
+        let shared = SharedMut::new(dense);
+        let x = &s.x;
+        exec.for_ranges(n_out, 4, |_, rows| {
+            for r in rows {
+                // Safety: the ranges are disjoint.
+                unsafe { shared.set(r, full(&data[layout.a_at(r)..], &data[layout.b_at(r)..], x)) };
+            }
+        });
+        out.bytes_read = pass1_bytes + layout.bytes();
+        return Ok(true);
+    }
+    for &j in &out.ids {
+        let j = j as usize;
+        out.logits.push(if j == kstar { zstar } else { row_full(j) });
+    }
+    out.bytes_read = pass1_bytes + out.ids.len() * layout.row_bytes();
+    Ok(true)
+}
+
+/// Debug check of one screened step against the full head's logits `full`: every candidate's
+/// logit is bit-equal to the full head's, and every other row's is below the threshold.
+/// Returns a description of the first violation.
+pub fn check_against_full(sc: &Screened, full: &[f32]) -> Result<(), String> {
+    if sc.fell_back {
+        return Ok(());
+    }
+    let mut next = 0usize;
+    for (j, &z) in full.iter().enumerate() {
+        if next < sc.ids.len() && sc.ids[next] as usize == j {
+            let got = sc.logits[next];
+            if got.to_bits() != z.to_bits() {
+                return Err(format!("candidate {j}: screened logit {got} != full head's {z}"));
+            }
+            next += 1;
+        } else if (z as f64) >= sc.threshold {
+            return Err(format!("row {j} left out with logit {z} >= threshold {}", sc.threshold));
+        }
+    }
+    if next != sc.ids.len() {
+        return Err("candidate ids not ascending or out of range".into());
+    }
+    Ok(())
+}
+
+/// The outlier-dimension count pass 1 reads the `l` nibbles of, for a head `n_in` wide.
+pub fn outlier_count(n_in: usize) -> usize {
+    32.min(n_in / 4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::matmul::tests::pseudo;
+    use crate::ops::{matmul, MatmulScratch};
+
+    /// A Q8_0 head quantized from random rows with a spread of row norms (a few strong rows, as
+    /// real vocabularies have), and activations with a few large outlier dimensions.
+    fn head(n_in: usize, n_out: usize) -> (Weight, Vec<usize>) {
+        let wv = pseudo(n_in * n_out, 5);
+        let mut data = Vec::new();
+        let mut row = Vec::new();
+        for r in 0..n_out {
+            let gain = 1.0 + (r % 97) as f32 / 24.0;
+            let w: Vec<f32> = wv[r * n_in..(r + 1) * n_in].iter().map(|v| v * gain * 0.05).collect();
+            quant::quantize_activation(GgmlType::Q8_0, &w, &mut row).unwrap();
+            data.extend_from_slice(&row);
+        }
+        let outliers = vec![3, 17, 64, 65, 200, 333, 511, 600];
+        (Weight::new(GgmlType::Q8_0, n_in, n_out, data).unwrap(), outliers)
+    }
+
+    fn activation(n_in: usize, outliers: &[usize], seed: u32) -> Vec<f32> {
+        let mut x = pseudo(n_in, seed);
+        for &d in outliers {
+            x[d] *= 40.0;
+        }
+        x
+    }
+
+    #[test]
+    fn candidates_are_exact_and_the_rest_below_the_threshold() {
+        let (n_in, n_out) = (640, 3000);
+        let (plain, outliers) = head(n_in, n_out);
+        let (mut planes, _) = head(n_in, n_out);
+        assert!(planes.split_planes(&outliers));
+        let mut s = ScreenScratch::default();
+        let mut full = vec![0.0; n_out];
+        let mut full_planes = vec![0.0; n_out];
+        let threads = Exec::with_threads(2).unwrap();
+        for seed in 0..6 {
+            let x = activation(n_in, &outliers, 11 + seed);
+            matmul(&plain, &x, &mut full, &mut MatmulScratch::default()).unwrap();
+            matmul_on_planes(&threads, &planes, &x, &mut full_planes);
+            assert_eq!(bits(&full), bits(&full_planes), "the plane layout's full head is the Q8_0 head");
+            for need in [Need::Max, Need::TopK(1), Need::TopK(40), Need::Floor(0.05f32.ln())] {
+                let mut one = Screened::default();
+                assert!(screened_head(&Exec::Serial, &planes, &x, need, &mut s, &mut one, &mut Vec::new()).unwrap());
+                check_against_full(&one, &full).unwrap_or_else(|e| panic!("{need:?}: {e}"));
+                if need == Need::Max {
+                    assert!(!one.fell_back && one.bytes_read < planes.bytes() * 6 / 10, "{} candidates", one.ids.len());
+                }
+                let mut two = Screened::default();
+                screened_head(&threads, &planes, &x, need, &mut s, &mut two, &mut Vec::new()).unwrap();
+                assert_eq!(one, two, "{need:?}: threads change nothing");
+            }
+        }
+    }
+
+    #[test]
+    fn non_finite_activations_fall_back_to_every_row() {
+        let (n_in, n_out) = (640, 64);
+        let (mut planes, outliers) = head(n_in, n_out);
+        planes.split_planes(&outliers);
+        let mut x = activation(n_in, &outliers, 3);
+        x[7] = f32::INFINITY;
+        let mut out = Screened::default();
+        let mut dense = Vec::new();
+        screened_head(&Exec::Serial, &planes, &x, Need::Max, &mut ScreenScratch::default(), &mut out, &mut dense).unwrap();
+        assert!(out.fell_back);
+        assert_eq!(dense.len(), n_out);
+        let mut full = vec![0.0; n_out];
+        matmul_on_planes(&Exec::Serial, &planes, &x, &mut full);
+        assert_eq!(bits(&dense), bits(&full));
+    }
+
+    fn matmul_on_planes(exec: &Exec, w: &Weight, x: &[f32], out: &mut [f32]) {
+        crate::ops::matmul_on(exec, w, x, out, &mut MatmulScratch::default()).unwrap();
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+}

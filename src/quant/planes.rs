@@ -1,0 +1,535 @@
+//! Q8_0 re-laid out as two 4-bit planes, for the screened output head (`crate::ops::screen`).
+//!
+//! A Q8_0 quant `q` is stored as the offset-binary byte `u = q ^ 0x80` (`u = q + 128`) cut in
+//! two nibbles: `h = u >> 4` (so `q >> 4 = h - 8`) and `l = u & 15` (`q = 16·(h - 8) + l`).
+//! Pass 1 of the screen reads the scales, every `h` and the `l` of a few calibrated outlier
+//! dimensions; pass 2 (and the full head) reads the rest of `l`. Same bytes as Q8_0, no copy.
+//!
+//! Within a block, elements are permuted (the block's integer sum does not depend on the order
+//! of its terms, so every dot stays bit-identical to Q8_0's): storage position `p` (0..32) holds
+//! dimension `perm[p]`; byte `k` of a block's plane holds positions `k` (low nibble) and `k+16`
+//! (high nibble). The last `c` bytes (`k ≥ 16 - c`) of a block's `l` plane are its "known"
+//! bytes: they hold the block's outlier dimensions and are read by pass 1.
+//!
+//! Rows are stored in groups of [`GROUP`]: per group, first every row's pass-1 part `A`
+//! (`[d: f16 × nb][h: 16 × nb][known l bytes: Σc]`), then every row's rest `B` (the other `l`
+//! bytes, block by block). Pass 1 then streams the `A` parts and skips the `B` parts in long
+//! gaps that hardware prefetchers do not fill.
+
+use super::float::read_f16;
+use super::q8::{Q8_0_BYTES, QK};
+
+/// Rows per group of the layout.
+pub const GROUP: usize = 256;
+
+/// How a Q8_0 matrix is laid out in planes (depends on its width and the outlier dimensions).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlaneLayout {
+    pub n_in: usize,
+    pub n_out: usize,
+    nb: usize,
+    /// Per block: storage position -> dimension within the block.
+    perm: Vec<[u8; QK]>,
+    /// Per block: known `l` bytes (`c`), their offset in the row's known section, the offset
+    /// of the other `16 - c` bytes in the row's `B` part.
+    c: Vec<u8>,
+    o_off: Vec<u16>,
+    b_off: Vec<u16>,
+    /// Bytes of a row's `A` and `B` parts.
+    ra: usize,
+    rb: usize,
+    /// The outlier dimensions asked for (sorted).
+    outliers: Vec<usize>,
+}
+
+impl PlaneLayout {
+    /// The layout of an `n_out × n_in` Q8_0 matrix (`n_in` a multiple of 32, > 0) whose pass 1
+    /// also reads the `l` nibbles of `outliers` (dimensions `< n_in`; duplicates ignored). A
+    /// block with `k` outliers keeps `ceil(k / 2)` bytes known (an odd count knows one more
+    /// dimension, the lowest other one).
+    pub fn new(n_in: usize, n_out: usize, outliers: &[usize]) -> PlaneLayout {
+        assert!(n_in > 0 && n_in.is_multiple_of(QK), "Q8_0 rows are whole blocks");
+        let nb = n_in / QK;
+        let mut outl: Vec<usize> = outliers.iter().copied().filter(|&d| d < n_in).collect();
+        outl.sort_unstable();
+        outl.dedup();
+        let (mut perm, mut c, mut o_off, mut b_off) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut o, mut b) = (0usize, 0usize);
+        for blk in 0..nb {
+            let mine: Vec<usize> = outl.iter().filter(|&&d| d / QK == blk).map(|&d| d % QK).collect();
+            let cb = mine.len().div_ceil(2);
+            // Known positions, ascending: 16-cb..16 then 32-cb..32.
+            let known: Vec<usize> = (16 - cb..16).chain(32 - cb..32).collect();
+            let mut dims_known = mine.clone();
+            let mut rest: Vec<usize> = (0..QK).filter(|d| !mine.contains(d)).collect();
+            while dims_known.len() < known.len() {
+                dims_known.push(rest.remove(0));
+            }
+            dims_known.sort_unstable();
+            let mut p = [0u8; QK];
+            let mut it_known = dims_known.into_iter();
+            let mut it_rest = rest.into_iter();
+            for (pos, slot) in p.iter_mut().enumerate() {
+                let d = if known.contains(&pos) { it_known.next() } else { it_rest.next() };
+                *slot = d.expect("32 positions for 32 dimensions") as u8;
+            }
+            perm.push(p);
+            c.push(cb as u8);
+            o_off.push(o as u16);
+            b_off.push(b as u16);
+            o += cb;
+            b += 16 - cb;
+        }
+        PlaneLayout { n_in, n_out, nb, perm, c, o_off, b_off, ra: nb * 18 + o, rb: b, outliers: outl }
+    }
+
+    pub fn blocks(&self) -> usize {
+        self.nb
+    }
+
+    /// The outlier dimensions whose `l` nibbles pass 1 reads.
+    pub fn outliers(&self) -> &[usize] {
+        &self.outliers
+    }
+
+    /// Bytes of the matrix (the same as Q8_0's).
+    pub fn bytes(&self) -> usize {
+        self.n_out * (self.ra + self.rb)
+    }
+
+    /// Bytes pass 1 reads per row (scales, `h` plane, known `l` bytes).
+    pub fn pass1_row_bytes(&self) -> usize {
+        self.ra
+    }
+
+    /// Bytes of a row's `B` part.
+    pub fn rest_row_bytes(&self) -> usize {
+        self.rb
+    }
+
+    /// Bytes of one whole row (what computing its exact dot reads).
+    pub fn row_bytes(&self) -> usize {
+        self.ra + self.rb
+    }
+
+    fn group_of(&self, r: usize) -> (usize, usize, usize) {
+        let g0 = r / GROUP * GROUP;
+        let rows = GROUP.min(self.n_out - g0);
+        (g0 * (self.ra + self.rb), rows, r - g0)
+    }
+
+    /// Byte offset of row `r`'s `A` part.
+    pub fn a_at(&self, r: usize) -> usize {
+        let (base, _, i) = self.group_of(r);
+        base + i * self.ra
+    }
+
+    /// Byte offset of row `r`'s `B` part.
+    pub fn b_at(&self, r: usize) -> usize {
+        let (base, rows, i) = self.group_of(r);
+        base + rows * self.ra + i * self.rb
+    }
+
+    /// Writes one Q8_0 row (`src`, `34 × nb` bytes) as its `A` and `B` parts.
+    fn split_row(&self, src: &[u8], a: &mut [u8], b: &mut [u8]) {
+        let o0 = self.nb * 18;
+        for blk in 0..self.nb {
+            let x = &src[blk * Q8_0_BYTES..(blk + 1) * Q8_0_BYTES];
+            a[2 * blk..2 * blk + 2].copy_from_slice(&x[0..2]);
+            let u = |pos: usize| x[2 + self.perm[blk][pos] as usize] ^ 0x80;
+            let cb = self.c[blk] as usize;
+            for k in 0..16 {
+                let (lo, hi) = (u(k), u(k + 16));
+                a[self.nb * 2 + blk * 16 + k] = (lo >> 4) | (hi & 0xF0);
+                let l = (lo & 0x0F) | (hi << 4);
+                if k >= 16 - cb {
+                    a[o0 + self.o_off[blk] as usize + k - (16 - cb)] = l;
+                } else {
+                    b[self.b_off[blk] as usize + k] = l;
+                }
+            }
+        }
+    }
+
+    /// Re-lays out `data` (this matrix in Q8_0, row-major) in place, one group at a time
+    /// through a scratch buffer of one group (`GROUP` rows): no second copy of the matrix.
+    pub fn relayout_in_place(&self, data: &mut [u8]) {
+        let row = self.nb * Q8_0_BYTES;
+        assert_eq!(data.len(), self.n_out * row);
+        let mut tmp = Vec::new();
+        for g0 in (0..self.n_out).step_by(GROUP) {
+            let rows = GROUP.min(self.n_out - g0);
+            let base = g0 * row;
+            tmp.clear();
+            tmp.extend_from_slice(&data[base..base + rows * row]);
+            let (a_all, b_all) = data[base..base + rows * row].split_at_mut(rows * self.ra);
+            for i in 0..rows {
+                let (a, b) = (&mut a_all[i * self.ra..(i + 1) * self.ra], &mut b_all[i * self.rb..(i + 1) * self.rb]);
+                self.split_row(&tmp[i * row..(i + 1) * row], a, b);
+            }
+        }
+    }
+
+    /// Row `r` back in Q8_0 (`dst`: `34 × nb` bytes): the bytes it was made from.
+    pub fn q8_0_row(&self, data: &[u8], r: usize, dst: &mut [u8]) {
+        let (a, b) = (&data[self.a_at(r)..self.a_at(r) + self.ra], &data[self.b_at(r)..self.b_at(r) + self.rb]);
+        let o0 = self.nb * 18;
+        for blk in 0..self.nb {
+            let y = &mut dst[blk * Q8_0_BYTES..(blk + 1) * Q8_0_BYTES];
+            y[0..2].copy_from_slice(&a[2 * blk..2 * blk + 2]);
+            let lb = self.l_bytes(a, b, o0, blk);
+            for k in 0..16 {
+                let h = a[self.nb * 2 + blk * 16 + k];
+                y[2 + self.perm[blk][k] as usize] = ((h << 4) | (lb[k] & 0x0F)) ^ 0x80;
+                y[2 + self.perm[blk][k + 16] as usize] = ((h & 0xF0) | (lb[k] >> 4)) ^ 0x80;
+            }
+        }
+    }
+
+    /// Block `blk`'s 16 `l` bytes, gathered from the row's `B` part and known section.
+    fn l_bytes(&self, a: &[u8], b: &[u8], o0: usize, blk: usize) -> [u8; 16] {
+        let cb = self.c[blk] as usize;
+        let mut l = [0u8; 16];
+        let bo = self.b_off[blk] as usize;
+        l[..16 - cb].copy_from_slice(&b[bo..bo + 16 - cb]);
+        let oo = o0 + self.o_off[blk] as usize;
+        l[16 - cb..].copy_from_slice(&a[oo..oo + cb]);
+        l
+    }
+
+    /// Dequantizes row `r` (an embedding lookup on a tied head): the values of Q8_0's
+    /// `dequantize_row`, bit for bit.
+    pub fn dequantize_row(&self, data: &[u8], r: usize, dst: &mut [f32]) {
+        let mut q = vec![0u8; self.nb * Q8_0_BYTES];
+        self.q8_0_row(data, r, &mut q);
+        super::q8::dequantize_q8_0(&q, dst);
+    }
+}
+
+/// A Q8_0 activation row prepared for the plane kernels: permuted to each block's storage
+/// order, with the per-block constants the kernels need (computed once per matmul).
+#[derive(Clone, Debug, Default)]
+pub struct PlanesAct {
+    pub nb: usize,
+    /// Offset of the known-`l` section in a row's `A` part.
+    pub o0: usize,
+    /// Per block: 32 quants in storage order.
+    pub qxp: Vec<[i8; QK]>,
+    /// Per block: the activation's scale.
+    pub dx: Vec<f32>,
+    /// Per block: Σ qx over all positions.
+    pub sum: Vec<i32>,
+    /// Per block: 15 · Σ qx over the unknown positions (the centre 7.5 of `l`, doubled).
+    pub c15: Vec<i32>,
+    /// Per block: |dx| · Σ |qx| over the unknown positions (exact in f32).
+    pub m: Vec<f32>,
+    /// Per block: |dx| · Σ |qx| over all positions (exact in f32).
+    pub n: Vec<f32>,
+    /// Per block: known `l` bytes, their offset in the known section, the rest's offset in `B`.
+    pub c: Vec<u8>,
+    pub o_off: Vec<u16>,
+    pub b_off: Vec<u16>,
+    /// Per block: 0xFF at the known bytes (`k ≥ 16 - c`), else 0.
+    pub mask: Vec<[u8; 16]>,
+}
+
+impl PlanesAct {
+    /// Bytes held for a row of `nb` blocks.
+    pub fn bytes_for(nb: usize) -> usize {
+        nb * (QK + 5 * 4 + 1 + 2 * 2 + 16)
+    }
+
+    pub fn bytes(&self) -> usize {
+        Self::bytes_for(self.qxp.capacity())
+    }
+    /// Prepares `act` (Q8_0, `34 × nb` bytes) for `layout`'s kernels, reusing `self`'s buffers.
+    pub fn prepare(&mut self, layout: &PlaneLayout, act: &[u8]) {
+        let nb = layout.nb;
+        self.nb = nb;
+        self.o0 = nb * 18;
+        for v in [&mut self.sum, &mut self.c15] {
+            v.clear();
+        }
+        for v in [&mut self.dx, &mut self.m, &mut self.n] {
+            v.clear();
+        }
+        self.qxp.clear();
+        self.mask.clear();
+        self.c.clone_from(&layout.c);
+        self.o_off.clone_from(&layout.o_off);
+        self.b_off.clone_from(&layout.b_off);
+        for blk in 0..nb {
+            let y = &act[blk * Q8_0_BYTES..(blk + 1) * Q8_0_BYTES];
+            let dx = read_f16(y, 0);
+            let cb = layout.c[blk] as usize;
+            let mut q = [0i8; QK];
+            let (mut sum, mut unk, mut unk_abs, mut all_abs) = (0i32, 0i32, 0i32, 0i32);
+            for (pos, slot) in q.iter_mut().enumerate() {
+                let v = y[2 + layout.perm[blk][pos] as usize] as i8;
+                *slot = v;
+                let v = v as i32;
+                sum += v;
+                all_abs += v.abs();
+                if pos % 16 < 16 - cb {
+                    unk += v;
+                    unk_abs += v.abs();
+                }
+            }
+            let mut mask = [0u8; 16];
+            mask[16 - cb..].fill(0xFF);
+            self.qxp.push(q);
+            self.dx.push(dx);
+            self.sum.push(sum);
+            self.c15.push(15 * unk);
+            self.m.push(dx.abs() * unk_abs as f32);
+            self.n.push(dx.abs() * all_abs as f32);
+            self.mask.push(mask);
+        }
+    }
+}
+
+/// Pass 1 of one row: `a2 = Σ_b (A_b as f32)·(dw_b·dx_b)` in block order (twice the estimate;
+/// `A_b` the exact integer `32·Σ q·(h-8) + 2·Σ_known q·l + 15·Σ_unknown q`), `e1 = Σ_b |dw_b|·m_b`
+/// and `t = Σ_b |dw_b|·n_b`, both in block order. Every tier's kernel returns these bits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pass1 {
+    pub a2: f32,
+    pub e1: f32,
+    pub t: f32,
+}
+
+/// Pass 1 of one row whose `A` part is `a` (scalar reference).
+pub fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
+    let nb = x.nb;
+    let (mut a2, mut e1, mut t) = (0f32, 0f32, 0f32);
+    for blk in 0..nb {
+        let dw = read_f16(a, 2 * blk);
+        let h = &a[nb * 2 + blk * 16..nb * 2 + blk * 16 + 16];
+        let q = &x.qxp[blk];
+        let mut sh = 0i32;
+        for k in 0..16 {
+            sh += (h[k] & 0x0F) as i32 * q[k] as i32 + (h[k] >> 4) as i32 * q[k + 16] as i32;
+        }
+        let cb = x.c[blk] as usize;
+        let oo = x.o0 + x.o_off[blk] as usize;
+        let mut sl = 0i32;
+        for k in 16 - cb..16 {
+            let l = a[oo + k - (16 - cb)];
+            sl += (l & 0x0F) as i32 * q[k] as i32 + (l >> 4) as i32 * q[k + 16] as i32;
+        }
+        a2 += pass1_block_int(sh, sl, x, blk) as f32 * (dw * x.dx[blk]);
+        e1 += dw.abs() * x.m[blk];
+        t += dw.abs() * x.n[blk];
+    }
+    Pass1 { a2, e1, t }
+}
+
+/// `A_b` from the block's nibble sums `sh = Σ h·q` and `sl = Σ_known l·q` (shared by the tiers).
+#[inline]
+pub fn pass1_block_int(sh: i32, sl: i32, x: &PlanesAct, blk: usize) -> i32 {
+    32 * (sh - 8 * x.sum[blk]) + 2 * sl + x.c15[blk]
+}
+
+/// Q8_0's block integer `Σ q·qx` from the nibble sums `sh = Σ h·q`, `sl = Σ l·q` (all positions).
+#[inline]
+pub fn full_block_int(sh: i32, sl: i32, x: &PlanesAct, blk: usize) -> i32 {
+    16 * sh + sl - 128 * x.sum[blk]
+}
+
+/// The exact dot of one row (`A` part `a`, `B` part `b`) with the activation: Q8_0's
+/// `vec_dot` (`sumf += sumi · (dw·dx)` in block order), bit for bit (scalar reference).
+pub fn full_row(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
+    let nb = x.nb;
+    let mut sumf = 0f32;
+    for blk in 0..nb {
+        let dw = read_f16(a, 2 * blk);
+        let h = &a[nb * 2 + blk * 16..nb * 2 + blk * 16 + 16];
+        let q = &x.qxp[blk];
+        let cb = x.c[blk] as usize;
+        let (bo, oo) = (x.b_off[blk] as usize, x.o0 + x.o_off[blk] as usize);
+        let (mut sh, mut sl) = (0i32, 0i32);
+        for k in 0..16 {
+            let l = if k < 16 - cb { b[bo + k] } else { a[oo + k - (16 - cb)] };
+            sh += (h[k] & 0x0F) as i32 * q[k] as i32 + (h[k] >> 4) as i32 * q[k + 16] as i32;
+            sl += (l & 0x0F) as i32 * q[k] as i32 + (l >> 4) as i32 * q[k + 16] as i32;
+        }
+        sumf += full_block_int(sh, sl, x, blk) as f32 * (dw * x.dx[blk]);
+    }
+    sumf
+}
+
+/// The 16 bytes at `b[bo..]` for a SIMD load: in place, or (past the end of the matrix: the
+/// last row's last blocks) copied into `tmp` with zeros after the end. Only the first
+/// `16 - c` bytes are used.
+#[inline(always)]
+pub(super) fn rest16<'a>(b: &'a [u8], bo: usize, tmp: &'a mut [u8; 16]) -> &'a [u8] {
+    if bo + 16 <= b.len() {
+        &b[bo..bo + 16]
+    } else {
+        let n = b.len() - bo;
+        tmp[..n].copy_from_slice(&b[bo..]);
+        &tmp[..]
+    }
+}
+
+/// One row's pass-1 kernel (`a`: its `A` part).
+pub type Pass1Kernel = fn(a: &[u8], x: &PlanesAct) -> Pass1;
+/// One row's exact-dot kernel (`a`, `b`: its parts; `b` may extend past the row, to the end
+/// of the matrix, so SIMD twins can load 16 bytes at a time).
+pub type FullRowKernel = fn(a: &[u8], b: &[u8], x: &PlanesAct) -> f32;
+
+/// Pass 1 of four consecutive rows of a group: their `A` parts at `a[k·ra..]`.
+pub type Pass1Rows4Kernel = fn(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4];
+
+/// Pass 1 of four rows, one at a time (the scalar reference of the four-row kernels).
+pub fn pass1_rows4(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
+    [0, 1, 2, 3].map(|k| pass1_row(&a[k * ra..(k + 1) * ra], x))
+}
+
+/// The exact dots of four consecutive rows of a group: `A` parts at `a[k·ra..]`, `B` parts at
+/// `b[k·rb..]` (`b` running to the end of the matrix).
+pub type FullRows4Kernel = fn(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f32; 4];
+
+/// Four exact dots, one at a time (the scalar reference of the four-row kernels).
+pub fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f32; 4] {
+    let (_, _, one) = kernels();
+    [0, 1, 2, 3].map(|k| one(&a[k * ra..], &b[k * rb..], x))
+}
+
+/// The four-row exact-dot kernel of this build and CPU (AVX2; elsewhere [`full_rows4`] over
+/// this build's one-row kernel), bit-identical to [`full_row`].
+pub fn full_rows4_kernel() -> FullRows4Kernel {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx2::enabled() {
+        return super::planes_avx2::full_rows4;
+    }
+    full_rows4
+}
+
+/// The kernels of this build and CPU: pass 1 of one row and of four, the exact dot (SIMD twins
+/// where there are, bit-identical to [`pass1_row`], [`pass1_rows4`] and [`full_row`]).
+pub fn kernels() -> (Pass1Kernel, Pass1Rows4Kernel, FullRowKernel) {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return (super::planes_simd128::pass1_row, super::planes_simd128::pass1_rows4, super::planes_simd128::full_row);
+    #[cfg(target_arch = "x86_64")]
+    if super::avx2::enabled() {
+        return (super::planes_avx2::pass1_row, super::planes_avx2::pass1_rows4, super::planes_avx2::full_row);
+    }
+    #[allow(unreachable_code)]
+    (pass1_row, pass1_rows4, full_row)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pseudo_bytes(n: usize, seed: u32) -> Vec<u8> {
+        let mut s = seed.wrapping_mul(2654435761).wrapping_add(7);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s >> 8) as u8
+            })
+            .collect()
+    }
+
+    /// A Q8_0 matrix with sane scales (random f16 bits could be NaN).
+    pub(crate) fn q8_matrix(n_in: usize, n_out: usize, seed: u32) -> Vec<u8> {
+        let mut m = pseudo_bytes(n_out * n_in / QK * Q8_0_BYTES, seed);
+        for (i, b) in m.chunks_exact_mut(Q8_0_BYTES).enumerate() {
+            let d = super::super::float::f32_to_f16(0.001 + (i % 7) as f32 * 0.0003);
+            b[0..2].copy_from_slice(&d.to_le_bytes());
+        }
+        m
+    }
+
+    /// This build's tier (AVX2 natively where the CPU has it; SIMD128 or relaxed in wasm)
+    /// against the scalar reference, bit for bit, on random and edge rows; the matrix's last
+    /// row exercises the SIMD loads that would pass the end of the buffer.
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn simd_tier_is_bit_identical_to_scalar() {
+        let (pass1, pass1_4, full) = kernels();
+        for (case, (n_in, n_out)) in [(32, 7), (64, 9), (640, 40), (256, 300)].into_iter().enumerate() {
+            let mut q8 = q8_matrix(n_in, n_out, 100 + case as u32);
+            let row = n_in / QK * Q8_0_BYTES;
+            // Edge rows: every quant -128 / 127 / 0 / -1.
+            for (r, v) in [0x80u8, 0x7F, 0x00, 0xFF].into_iter().enumerate() {
+                for b in q8[r * row..(r + 1) * row].chunks_exact_mut(Q8_0_BYTES) {
+                    b[2..].fill(v);
+                }
+            }
+            let outl: Vec<usize> = (0..n_in).filter(|d| (d * 7 + case) % 11 == 0).take(32).collect();
+            let layout = PlaneLayout::new(n_in, n_out, &outl);
+            let mut planes = q8.clone();
+            layout.relayout_in_place(&mut planes);
+            for k in 0..4 {
+                let xs: Vec<f32> = (0..n_in)
+                    .map(|i| match k {
+                        0 => ((i * 37 % 101) as f32 - 50.0) * if i % 13 == 0 { 30.0 } else { 0.1 },
+                        1 => if i % 2 == 0 { 1e4 } else { -1e4 },
+                        2 => 0.0,
+                        _ => ((i * 91 % 17) as f32 - 8.0) * 1e-3,
+                    })
+                    .collect();
+                let mut act = Vec::new();
+                crate::quant::quantize_activation(crate::gguf::GgmlType::Q8_0, &xs, &mut act).unwrap();
+                let mut x = PlanesAct::default();
+                x.prepare(&layout, &act);
+                for r in (0..n_out).step_by(4).filter(|r| r / GROUP == (r + 3) / GROUP && r + 4 <= n_out) {
+                    let ra = layout.pass1_row_bytes();
+                    let a = &planes[layout.a_at(r)..layout.a_at(r) + 4 * ra];
+                    let want = pass1_rows4(a, ra, &x);
+                    for (k, (g, w)) in pass1_4(a, ra, &x).iter().zip(&want).enumerate() {
+                        assert_eq!((g.a2.to_bits(), g.e1.to_bits(), g.t.to_bits()), (w.a2.to_bits(), w.e1.to_bits(), w.t.to_bits()), "case {case} act {k} rows4 {r}+{k}");
+                    }
+                    let (a, b) = (&planes[layout.a_at(r)..], &planes[layout.b_at(r)..]);
+                    let got = full_rows4_kernel()(a, ra, b, layout.rb, &x);
+                    for (k, g) in got.iter().enumerate() {
+                        let want = full_row(&a[k * ra..], &b[k * layout.rb..], &x);
+                        assert_eq!(g.to_bits(), want.to_bits(), "case {case} act {k} full rows4 {r}+{k}");
+                    }
+                }
+                for r in 0..n_out {
+                    let a = &planes[layout.a_at(r)..layout.a_at(r) + layout.pass1_row_bytes()];
+                    let b = &planes[layout.b_at(r)..];
+                    let (p, ps) = (pass1(a, &x), pass1_row(a, &x));
+                    assert_eq!((p.a2.to_bits(), p.e1.to_bits(), p.t.to_bits()), (ps.a2.to_bits(), ps.e1.to_bits(), ps.t.to_bits()), "case {case} act {k} row {r}");
+                    let a = &planes[layout.a_at(r)..];
+                    assert_eq!(full(a, b, &x).to_bits(), full_row(a, b, &x).to_bits(), "case {case} act {k} row {r}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn relayout_round_trips_and_dots_equal_q8_0() {
+        for (n_in, n_out, outl) in [(64, 5, vec![3, 40, 41, 63]), (640, 300, vec![0, 1, 2, 31, 32, 100, 639, 5, 7, 9, 11]), (32, 3, vec![])] {
+            let q8 = q8_matrix(n_in, n_out, n_in as u32);
+            let layout = PlaneLayout::new(n_in, n_out, &outl);
+            let mut planes = q8.clone();
+            layout.relayout_in_place(&mut planes);
+            assert_eq!(layout.bytes(), q8.len());
+            let row = n_in / QK * Q8_0_BYTES;
+            let mut back = vec![0u8; row];
+            let xs: Vec<f32> = (0..n_in).map(|i| ((i * 37 % 101) as f32 - 50.0) * if i == 3 { 20.0 } else { 0.1 }).collect();
+            let mut act = Vec::new();
+            crate::quant::quantize_activation(crate::gguf::GgmlType::Q8_0, &xs, &mut act).unwrap();
+            let mut x = PlanesAct::default();
+            x.prepare(&layout, &act);
+            for r in 0..n_out {
+                layout.q8_0_row(&planes, r, &mut back);
+                assert_eq!(&back[..], &q8[r * row..(r + 1) * row], "row {r}");
+                let want = super::super::q8::vec_dot_q8_0_q8_0(&q8[r * row..(r + 1) * row], &act, n_in);
+                let (a, b) = (&planes[layout.a_at(r)..], &planes[layout.b_at(r)..]);
+                assert_eq!(full_row(a, b, &x).to_bits(), want.to_bits());
+                // The pass-1 estimate is within its bound of the exact value.
+                let p = pass1_row(a, &x);
+                let e = 7.5 * p.e1 as f64 + 1e-3 * p.t as f64;
+                assert!((0.5 * p.a2 as f64 - want as f64).abs() <= e, "row {r}: {} vs {want} ± {e}", 0.5 * p.a2);
+            }
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! The screened output head (`ops::screen`) picks exactly the tokens the full head picks.
+//!
+//! - Tiny fixture models (their Q8_0 heads, tied and untied): generations in
+//!   `HeadMode::Checked` (every step also computes the full head and asserts that each candidate's
+//!   logit is bit-equal and every other logit below the threshold) equal, token for token, the
+//!   same model loaded without the re-layout (`ModelOptions { screened_head: false }`, today's
+//!   Q8_0 kernels) on the full head, for greedy, seeded top-k, seeded min-p and the default chain;
+//!   configurations that need every logit (penalties, pure temperature) run the full head.
+//! - The real model (Gemma 3 270M, tied Q8_0 head): a few prompts, greedy and seeded, checked.
+//! - `cargo test --release --test head_screen -- --ignored --nocapture`: the long campaign
+//!   (≥ 2,000 greedy tokens over many prompts, checked on every step), with the candidate
+//!   counts and the bytes read per token.
+
+mod common;
+mod engine_common;
+
+use std::sync::Arc;
+
+use edgellm::engine::{GenerateOptions, HeadMode, Session, SessionOptions};
+use edgellm::exec::Exec;
+use edgellm::gguf::load_file;
+use edgellm::model::{Model, ModelOptions};
+use edgellm::sampling::SamplerConfig;
+use edgellm::tokenizer::Tokenizer;
+
+fn load(path: &std::path::Path, screened_head: bool) -> (Arc<Model>, Tokenizer) {
+    let store = load_file(path).unwrap();
+    let tok = Tokenizer::from_gguf(&store.header).unwrap();
+    (Arc::new(Model::from_store_with(store, &ModelOptions { screened_head }).unwrap()), tok)
+}
+
+struct Run {
+    ids: Vec<u32>,
+    /// Candidates per screened step.
+    candidates: Vec<usize>,
+    metrics: edgellm::metrics::GenerationMetrics,
+}
+
+fn run(model: &Arc<Model>, tok: &Tokenizer, prompt: &str, sampler: SamplerConfig, mode: HeadMode, n: usize, exec: Exec) -> Run {
+    let opts = SessionOptions { sampler, exec, ..SessionOptions::for_model(model) };
+    let mut s = Session::new(model.clone(), opts);
+    s.set_head_mode(mode);
+    let ids = tok.encode(prompt, true, false);
+    let gen_opts = GenerateOptions { max_tokens: n, stop: Vec::new(), stop_on_eog: false };
+    let mut candidates = Vec::new();
+    let g = s
+        .generate_observed(&ids, tok, &gen_opts, &mut |_| true, &mut |s, _| {
+            if let Some(sc) = s.screened() {
+                candidates.push(sc.ids.len());
+            }
+        })
+        .unwrap();
+    Run { ids: g.ids, candidates, metrics: g.metrics }
+}
+
+fn samplers() -> Vec<(&'static str, SamplerConfig, bool)> {
+    let min_p = SamplerConfig { temperature: 0.9, top_k: 0, top_p: 1.0, min_p: 0.1, seed: 7, ..SamplerConfig::default() };
+    let top_k = SamplerConfig { temperature: 1.2, top_k: 20, top_p: 1.0, min_p: 0.0, seed: 3, ..SamplerConfig::default() };
+    let chain = SamplerConfig { seed: 11, ..SamplerConfig::default() };
+    let penalties = SamplerConfig { repeat_penalty: 1.3, ..SamplerConfig::greedy() };
+    let pure_temp = SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1.0, min_p: 0.0, seed: 5, ..SamplerConfig::default() };
+    vec![
+        ("greedy", SamplerConfig::greedy(), true),
+        ("min-p", min_p, true),
+        ("top-k", top_k, true),
+        ("default chain", chain, true),
+        ("penalties", penalties, false),
+        ("pure temperature", pure_temp, false),
+    ]
+}
+
+#[test]
+fn tiny_models_pick_the_full_heads_tokens() {
+    let mut screened_models = 0;
+    for name in ["tiny_llama.gguf", "tiny_qwen2.gguf", "tiny_qwen3.gguf", "tiny_gemma3.gguf"] {
+        let path = engine_common::data(name);
+        let (screened, tok) = load(&path, true);
+        let (plain, _) = load(&path, false);
+        assert!(!plain.has_screened_head());
+        if !screened.has_screened_head() {
+            continue;
+        }
+        screened_models += 1;
+        for (what, sampler, screens) in samplers() {
+            for (i, prompt) in ["hello world, this is a test", "1, 2, 3, 4,"].into_iter().enumerate() {
+                let want = run(&plain, &tok, prompt, sampler.clone(), HeadMode::Full, 24, Exec::Serial);
+                let got = run(&screened, &tok, prompt, sampler.clone(), HeadMode::Checked, 24, Exec::Serial);
+                assert_eq!(got.ids, want.ids, "{name} {what} prompt {i}");
+                let m = &got.metrics;
+                assert_eq!(m.head_screened_steps > 0, screens, "{name} {what}: {}", m.summary());
+                assert_eq!(m.head_screened_steps + m.head_full_steps, got.ids.len() - 1);
+                let threads = run(&screened, &tok, prompt, sampler.clone(), HeadMode::Auto, 24, Exec::with_threads(2).unwrap());
+                assert_eq!(threads.ids, want.ids, "{name} {what} prompt {i}: 2 threads");
+                assert_eq!(threads.candidates, got.candidates, "{name} {what}: the same candidates on 2 threads");
+            }
+        }
+    }
+    assert!(screened_models >= 2, "the fixtures have Q8_0 heads, tied and untied");
+}
+
+const PROMPTS: [&str; 12] = [
+    "The history of the printing press begins",
+    "def quicksort(xs):\n    \"\"\"Sort a list.\"\"\"\n",
+    "User: How do I boil an egg?\nAssistant:",
+    "The prime numbers below 100 are 2, 3, 5,",
+    "La Révolution française commence en 1789 quand",
+    "Once upon a time, in a small village by the sea,",
+    "SELECT name, COUNT(*) FROM orders WHERE",
+    "Photosynthesis converts light energy into",
+    "Dear hiring manager, I am writing to apply for",
+    "The quarterly report shows revenue of $4.2 million,",
+    "fn main() {\n    let mut total = 0;\n",
+    "Die Hauptstadt von Deutschland ist",
+];
+
+fn real_exec() -> Exec {
+    Exec::with_threads(edgellm::exec::available_threads().clamp(1, 4)).unwrap()
+}
+
+#[test]
+fn real_model_picks_the_full_heads_tokens() {
+    let Some(path) = common::real_model() else { return };
+    let (screened, tok) = load(&path, true);
+    let (plain, _) = load(&path, false);
+    assert!(screened.has_screened_head(), "Gemma 3's tied head is Q8_0");
+    assert_eq!(screened.weight_bytes(), plain.weight_bytes(), "same bytes, re-laid out");
+    for (i, prompt) in PROMPTS.iter().take(2).enumerate() {
+        let want = run(&plain, &tok, prompt, SamplerConfig::greedy(), HeadMode::Full, 20, real_exec());
+        let got = run(&screened, &tok, prompt, SamplerConfig::greedy(), HeadMode::Checked, 20, real_exec());
+        assert_eq!(got.ids, want.ids, "greedy, prompt {i}");
+        assert_eq!(got.metrics.head_screened_steps, 19);
+    }
+    for (what, sampler, _) in samplers().into_iter().filter(|s| s.2 && s.0 != "greedy") {
+        let want = run(&plain, &tok, PROMPTS[5], sampler.clone(), HeadMode::Full, 10, real_exec());
+        let got = run(&screened, &tok, PROMPTS[5], sampler, HeadMode::Checked, 10, real_exec());
+        assert_eq!(got.ids, want.ids, "{what}");
+    }
+}
+
+/// The long campaign (run once, by hand; prints its figures).
+#[test]
+#[ignore]
+fn real_model_long_campaign() {
+    let Some(path) = common::real_model() else { return };
+    let (screened, tok) = load(&path, true);
+    let (plain, _) = load(&path, false);
+    let per: usize = std::env::var("EDGELLM_SCREEN_TOKENS_PER_PROMPT").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    let mut all = Vec::new();
+    let (mut tokens, mut fallbacks, mut steps, mut bytes) = (0usize, 0usize, 0usize, 0u64);
+    for (i, prompt) in PROMPTS.iter().enumerate() {
+        let want = run(&plain, &tok, prompt, SamplerConfig::greedy(), HeadMode::Full, per, real_exec());
+        let got = run(&screened, &tok, prompt, SamplerConfig::greedy(), HeadMode::Checked, per, real_exec());
+        assert_eq!(got.ids, want.ids, "prompt {i}");
+        tokens += got.ids.len();
+        fallbacks += got.metrics.head_fallback_steps;
+        steps += got.metrics.head_screened_steps;
+        bytes += got.metrics.decode_weight_bytes_total;
+        all.extend(got.candidates);
+        eprintln!("prompt {i}: {} tokens identical; {}", got.ids.len(), got.metrics.summary());
+    }
+    all.sort_unstable();
+    eprintln!(
+        "campaign: {tokens} greedy tokens identical over {} prompts; {steps} screened steps, {fallbacks} fell back; candidates median {} p90 {} p99 {} max {}; weights {:.1} MB per decode step (full head: {:.1} MB)",
+        PROMPTS.len(),
+        all[all.len() / 2],
+        all[all.len() * 9 / 10],
+        all[all.len() * 99 / 100],
+        all[all.len() - 1],
+        bytes as f64 / steps as f64 / 1e6,
+        plain.decode_weight_bytes() as f64 / 1e6
+    );
+    assert!(tokens >= 2000);
+}
