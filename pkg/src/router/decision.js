@@ -115,6 +115,10 @@ export function noRouteError(decision, route) {
     err = new EdgeLLMError(localCode, `cannot run locally: ${r.local} (${why})`, { detail: String(r.local).toUpperCase() });
   } else if (POLICY.has(r.local) && REMOTE_CODE[r.remote]) {
     err = new EdgeLLMError(REMOTE_CODE[r.remote], `cannot use the server: ${r.remote} (${why})`, { detail: String(r.remote).toUpperCase() });
+  } else if (r.remote === 'remote_not_configured' && localCode) {
+    // No server at all: the local route's own refusal is the answer (what an engine without a
+    // router gives), now that the local fit is known before the request runs (count_tokens).
+    err = new EdgeLLMError(localCode, `cannot run locally: ${r.local} (no server configured)`, { detail: String(r.local).toUpperCase() });
   } else if (REMOTE_CODE[r.remote] && !POLICY.has(r.local)) {
     // Both allowed: the local route did not fit and the server, the way out, is not there.
     err = new EdgeLLMError(REMOTE_CODE[r.remote], `no route: ${why}`, { detail: String(r.remote).toUpperCase() });
