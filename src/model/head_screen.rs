@@ -31,8 +31,9 @@ fn calibration_ids(m: &Model) -> Vec<u32> {
     (0..48u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 7) % n_vocab).collect()
 }
 
-/// Most calibration tokens, and how many go through one forward pass.
-const CALIBRATION_TOKENS: usize = 96;
+/// Most calibration tokens, and how many go through one forward pass. The memory ledger counts
+/// the calibration's KV cache in the runtime term (`memory::estimate`, part `calibration`).
+pub const CALIBRATION_TOKENS: usize = 96;
 const CALIBRATION_BATCH: usize = 16;
 
 /// The top `k` dimensions of the head's input by energy over the calibration text.

@@ -11,7 +11,7 @@
 
 mod forward;
 mod gemma3;
-mod head_screen;
+pub mod head_screen;
 pub mod hparams;
 mod llama;
 pub mod scratch;
