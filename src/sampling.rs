@@ -174,14 +174,8 @@ impl Sampler {
             return 0;
         }
         if self.cfg.is_greedy() {
-            // The first best in id order, as `argmax`.
-            let mut best = 0;
-            for i in 1..ids.len() {
-                if logits[i] > logits[best] {
-                    best = i;
-                }
-            }
-            return ids[best];
+            // `ids` ascend, so the first best here is the first best in id order, as `sample`.
+            return ids[argmax(logits) as usize];
         }
         self.cand.clear();
         self.cand.extend(ids.iter().copied().zip(logits.iter().copied()));

@@ -139,7 +139,7 @@ impl ModelGeometry {
         let out_name = if index.contains_key("output.weight") { "output.weight" } else { "token_embd.weight" };
         let out_act_row = act_row(&index, out_name, d);
         let weight_bytes = h.tensor_data_bytes();
-        let screened = index.get(out_name).is_some_and(|t| t.ggml_type == crate::gguf::GgmlType::Q8_0) && hp.final_logit_softcap.is_none();
+        let screened = index.get(out_name).is_some_and(|t| crate::model::head_screen::applies(t.ggml_type, &hp));
         let head_screen_bytes = if screened { crate::ops::screen::scratch_bytes(d, n_vocab) as u64 } else { 0 };
         Ok(ModelGeometry { hparams: hp, n_vocab, kv, act_rows, out_act_row, weight_bytes, head_screen_bytes })
     }

@@ -63,9 +63,16 @@ fn calibrate(m: &Model, k: usize) -> Result<Vec<usize>, ModelError> {
     Ok(dims)
 }
 
-/// Calibrates and re-lays out `m`'s output head when it is Q8_0 and not soft-capped.
+/// Whether an output head of type `ty` on a model with these hyper-parameters gets the
+/// screened head: Q8_0 (the planes' layout) and no soft-capping (the screen's threshold is on
+/// the raw dot). The model and the memory ledger both ask this.
+pub fn applies(ty: GgmlType, hp: &crate::model::HParams) -> bool {
+    ty == GgmlType::Q8_0 && hp.final_logit_softcap.is_none()
+}
+
+/// Calibrates and re-lays out `m`'s output head when [`applies`] says so.
 pub(super) fn prepare(m: &mut Model) -> Result<(), ModelError> {
-    if m.head().ty != GgmlType::Q8_0 || m.hparams.final_logit_softcap.is_some() {
+    if !applies(m.head().ty, &m.hparams) {
         return Ok(());
     }
     let outliers = calibrate(m, outlier_count(m.hparams.n_embd))?;

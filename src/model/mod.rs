@@ -256,7 +256,7 @@ impl Model {
     /// Whether decode steps can use the screened head: the output projection was re-laid out
     /// (Q8_0, [`ModelOptions::screened_head`]) and the logits are not soft-capped.
     pub fn has_screened_head(&self) -> bool {
-        self.head().planes().is_some() && self.hparams.final_logit_softcap.is_none()
+        self.head().planes().is_some() && head_screen::applies(self.head().ty, &self.hparams)
     }
 
     /// The outlier dimensions the screened head's pass 1 reads exactly (empty without one).

@@ -192,6 +192,13 @@ unsafe fn f16_bits_to_f32x8(h: __m256i) -> __m256 {
     _mm256_castsi256_ps(_mm256_or_si256(v, sign))
 }
 
+/// Four f16 values -> f32x4, bit-exact as [`f16_bits_to_f32x8`] (its low half).
+#[inline(always)]
+pub(super) unsafe fn f16x4_exact(h: [u16; 4]) -> __m128 {
+    let h = _mm_setr_epi32(h[0] as i32, h[1] as i32, h[2] as i32, h[3] as i32);
+    _mm256_castps256_ps128(f16_bits_to_f32x8(_mm256_castsi128_si256(h)))
+}
+
 /// The f16 at byte `at` of each of eight blocks, as f32x8. F16C's `vcvtph2ps` converts every
 /// finite f16 and ±Inf exactly (an f16 is exactly representable in f32, subnormals included),
 /// so it gives `float::f16_to_f32`'s bits for all of them in one instruction; only a NaN may

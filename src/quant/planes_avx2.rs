@@ -5,6 +5,7 @@
 
 use core::arch::x86_64::*;
 
+use super::avx2::f16x4_exact;
 use super::float::read_f16;
 use super::planes::{rest16, full_block_int, pass1_block_int, Pass1, PlanesAct};
 
@@ -107,19 +108,6 @@ unsafe fn nib_dot256(n: __m256i, q: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(n, q), _mm256_set1_epi16(1))
 }
 
-/// f32 of four f16 values (exact; the scalar `f16_to_f32` in four lanes).
-#[inline(always)]
-unsafe fn f16x4(h: [u16; 4]) -> __m128 {
-    let h = _mm_setr_epi32(h[0] as i32, h[1] as i32, h[2] as i32, h[3] as i32);
-    let em = _mm_and_si128(h, _mm_set1_epi32(0x7fff));
-    let sign = _mm_slli_epi32(_mm_and_si128(h, _mm_set1_epi32(0x8000)), 16);
-    let mag = _mm_mul_ps(_mm_castsi128_ps(_mm_slli_epi32(em, 13)), _mm_set1_ps(f32::from_bits(0x7780_0000)));
-    let special = _mm_or_si128(_mm_set1_epi32(0x7f80_0000), _mm_slli_epi32(_mm_and_si128(em, _mm_set1_epi32(0x03ff)), 13));
-    let is_special = _mm_cmpgt_epi32(em, _mm_set1_epi32(0x7bff));
-    let v = _mm_blendv_epi8(_mm_castps_si128(mag), special, is_special);
-    _mm_castsi128_ps(_mm_or_si128(v, sign))
-}
-
 #[target_feature(enable = "avx2")]
 unsafe fn pass1_rows4_avx2(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
     let nb = x.nb;
@@ -148,7 +136,7 @@ unsafe fn pass1_rows4_avx2(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
         let sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
         // `pass1_block_int`: 32·(sh − 8·Σq) + 2·sl + c15.
         let ai = _mm_add_epi32(sums, _mm_set1_epi32(x.c15[blk] - 256 * x.sum[blk]));
-        let dw = f16x4(rows.map(|r| u16::from_le_bytes([r[2 * blk], r[2 * blk + 1]])));
+        let dw = f16x4_exact(rows.map(|r| u16::from_le_bytes([r[2 * blk], r[2 * blk + 1]])));
         let s = _mm_mul_ps(dw, _mm_set1_ps(x.dx[blk]));
         a2 = _mm_add_ps(a2, _mm_mul_ps(_mm_cvtepi32_ps(ai), s));
         let dwa = _mm_and_ps(dw, abs_mask);
@@ -193,7 +181,7 @@ unsafe fn full_rows4_avx2(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAc
         let sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
         // `full_block_int`: 16·sh + sl − 128·Σq.
         let sumi = _mm_sub_epi32(sums, _mm_set1_epi32(128 * x.sum[blk]));
-        let s = _mm_mul_ps(f16x4(dwb), _mm_set1_ps(x.dx[blk]));
+        let s = _mm_mul_ps(f16x4_exact(dwb), _mm_set1_ps(x.dx[blk]));
         sumf = _mm_add_ps(sumf, _mm_mul_ps(_mm_cvtepi32_ps(sumi), s));
     }
     let mut out = [0f32; 4];
