@@ -192,11 +192,11 @@ unsafe fn f16_bits_to_f32x8(h: __m256i) -> __m256 {
     _mm256_castsi256_ps(_mm256_or_si256(v, sign))
 }
 
-/// Four f16 values -> f32x4, bit-exact as [`f16_bits_to_f32x8`] (its low half).
+/// Four f16 values -> f32x4, bit-exact as `float::f16_to_f32` (the low half of [`f16x8_bits`]).
 #[inline(always)]
 pub(super) unsafe fn f16x4_exact(h: [u16; 4]) -> __m128 {
-    let h = _mm_setr_epi32(h[0] as i32, h[1] as i32, h[2] as i32, h[3] as i32);
-    _mm256_castps256_ps128(f16_bits_to_f32x8(_mm256_castsi128_si256(h)))
+    let p = _mm_setr_epi16(h[0] as i16, h[1] as i16, h[2] as i16, h[3] as i16, 0, 0, 0, 0);
+    _mm256_castps256_ps128(f16x8_bits(p))
 }
 
 /// The f16 at byte `at` of each of eight blocks, as f32x8. F16C's `vcvtph2ps` converts every
@@ -207,7 +207,13 @@ pub(super) unsafe fn f16x4_exact(h: [u16; 4]) -> __m128 {
 #[inline(always)]
 unsafe fn f16x8(b: &[&[u8]; 8], at: usize) -> __m256 {
     let h: [i16; 8] = lanes!(8, |k| i16::from_le_bytes([b[k][at], b[k][at + 1]]));
-    let p = _mm_setr_epi16(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
+    f16x8_bits(_mm_setr_epi16(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]))
+}
+
+/// Eight f16 bit patterns (u16x8) as f32x8, bit-exact as `float::f16_to_f32`: F16C unless one
+/// of them is a NaN (see [`f16x8`]).
+#[inline(always)]
+pub(super) unsafe fn f16x8_bits(p: __m128i) -> __m256 {
     // |h| > 0x7c00 (exponent all ones, mantissa non-zero): a NaN, as a signed compare of the
     // 15-bit magnitudes.
     let nan = _mm_cmpgt_epi16(_mm_and_si128(p, _mm_set1_epi16(0x7fff)), _mm_set1_epi16(0x7c00));

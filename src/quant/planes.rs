@@ -378,12 +378,17 @@ pub type Pass1Kernel = fn(a: &[u8], x: &PlanesAct) -> Pass1;
 /// of the matrix, so SIMD twins can load 16 bytes at a time).
 pub type FullRowKernel = fn(a: &[u8], b: &[u8], x: &PlanesAct) -> f32;
 
-/// Pass 1 of four consecutive rows of a group: their `A` parts at `a[k·ra..]`.
-pub type Pass1Rows4Kernel = fn(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4];
+/// Rows per call of a [`Pass1RowsKernel`] (a multiple of 4; groups hold a multiple of it).
+pub const PASS1_ROWS: usize = 8;
 
-/// Pass 1 of four rows, one at a time (the scalar reference of the four-row kernels).
-pub fn pass1_rows4(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
-    [0, 1, 2, 3].map(|k| pass1_row(&a[k * ra..(k + 1) * ra], x))
+/// Pass 1 of [`PASS1_ROWS`] consecutive rows of a group: their `A` parts at `a[k·ra..]`;
+/// `ahead` (bytes from `a`, 0 for none) is where the caller's next call reads, for kernels that
+/// prefetch.
+pub type Pass1RowsKernel = fn(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS];
+
+/// Pass 1 of [`PASS1_ROWS`] rows, one at a time (the scalar reference of the many-row kernels).
+pub fn pass1_rows(a: &[u8], ra: usize, _ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
+    core::array::from_fn(|k| pass1_row(&a[k * ra..(k + 1) * ra], x))
 }
 
 /// The exact dots of four consecutive rows of a group: `A` parts at `a[k·ra..]`, `B` parts at
@@ -406,17 +411,17 @@ pub fn full_rows4_kernel() -> FullRows4Kernel {
     full_rows4
 }
 
-/// The kernels of this build and CPU: pass 1 of one row and of four, the exact dot (SIMD twins
-/// where there are, bit-identical to [`pass1_row`], [`pass1_rows4`] and [`full_row`]).
-pub fn kernels() -> (Pass1Kernel, Pass1Rows4Kernel, FullRowKernel) {
+/// The kernels of this build and CPU: pass 1 of one row and of [`PASS1_ROWS`], the exact dot
+/// (SIMD twins where there are, bit-identical to [`pass1_row`], [`pass1_rows`] and [`full_row`]).
+pub fn kernels() -> (Pass1Kernel, Pass1RowsKernel, FullRowKernel) {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    return (super::planes_simd128::pass1_row, super::planes_simd128::pass1_rows4, super::planes_simd128::full_row);
+    return (super::planes_simd128::pass1_row, super::planes_simd128::pass1_rows, super::planes_simd128::full_row);
     #[cfg(target_arch = "x86_64")]
     if super::avx2::enabled() {
-        return (super::planes_avx2::pass1_row, super::planes_avx2::pass1_rows4, super::planes_avx2::full_row);
+        return (super::planes_avx2::pass1_row, super::planes_avx2::pass1_rows8, super::planes_avx2::full_row);
     }
     #[allow(unreachable_code)]
-    (pass1_row, pass1_rows4, full_row)
+    (pass1_row, pass1_rows, full_row)
 }
 
 #[cfg(test)]
@@ -445,13 +450,22 @@ mod tests {
         m
     }
 
+    /// Bits, with NaN compared as a class (IEEE leaves payloads open).
+    fn bits3(p: &Pass1) -> [u32; 3] {
+        [p.a2, p.e1, p.t].map(|v| if v.is_nan() { u32::MAX } else { v.to_bits() })
+    }
+
+    fn bits1(v: f32) -> u32 {
+        if v.is_nan() { u32::MAX } else { v.to_bits() }
+    }
+
     /// This build's tier (AVX2 natively where the CPU has it; SIMD128 or relaxed in wasm)
     /// against the scalar reference, bit for bit, on random and edge rows; the matrix's last
     /// row exercises the SIMD loads that would pass the end of the buffer.
     #[cfg_attr(not(target_arch = "wasm32"), test)]
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn simd_tier_is_bit_identical_to_scalar() {
-        let (pass1, pass1_4, full) = kernels();
+        let (pass1, pass1_n, full) = kernels();
         for (case, (n_in, n_out)) in [(32, 7), (64, 9), (640, 40), (256, 300)].into_iter().enumerate() {
             let mut q8 = q8_matrix(n_in, n_out, 100 + case as u32);
             let row = n_in / QK * Q8_0_BYTES;
@@ -459,6 +473,14 @@ mod tests {
             for (r, v) in [0x80u8, 0x7F, 0x00, 0xFF].into_iter().enumerate() {
                 for b in q8[r * row..(r + 1) * row].chunks_exact_mut(Q8_0_BYTES) {
                     b[2..].fill(v);
+                }
+            }
+            // Edge scales on row 5 (inside the first many-row call), block after block: the
+            // smallest subnormal, ±0, ±max, the smallest normal, a mid subnormal, ±Inf, NaN.
+            const EDGE_F16: [u16; 10] = [0x0001, 0x0000, 0x8000, 0x7bff, 0xfbff, 0x0400, 0x0200, 0x7c00, 0xfc00, 0x7e00];
+            if n_out > 5 {
+                for (i, b) in q8[5 * row..6 * row].chunks_exact_mut(Q8_0_BYTES).enumerate() {
+                    b[0..2].copy_from_slice(&EDGE_F16[i % EDGE_F16.len()].to_le_bytes());
                 }
             }
             let outl: Vec<usize> = (0..n_in).filter(|d| (d * 7 + case) % 11 == 0).take(32).collect();
@@ -480,25 +502,27 @@ mod tests {
                 x.prepare(&layout, &act);
                 for r in (0..n_out).step_by(4).filter(|r| r / GROUP == (r + 3) / GROUP && r + 4 <= n_out) {
                     let ra = layout.pass1_row_bytes();
-                    let a = &planes[layout.a_at(r)..layout.a_at(r) + 4 * ra];
-                    let want = pass1_rows4(a, ra, &x);
-                    for (k, (g, w)) in pass1_4(a, ra, &x).iter().zip(&want).enumerate() {
-                        assert_eq!((g.a2.to_bits(), g.e1.to_bits(), g.t.to_bits()), (w.a2.to_bits(), w.e1.to_bits(), w.t.to_bits()), "case {case} act {k} rows4 {r}+{k}");
+                    if r % PASS1_ROWS == 0 && r / GROUP == (r + PASS1_ROWS - 1) / GROUP && r + PASS1_ROWS <= n_out {
+                        let a = &planes[layout.a_at(r)..layout.a_at(r) + PASS1_ROWS * ra];
+                        let want = pass1_rows(a, ra, 0, &x);
+                        for (k, (g, w)) in pass1_n(a, ra, PASS1_ROWS * ra, &x).iter().zip(&want).enumerate() {
+                            assert_eq!(bits3(g), bits3(w), "case {case} act {k} rows {r}+{k}");
+                        }
                     }
                     let (a, b) = (&planes[layout.a_at(r)..], &planes[layout.b_at(r)..]);
                     let got = full_rows4_kernel()(a, ra, b, layout.rb, &x);
                     for (k, g) in got.iter().enumerate() {
                         let want = full_row(&a[k * ra..], &b[k * layout.rb..], &x);
-                        assert_eq!(g.to_bits(), want.to_bits(), "case {case} act {k} full rows4 {r}+{k}");
+                        assert_eq!(bits1(*g), bits1(want), "case {case} act {k} full rows4 {r}+{k}");
                     }
                 }
                 for r in 0..n_out {
                     let a = &planes[layout.a_at(r)..layout.a_at(r) + layout.pass1_row_bytes()];
                     let b = &planes[layout.b_at(r)..];
                     let (p, ps) = (pass1(a, &x), pass1_row(a, &x));
-                    assert_eq!((p.a2.to_bits(), p.e1.to_bits(), p.t.to_bits()), (ps.a2.to_bits(), ps.e1.to_bits(), ps.t.to_bits()), "case {case} act {k} row {r}");
+                    assert_eq!(bits3(&p), bits3(&ps), "case {case} act {k} row {r}");
                     let a = &planes[layout.a_at(r)..];
-                    assert_eq!(full(a, b, &x).to_bits(), full_row(a, b, &x).to_bits(), "case {case} act {k} row {r}");
+                    assert_eq!(bits1(full(a, b, &x)), bits1(full_row(a, b, &x)), "case {case} act {k} row {r}");
                 }
             }
         }

@@ -5,7 +5,7 @@
 
 use core::arch::x86_64::*;
 
-use super::avx2::f16x4_exact;
+use super::avx2::{f16x4_exact, f16x8_bits};
 use super::float::read_f16;
 use super::planes::{rest16, full_block_int, pass1_block_int, Pass1, PlanesAct};
 
@@ -50,7 +50,7 @@ unsafe fn known_l(a: &[u8], x: &PlanesAct, blk: usize) -> __m128i {
     unsafe { _mm_and_si128(ld128(a, end - 16), mask(x, blk)) }
 }
 
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,f16c")]
 unsafe fn pass1_avx2(a: &[u8], x: &PlanesAct) -> Pass1 {
     let nb = x.nb;
     let (mut a2, mut e1, mut t) = (0f32, 0f32, 0f32);
@@ -66,7 +66,7 @@ unsafe fn pass1_avx2(a: &[u8], x: &PlanesAct) -> Pass1 {
     Pass1 { a2, e1, t }
 }
 
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,f16c")]
 unsafe fn full_avx2(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
     let nb = x.nb;
     let mut sumf = 0f32;
@@ -108,54 +108,128 @@ unsafe fn nib_dot256(n: __m256i, q: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(n, q), _mm256_set1_epi16(1))
 }
 
-#[target_feature(enable = "avx2")]
-unsafe fn pass1_rows4_avx2(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
+/// Eight rows' f16 scales of blocks `b0..b0 + 8`, transposed: `[k]` holds block `b0 + k` of
+/// rows 0..8 (u16x8). Reads the 16 bytes at `2·b0` of each row's `A` part (past its scales
+/// that is the `h` plane: in bounds, and lanes beyond the row's last block are never used).
+#[inline(always)]
+unsafe fn scales8x8(rows: &[&[u8]; 8], b0: usize) -> [__m128i; 8] {
+    let r: [__m128i; 8] = core::array::from_fn(|k| unsafe { ld128(rows[k], 2 * b0) });
+    // Rows interleaved in pairs (16-bit), then fours (32-bit), then all eight (64-bit).
+    let t = [
+        _mm_unpacklo_epi16(r[0], r[1]),
+        _mm_unpackhi_epi16(r[0], r[1]),
+        _mm_unpacklo_epi16(r[2], r[3]),
+        _mm_unpackhi_epi16(r[2], r[3]),
+        _mm_unpacklo_epi16(r[4], r[5]),
+        _mm_unpackhi_epi16(r[4], r[5]),
+        _mm_unpacklo_epi16(r[6], r[7]),
+        _mm_unpackhi_epi16(r[6], r[7]),
+    ];
+    let u = [
+        _mm_unpacklo_epi32(t[0], t[2]),
+        _mm_unpackhi_epi32(t[0], t[2]),
+        _mm_unpacklo_epi32(t[1], t[3]),
+        _mm_unpackhi_epi32(t[1], t[3]),
+        _mm_unpacklo_epi32(t[4], t[6]),
+        _mm_unpackhi_epi32(t[4], t[6]),
+        _mm_unpacklo_epi32(t[5], t[7]),
+        _mm_unpackhi_epi32(t[5], t[7]),
+    ];
+    [
+        _mm_unpacklo_epi64(u[0], u[4]),
+        _mm_unpackhi_epi64(u[0], u[4]),
+        _mm_unpacklo_epi64(u[1], u[5]),
+        _mm_unpackhi_epi64(u[1], u[5]),
+        _mm_unpacklo_epi64(u[2], u[6]),
+        _mm_unpackhi_epi64(u[2], u[6]),
+        _mm_unpacklo_epi64(u[3], u[7]),
+        _mm_unpackhi_epi64(u[3], u[7]),
+    ]
+}
+
+/// The 16 bytes at `at` of rows `k` (low lane) and `k + 4` (high lane).
+#[inline(always)]
+unsafe fn pair(rows: &[&[u8]; 8], at: usize, k: usize) -> __m256i {
+    unsafe { _mm256_set_m128i(ld128(rows[k + 4], at), ld128(rows[k], at)) }
+}
+
+/// Per 128-bit lane, i32x4 partial sums of Σ_k lo(v_k)·q[k] + hi(v_k)·q[k+16] (`q_lo`, `q_hi`:
+/// the halves of `q` in both lanes). Exact: a `maddubs` pair is ≤ 2·15·128, two still fit i16.
+#[inline(always)]
+unsafe fn pair_dot(v: __m256i, q_lo: __m256i, q_hi: __m256i) -> __m256i {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let lo = _mm256_and_si256(v, m4);
+    let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, q_lo), _mm256_maddubs_epi16(hi, q_hi)), _mm256_set1_epi16(1))
+}
+
+/// Pass 1 of eight rows of a group (`A` parts `ra` apart). Rows `k` and `k + 4` share a
+/// register (one per 128-bit lane), so one nibble split and two `maddubs` serve two rows; three
+/// `hadd`s leave the eight rows' block integers in row order, and the float part runs in eight
+/// lanes in the scalar kernel's order (no FMA: a product, then a sum, as `pass1_row`).
+///
+/// `ahead` is where the next call's rows start, in bytes from `a` (0: none): the call
+/// prefetches them a slice per block, as the hardware prefetcher alone leaves pass 1 waiting
+/// on memory (a prefetch never faults, past the end of the matrix included).
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn pass1_rows8_avx2(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> [Pass1; 8] {
     let nb = x.nb;
-    let rows: [&[u8]; 4] = [&a[..ra], &a[ra..2 * ra], &a[2 * ra..3 * ra], &a[3 * ra..4 * ra]];
-    let (mut a2, mut e1, mut t) = (_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps());
-    let abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fff_ffff));
+    let rows: [&[u8]; 8] = core::array::from_fn(|k| &a[k * ra..(k + 1) * ra]);
+    let lines = (8 * ra).div_ceil(64).div_ceil(nb);
+    let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+    let (mut a2, mut e1, mut t) = (_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut scales = [_mm_setzero_si128(); 8];
     for blk in 0..nb {
+        if ahead != 0 {
+            for l in blk * lines..(blk + 1) * lines {
+                _mm_prefetch::<_MM_HINT_T0>(a.as_ptr().wrapping_add(ahead + 64 * l) as *const i8);
+            }
+        }
+        if blk % 8 == 0 {
+            scales = scales8x8(&rows, blk);
+        }
         let q = &x.qxp[blk];
         // SAFETY: `q` is 32 readable bytes.
-        let q = unsafe { _mm256_loadu_si256(q.as_ptr() as *const __m256i) };
+        let (q_lo, q_hi) = unsafe {
+            let p = q.as_ptr() as *const __m128i;
+            (_mm256_broadcastsi128_si256(_mm_loadu_si128(p)), _mm256_broadcastsi128_si256(_mm_loadu_si128(p.add(1))))
+        };
         let known = x.c[blk] != 0;
+        let off = nb * 2 + blk * 16;
         let end = x.o0 + x.o_off[blk] as usize + x.c[blk] as usize;
         let mask = _mm256_broadcastsi128_si256(mask(x, blk));
-        let mut v = [_mm256_setzero_si256(); 4];
-        for (k, row) in rows.iter().enumerate() {
-            let sh = nib_dot256(nibbles256(ld128(row, nb * 2 + blk * 16)), q);
-            let mut s = _mm256_slli_epi32(sh, 5);
+        let mut p = [_mm256_setzero_si256(); 4];
+        for (k, pk) in p.iter_mut().enumerate() {
+            let mut s = _mm256_slli_epi32(pair_dot(pair(&rows, off, k), q_lo, q_hi), 4);
             if known {
-                let l = _mm256_and_si256(nibbles256(ld128(row, end - 16)), mask);
-                s = _mm256_add_epi32(s, _mm256_slli_epi32(nib_dot256(l, q), 1));
+                s = _mm256_add_epi32(s, pair_dot(_mm256_and_si256(pair(&rows, end - 16, k), mask), q_lo, q_hi));
             }
-            v[k] = s;
+            *pk = s;
         }
-        // Lane k of the four-row sum: Σ over row k's eight partials.
-        let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-        let sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-        // `pass1_block_int`: 32·(sh − 8·Σq) + 2·sl + c15.
-        let ai = _mm_add_epi32(sums, _mm_set1_epi32(x.c15[blk] - 256 * x.sum[blk]));
-        let dw = f16x4_exact(rows.map(|r| u16::from_le_bytes([r[2 * blk], r[2 * blk + 1]])));
-        let s = _mm_mul_ps(dw, _mm_set1_ps(x.dx[blk]));
-        a2 = _mm_add_ps(a2, _mm_mul_ps(_mm_cvtepi32_ps(ai), s));
-        let dwa = _mm_and_ps(dw, abs_mask);
-        e1 = _mm_add_ps(e1, _mm_mul_ps(dwa, _mm_set1_ps(x.m[blk])));
-        t = _mm_add_ps(t, _mm_mul_ps(dwa, _mm_set1_ps(x.n[blk])));
+        // [r0 r0 r1 r1 | r4 r4 r5 r5], [r2 r2 r3 r3 | r6 r6 r7 r7] -> [r0 r1 r2 r3 | r4 r5 r6 r7].
+        let s8 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+        // `pass1_block_int`: 32·(sh − 8·Σq) + 2·sl + c15 = 2·(16·sh + sl) + c15 − 256·Σq.
+        let ai = _mm256_add_epi32(_mm256_slli_epi32(s8, 1), _mm256_set1_epi32(x.c15[blk] - 256 * x.sum[blk]));
+        let dw = f16x8_bits(scales[blk % 8]);
+        let s = _mm256_mul_ps(dw, _mm256_set1_ps(x.dx[blk]));
+        a2 = _mm256_add_ps(a2, _mm256_mul_ps(_mm256_cvtepi32_ps(ai), s));
+        let dwa = _mm256_and_ps(dw, abs_mask);
+        e1 = _mm256_add_ps(e1, _mm256_mul_ps(dwa, _mm256_set1_ps(x.m[blk])));
+        t = _mm256_add_ps(t, _mm256_mul_ps(dwa, _mm256_set1_ps(x.n[blk])));
     }
-    let (mut av, mut ev, mut tv) = ([0f32; 4], [0f32; 4], [0f32; 4]);
-    _mm_storeu_ps(av.as_mut_ptr(), a2);
-    _mm_storeu_ps(ev.as_mut_ptr(), e1);
-    _mm_storeu_ps(tv.as_mut_ptr(), t);
-    [0, 1, 2, 3].map(|k| Pass1 { a2: av[k], e1: ev[k], t: tv[k] })
+    let (mut av, mut ev, mut tv) = ([0f32; 8], [0f32; 8], [0f32; 8]);
+    _mm256_storeu_ps(av.as_mut_ptr(), a2);
+    _mm256_storeu_ps(ev.as_mut_ptr(), e1);
+    _mm256_storeu_ps(tv.as_mut_ptr(), t);
+    core::array::from_fn(|k| Pass1 { a2: av[k], e1: ev[k], t: tv[k] })
 }
 
-pub(super) fn pass1_rows4(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
-    // SAFETY: handed out only when the CPU has AVX2 (`planes::kernels`).
-    unsafe { pass1_rows4_avx2(a, ra, x) }
+pub(super) fn pass1_rows8(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> [Pass1; 8] {
+    // SAFETY: handed out only when the CPU has AVX2 and F16C (`planes::kernels`).
+    unsafe { pass1_rows8_avx2(a, ra, ahead, x) }
 }
 
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,f16c")]
 unsafe fn full_rows4_avx2(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f32; 4] {
     let nb = x.nb;
     let mut sumf = _mm_setzero_ps();

@@ -6,7 +6,7 @@
 use core::arch::wasm32::*;
 
 use super::float::read_f16;
-use super::planes::{rest16, pass1_block_int, Pass1, PlanesAct};
+use super::planes::{rest16, pass1_block_int, Pass1, PlanesAct, PASS1_ROWS};
 use super::simd128::{hsum, ld};
 
 /// i32x4 partial sums of Σ_k lo(v_k)·q[k] + hi(v_k)·q[k+16] (`q0`, `q1`: q's two halves).
@@ -78,7 +78,7 @@ fn reduce4(v: [v128; 4]) -> v128 {
 
 /// Pass 1 of four rows of a group (`A` parts `ra` apart): the integers of one block for the
 /// four rows reduced together, the float part in four lanes in the scalar order.
-pub(super) fn pass1_rows4(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
+fn pass1_rows4(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
     let nb = x.nb;
     let rows: [&[u8]; 4] = [&a[..ra], &a[ra..2 * ra], &a[2 * ra..3 * ra], &a[3 * ra..4 * ra]];
     let (mut a2, mut e1, mut t) = (f32x4_splat(0.0), f32x4_splat(0.0), f32x4_splat(0.0));
@@ -105,6 +105,15 @@ pub(super) fn pass1_rows4(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
     let lane = |v: v128| [f32x4_extract_lane::<0>(v), f32x4_extract_lane::<1>(v), f32x4_extract_lane::<2>(v), f32x4_extract_lane::<3>(v)];
     let (av, ev, tv) = (lane(a2), lane(e1), lane(t));
     [0, 1, 2, 3].map(|k| Pass1 { a2: av[k], e1: ev[k], t: tv[k] })
+}
+
+/// Pass 1 of [`PASS1_ROWS`] rows: four at a time (wasm has no prefetch: `_ahead` unused).
+pub(super) fn pass1_rows(a: &[u8], ra: usize, _ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
+    let mut out = [Pass1 { a2: 0.0, e1: 0.0, t: 0.0 }; PASS1_ROWS];
+    for (i, four) in out.chunks_exact_mut(4).enumerate() {
+        four.copy_from_slice(&pass1_rows4(&a[4 * i * ra..], ra, x));
+    }
+    out
 }
 
 pub(super) fn full_row(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
