@@ -17,9 +17,10 @@
 //! from a fully parsed header, so both routes give the same estimate.
 
 use crate::gguf::{
-    alignment_of, check_count, check_keys, le_u32, le_u64, validate_file_size, validate_tensors, Array, GgmlType,
-    GgufError, GgufHeader, TensorInfo, Value, ValueType, MAX_ARRAY_DEPTH, MAX_DIMS, MAX_HEADER_BYTES, MAX_KEY_BYTES,
-    MAX_TENSOR_NAME_BYTES,
+    alignment_of, array_head, check_bools, check_counts, check_key_len, check_keys, check_magic, check_n_dims, check_string_len,
+    check_tensor_name_len, check_version, le_u32, le_u64, scalar, tensor_info, tensor_info_len, utf8, validate_file_size,
+    validate_tensors, value_type, Array, GgufError, GgufHeader, TensorInfo, Value, ValueType, FIXED_HEADER_BYTES, MAX_ARRAY_DEPTH,
+    MAX_HEADER_BYTES,
 };
 use crate::tokenizer::{KEY_MERGES, KEY_SCORES, KEY_TOKENS, KEY_TOKEN_TYPE};
 
@@ -176,12 +177,6 @@ impl Default for HeaderSkimmer {
     }
 }
 
-fn utf8(bytes: &[u8], what: &'static str, offset: u64) -> Result<String, GgufError> {
-    std::str::from_utf8(bytes)
-        .map(str::to_owned)
-        .map_err(|e| GgufError::InvalidUtf8 { what, offset: offset + e.valid_up_to() as u64 })
-}
-
 impl HeaderSkimmer {
     pub fn new() -> HeaderSkimmer {
         HeaderSkimmer {
@@ -299,34 +294,29 @@ impl HeaderSkimmer {
     fn item(&mut self, b: &[u8], off: u64) -> Result<Option<usize>, GgufError> {
         match std::mem::replace(&mut self.state, State::Done) {
             State::Fixed => {
-                if b.len() < 24 {
+                if (b.len() as u64) < FIXED_HEADER_BYTES {
                     self.state = State::Fixed;
                     return Ok(None);
                 }
-                if &b[..4] != b"GGUF" {
-                    return Err(GgufError::BadMagic { found: b[..4].to_vec() });
-                }
+                check_magic(b)?;
                 self.version = le_u32(&b[4..]);
-                if self.version != 2 && self.version != 3 {
-                    return Err(GgufError::UnsupportedVersion { version: self.version });
-                }
+                check_version(self.version)?;
                 self.n_tensors = le_u64(&b[8..]);
                 self.n_kv = le_u64(&b[16..]);
-                check_count("tensor count", self.n_tensors, 8 + 1 + 4 + 8 + 4 + 8, 24)?;
-                check_count("metadata count", self.n_kv, 8 + 1 + 4 + 1, 24)?;
+                check_counts(self.n_tensors, self.n_kv)?;
                 self.metadata.reserve(self.n_kv.min(4096) as usize);
                 self.tensors.reserve(self.n_tensors.min(4096) as usize);
                 self.state = if self.n_kv > 0 { State::Key } else { self.after_metadata() };
-                Ok(Some(24))
+                Ok(Some(FIXED_HEADER_BYTES as usize))
             }
             State::Key => {
-                let Some((key, n)) = self.kept_string(b, off, MAX_KEY_BYTES, "metadata key")? else {
+                if b.len() >= 8 {
+                    check_key_len(le_u64(b), &b[8..])?;
+                }
+                let Some((key, n)) = self.kept_string(b, off, "metadata key")? else {
                     self.state = State::Key;
                     return Ok(None);
                 };
-                if key.is_empty() {
-                    return Err(GgufError::BadKey { key, reason: "empty" });
-                }
                 self.state = State::ValueType { key };
                 Ok(Some(n))
             }
@@ -335,8 +325,7 @@ impl HeaderSkimmer {
                     self.state = State::ValueType { key };
                     return Ok(None);
                 }
-                let id = le_u32(b);
-                let ty = ValueType::from_id(id).ok_or(GgufError::UnknownValueType { id, offset: off })?;
+                let ty = value_type(le_u32(b), off)?;
                 self.state = State::Value { key, ty };
                 Ok(Some(4))
             }
@@ -350,15 +339,13 @@ impl HeaderSkimmer {
         }
     }
 
-    /// A length-prefixed string to keep (at most `max` bytes); `None` when `b` is too short.
-    fn kept_string(&mut self, b: &[u8], off: u64, max: u64, what: &'static str) -> Result<Option<(String, usize)>, GgufError> {
+    /// A length-prefixed string to keep (its length already checked against what it may be);
+    /// `None` when `b` is too short.
+    fn kept_string(&mut self, b: &[u8], off: u64, what: &'static str) -> Result<Option<(String, usize)>, GgufError> {
         if b.len() < 8 {
             return Ok(None);
         }
         let len = le_u64(b);
-        if len > max {
-            return Err(GgufError::CountTooLarge { what, count: len, max });
-        }
         let end = 8 + len as usize;
         if b.len() < end {
             return Ok(None);
@@ -389,24 +376,7 @@ impl HeaderSkimmer {
                 self.state = State::Value { key, ty };
                 return Ok(None);
             }
-            let v = match ty {
-                ValueType::U8 => Value::U8(b[0]),
-                ValueType::I8 => Value::I8(b[0] as i8),
-                ValueType::U16 => Value::U16(u16::from_le_bytes([b[0], b[1]])),
-                ValueType::I16 => Value::I16(i16::from_le_bytes([b[0], b[1]])),
-                ValueType::U32 => Value::U32(le_u32(b)),
-                ValueType::I32 => Value::I32(le_u32(b) as i32),
-                ValueType::F32 => Value::F32(f32::from_bits(le_u32(b))),
-                ValueType::U64 => Value::U64(le_u64(b)),
-                ValueType::I64 => Value::I64(le_u64(b) as i64),
-                ValueType::F64 => Value::F64(f64::from_bits(le_u64(b))),
-                ValueType::Bool => match b[0] {
-                    0 => Value::Bool(false),
-                    1 => Value::Bool(true),
-                    value => return Err(GgufError::InvalidBool { value, offset: off }),
-                },
-                ValueType::String | ValueType::Array => unreachable!(),
-            };
+            let v = scalar(ty, b, off)?;
             self.push_value(key, v);
             return Ok(Some(size as usize));
         }
@@ -417,14 +387,14 @@ impl HeaderSkimmer {
                     return Ok(None);
                 }
                 let len = le_u64(b);
-                check_count("string length", len, 1, off + 8)?;
+                check_string_len(len, off + 8)?;
                 if len > KEEP_STRING {
                     self.stats.parsed_heap_bytes += wasm32::alloc(len);
                     self.skip = len;
                     self.push_value(key, Value::String(String::new()));
                     return Ok(Some(8));
                 }
-                match self.kept_string(b, off, KEEP_STRING, "string value")? {
+                match self.kept_string(b, off, "string value")? {
                     Some((s, n)) => {
                         self.push_value(key, Value::String(s));
                         Ok(Some(n))
@@ -441,10 +411,7 @@ impl HeaderSkimmer {
                     self.state = State::Value { key, ty };
                     return Ok(None);
                 }
-                let id = le_u32(b);
-                let elem = ValueType::from_id(id).ok_or(GgufError::UnknownValueType { id, offset: off })?;
-                let count = le_u64(&b[4..]);
-                check_count("array length", count, elem.min_size(), off + 12)?;
+                let (elem, count) = array_head(b, off)?;
                 let elem_size = elem.fixed_size().unwrap_or(if elem == ValueType::String { wasm32::STRING } else { wasm32::ARRAY });
                 self.stats.parsed_heap_bytes += wasm32::vec_bytes(count * elem_size);
                 match (key.as_str(), elem) {
@@ -485,9 +452,7 @@ impl HeaderSkimmer {
             }
             let bytes = &b[..(n * size) as usize];
             if elem == ValueType::Bool {
-                if let Some(i) = bytes.iter().position(|&x| x > 1) {
-                    return Err(GgufError::InvalidBool { value: bytes[i], offset: off + i as u64 });
-                }
+                check_bools(bytes, off)?;
             }
             if depth == 1 && key == KEY_TOKEN_TYPE && elem == ValueType::I32 {
                 self.stats.n_special_tokens += bytes.chunks_exact(4).filter(|c| is_special_type(le_u32(c) as i32)).count() as u64;
@@ -503,7 +468,7 @@ impl HeaderSkimmer {
                 return Ok(None);
             }
             let len = le_u64(b);
-            check_count("string length", len, 1, off + 8)?;
+            check_string_len(len, off + 8)?;
             self.stats.parsed_heap_bytes += wasm32::alloc(len);
             if depth == 1 && key == KEY_TOKENS {
                 self.stats.token_bytes += len;
@@ -545,10 +510,7 @@ impl HeaderSkimmer {
                 self.state = State::Array { key, frames, keep, top_elem };
                 return Ok(None);
             }
-            let id = le_u32(b);
-            let inner = ValueType::from_id(id).ok_or(GgufError::UnknownValueType { id, offset: off })?;
-            let count = le_u64(&b[4..]);
-            check_count("array length", count, inner.min_size(), off + 12)?;
+            let (inner, count) = array_head(b, off)?;
             let elem_size = inner.fixed_size().unwrap_or(if inner == ValueType::String { wasm32::STRING } else { wasm32::ARRAY });
             self.stats.parsed_heap_bytes += wasm32::vec_bytes(count * elem_size);
             top.remaining -= 1;
@@ -585,33 +547,19 @@ impl HeaderSkimmer {
             return Ok(None);
         }
         let len = le_u64(b);
-        if len > MAX_TENSOR_NAME_BYTES {
-            return Err(GgufError::CountTooLarge { what: "tensor name length", count: len, max: MAX_TENSOR_NAME_BYTES });
-        }
+        check_tensor_name_len(len, &b[8..])?;
         let l = len as usize;
         if b.len() < 8 + l + 4 {
             return Ok(None);
         }
-        let name = utf8(&b[8..8 + l], "tensor name", off + 8)?;
         let n_dims = le_u32(&b[8 + l..]);
-        if n_dims == 0 || n_dims > MAX_DIMS {
-            return Err(GgufError::BadDimCount { tensor: name, n_dims });
-        }
-        let end = 8 + l + 4 + 8 * n_dims as usize + 4 + 8;
+        check_n_dims(&b[8..8 + l], n_dims)?;
+        let end = tensor_info_len(len, n_dims) as usize;
         if b.len() < end {
             return Ok(None);
         }
-        let mut p = 8 + l + 4;
-        let mut dims = Vec::with_capacity(n_dims as usize);
-        for _ in 0..n_dims {
-            dims.push(le_u64(&b[p..]));
-            p += 8;
-        }
-        let id = le_u32(&b[p..]);
-        let ggml_type = GgmlType::from_id(id).ok_or_else(|| GgufError::UnknownTensorType { tensor: name.clone(), id })?;
-        let offset = le_u64(&b[p + 4..]);
         self.stats.parsed_heap_bytes += wasm32::alloc(len) + wasm32::alloc(8 * n_dims as u64);
-        self.tensors.push(TensorInfo { name, dims, ggml_type, offset });
+        self.tensors.push(tensor_info(b, off)?);
         if self.tensors.len() as u64 == self.n_tensors {
             self.state = State::Done;
         }
