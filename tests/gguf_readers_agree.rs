@@ -1,9 +1,13 @@
 //! The two GGUF header readers — the loader's (`gguf::parse_header`: scan, then decode) and
 //! the memory ledger's streaming skimmer (`memory::HeaderSkimmer`) — apply one set of item
 //! rules (`gguf/item.rs`): a hostile header gets the same typed error from both, whether the
-//! skimmer is fed it whole or a byte at a time.
+//! skimmer is fed it whole or a byte at a time. The skimmer is gguf's streaming reader
+//! (`gguf::HeaderStream`) with limits; with `Keep::ALL` the same reader returns the header the
+//! loader's parser does.
 
-use edgellm::gguf::{parse_header, HeaderStatus};
+mod common;
+
+use edgellm::gguf::{parse_file, parse_header, HeaderStatus, HeaderStream, Keep, StreamStatus};
 use edgellm::memory::HeaderSkimmer;
 
 fn u32le(v: u32) -> Vec<u8> {
@@ -98,6 +102,33 @@ fn hostile_headers_get_the_same_code_from_both_readers() {
         assert_eq!(loader_code(&bytes), want, "{what}: the loader's reader");
         for chunk in [1, 7, bytes.len().max(1)] {
             assert_eq!(skimmer_code(&bytes, chunk), want, "{what}: the skimmer in chunks of {chunk}");
+        }
+    }
+}
+
+#[test]
+fn the_streaming_reader_keeping_all_returns_the_parsers_header() {
+    let mut files: Vec<_> = std::fs::read_dir(common::data("")).unwrap().map(|e| e.unwrap().path()).collect();
+    files.retain(|p| p.extension().is_some_and(|x| x == "gguf"));
+    files.sort();
+    assert!(files.len() >= 4, "{files:?}");
+    for path in files {
+        let bytes = std::fs::read(&path).unwrap();
+        let want = parse_file(&bytes).unwrap();
+        for chunk in [1, 333, bytes.len()] {
+            let mut r = HeaderStream::new(Keep::ALL, ());
+            let mut status = StreamStatus::NeedMore { bytes_received: 0 };
+            for c in bytes.chunks(chunk) {
+                status = r.push(c).unwrap();
+                if let StreamStatus::Complete { .. } = status {
+                    break;
+                }
+            }
+            let StreamStatus::Complete { header_len } = status else { panic!("{path:?}: {status:?}") };
+            let (got, len, ()) = r.finish(Some(bytes.len() as u64)).unwrap();
+            assert_eq!(got, want, "{path:?} in chunks of {chunk}");
+            assert_eq!(len, header_len);
+            assert!(want.data_offset >= len && want.data_offset - len < want.alignment, "{path:?}");
         }
     }
 }
