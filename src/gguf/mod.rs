@@ -1,15 +1,19 @@
-//! The GGUF container: data model (`types`), a resumable structure scan (`scan`), the
-//! validating header parser (`parse`, `validate`), the streaming loader (`load`, `store`),
+//! The GGUF container: data model (`types`), the encoding of each header item (`item`: the one
+//! set of rules every reader below applies), a resumable structure scan (`scan`), the
+//! validating header parser (`parse`, `validate`), the streaming low-memory header reader
+//! (`stream`, the memory ledger's), the streaming loader (`load`, `store`),
 //! native file access (`file`) and a writer for synthetic test models (`write`).
 
 mod error;
 mod file_type;
 #[cfg(not(target_arch = "wasm32"))]
 mod file;
+mod item;
 mod load;
 mod parse;
 mod scan;
 mod store;
+mod stream;
 mod types;
 mod validate;
 mod write;
@@ -20,15 +24,11 @@ pub use file_type::file_type_name;
 pub use file::{load_file, read_header_file};
 pub use load::{load_bytes, LoadProgress, StreamLoader};
 pub use parse::{parse_file, parse_header, validate_file_size, HeaderStatus};
-pub(crate) use validate::validate_tensors;
-// The byte-level rules every header reader shares (this module's parser and the memory
-// ledger's streaming skimmer): little-endian reads, count caps, key and alignment checks.
-pub(crate) use parse::{alignment_of, check_keys};
-pub(crate) use scan::{check_count, le_u32, le_u64};
 pub use scan::{
     HeaderScanner, ScanStatus, MAX_ARRAY_DEPTH, MAX_DIMS, MAX_HEADER_BYTES, MAX_KEY_BYTES,
     MAX_TENSOR_NAME_BYTES,
 };
 pub use store::TensorStore;
+pub use stream::{HeaderStream, Keep, StreamObserver, StreamStatus};
 pub use types::*;
 pub use write::GgufWriter;

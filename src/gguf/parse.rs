@@ -9,10 +9,9 @@
 use std::collections::HashSet;
 
 use super::error::GgufError;
-use super::scan::{
-    le_u32, le_u64, HeaderScanner, ScanStatus, FIXED_HEADER_BYTES, MAX_ARRAY_DEPTH,
-};
-use super::types::{Array, GgmlType, GgufHeader, TensorInfo, Value, ValueType};
+use super::item::{array_head, check_bools, le_u32, le_u64, scalar, tensor_info, tensor_info_len, utf8, value_type, FIXED_HEADER_BYTES};
+use super::scan::{HeaderScanner, ScanStatus, MAX_ARRAY_DEPTH};
+use super::types::{Array, GgufHeader, Value, ValueType};
 use super::validate::{validate_tensors, ALIGNMENT_KEY, DEFAULT_ALIGNMENT};
 
 pub use super::validate::validate_file_size;
@@ -67,9 +66,7 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<GgufHeader, GgufError> {
     let mut metadata = Vec::with_capacity(c.capacity_for(kv_count, 14));
     for _ in 0..kv_count {
         let key = c.string("metadata key")?;
-        let id = c.u32()?;
-        let t = ValueType::from_id(id)
-            .ok_or_else(|| GgufError::UnknownValueType { id, offset: c.pos as u64 - 4 })?;
+        let t = value_type(c.u32()?, c.pos as u64 - 4)?;
         let value = c.value(t)?;
         metadata.push((key, value));
     }
@@ -78,17 +75,7 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<GgufHeader, GgufError> {
 
     let mut tensors = Vec::with_capacity(c.capacity_for(tensor_count, 33));
     for _ in 0..tensor_count {
-        let name = c.string("tensor name")?;
-        let n_dims = c.u32()?;
-        let mut dims = Vec::with_capacity(n_dims.min(4) as usize);
-        for _ in 0..n_dims {
-            dims.push(c.u64()?);
-        }
-        let id = c.u32()?;
-        let ggml_type = GgmlType::from_id(id)
-            .ok_or_else(|| GgufError::UnknownTensorType { tensor: name.clone(), id })?;
-        let offset = c.u64()?;
-        tensors.push(TensorInfo { name, dims, ggml_type, offset });
+        tensors.push(c.tensor_info()?);
     }
     let header_len = c.pos as u64;
     // Padding up to the alignment; cannot overflow since header_len is bounded by the scanner's
@@ -168,38 +155,30 @@ impl<'a> Cursor<'a> {
     fn string(&mut self, what: &'static str) -> Result<String, GgufError> {
         let len = self.u64()?;
         let start = self.pos as u64;
-        let bytes = self.take(len)?;
-        match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(s.to_owned()),
-            Err(e) => Err(GgufError::InvalidUtf8 { what, offset: start + e.valid_up_to() as u64 }),
-        }
-    }
-
-    fn bool(&mut self) -> Result<bool, GgufError> {
-        let offset = self.pos as u64;
-        match self.take(1)?[0] {
-            0 => Ok(false),
-            1 => Ok(true),
-            value => Err(GgufError::InvalidBool { value, offset }),
-        }
+        utf8(self.take(len)?, what, start)
     }
 
     fn value(&mut self, t: ValueType) -> Result<Value, GgufError> {
+        if let Some(size) = t.fixed_size() {
+            let offset = self.pos as u64;
+            return scalar(t, self.take(size)?, offset);
+        }
         Ok(match t {
-            ValueType::U8 => Value::U8(self.take(1)?[0]),
-            ValueType::I8 => Value::I8(self.take(1)?[0] as i8),
-            ValueType::U16 => Value::U16(u16::from_le_bytes(arr(self.take(2)?))),
-            ValueType::I16 => Value::I16(i16::from_le_bytes(arr(self.take(2)?))),
-            ValueType::U32 => Value::U32(self.u32()?),
-            ValueType::I32 => Value::I32(i32::from_le_bytes(arr(self.take(4)?))),
-            ValueType::F32 => Value::F32(f32::from_le_bytes(arr(self.take(4)?))),
-            ValueType::U64 => Value::U64(self.u64()?),
-            ValueType::I64 => Value::I64(i64::from_le_bytes(arr(self.take(8)?))),
-            ValueType::F64 => Value::F64(f64::from_le_bytes(arr(self.take(8)?))),
-            ValueType::Bool => Value::Bool(self.bool()?),
             ValueType::String => Value::String(self.string("string value")?),
-            ValueType::Array => Value::Array(self.array(0)?),
+            _ => Value::Array(self.array(0)?),
         })
+    }
+
+    /// One tensor info, whose name length and dimension count the scanner has checked.
+    fn tensor_info(&mut self) -> Result<super::types::TensorInfo, GgufError> {
+        let at = self.pos;
+        let rest = &self.buf[at..];
+        let head = |n: usize| rest.get(..n).ok_or(GgufError::Truncated { needed: (at + n) as u64, available: self.buf.len() as u64 });
+        let name_len = le_u64(head(8)?);
+        let n_dims = le_u32(&head(8 + name_len as usize + 4)?[8 + name_len as usize..]);
+        let len = tensor_info_len(name_len, n_dims);
+        let b = self.take(len)?;
+        tensor_info(b, at as u64)
     }
 
     /// An array (element type, count, elements); `depth` counts the arrays it is nested in.
@@ -208,9 +187,7 @@ impl<'a> Cursor<'a> {
         if depth >= MAX_ARRAY_DEPTH {
             return Err(GgufError::ArrayTooDeep { max_depth: MAX_ARRAY_DEPTH, offset: at });
         }
-        let id = self.u32()?;
-        let elem = ValueType::from_id(id).ok_or(GgufError::UnknownValueType { id, offset: at })?;
-        let count = self.u64()?;
+        let (elem, count) = array_head(self.take(12)?, at)?;
         if let Some(size) = elem.fixed_size() {
             let n_bytes = count.checked_mul(size).ok_or_else(|| GgufError::CountTooLarge {
                 what: "array length",
@@ -239,19 +216,11 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn arr<const N: usize>(b: &[u8]) -> [u8; N] {
-    let mut a = [0u8; N];
-    a.copy_from_slice(b);
-    a
-}
-
 /// Decodes a run of fixed-size little-endian elements (`body_offset` is for error messages):
 /// bools must be 0 or 1.
 fn fixed_array(elem: ValueType, body: &[u8], body_offset: u64) -> Result<Array, GgufError> {
     if elem == ValueType::Bool {
-        if let Some(i) = body.iter().position(|&b| b > 1) {
-            return Err(GgufError::InvalidBool { value: body[i], offset: body_offset + i as u64 });
-        }
+        check_bools(body, body_offset)?;
     }
     // Only fixed-size element types reach here (`elem.fixed_size()` was Some).
     Ok(Array::from_le_bytes(elem, body).unwrap_or_else(|| Array::empty(elem)))

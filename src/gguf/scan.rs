@@ -10,6 +10,10 @@
 //! of asking for gigabytes.
 
 use super::error::GgufError;
+use super::item::{
+    array_head, check_counts, check_key_len, check_magic, check_n_dims, check_string_len, check_tensor_name_len, check_version,
+    le_u32, le_u64, tensor_info_len, value_type, FIXED_HEADER_BYTES,
+};
 use super::types::ValueType;
 
 /// The largest header the parser will wait for. Real headers are a few MiB (a 262k-token
@@ -25,13 +29,6 @@ pub const MAX_DIMS: u32 = 4;
 /// level, so this also bounds its stack use.
 pub const MAX_ARRAY_DEPTH: usize = 8;
 
-/// Magic, version, tensor count, metadata count.
-pub(crate) const FIXED_HEADER_BYTES: u64 = 4 + 4 + 8 + 8;
-/// Smallest possible key/value pair: 1-byte key, type id, 1-byte value.
-const MIN_KV_BYTES: u64 = 8 + 1 + 4 + 1;
-/// Smallest possible tensor info: 1-byte name, one dimension, type, offset.
-const MIN_TENSOR_INFO_BYTES: u64 = 8 + 1 + 4 + 8 + 4 + 8;
-/// Smallest encodings of one array element whose size is not fixed.
 /// The largest `count` of items of at least `min_size` bytes that fit between `pos` and the
 /// header size limit; errors name `what` was being counted.
 pub(crate) fn check_count(
@@ -109,16 +106,6 @@ fn window(prefix: &[u8], start: u64, len: u64) -> Result<Option<&[u8]>, GgufErro
     Ok(Some(&prefix[start as usize..end as usize]))
 }
 
-pub(crate) fn le_u32(b: &[u8]) -> u32 {
-    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
-
-pub(crate) fn le_u64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    u64::from_le_bytes(a)
-}
-
 /// Reads `len` bytes at `start` or returns `NeedMore` from the enclosing function.
 macro_rules! take {
     ($prefix:expr, $start:expr, $len:expr) => {
@@ -163,18 +150,12 @@ impl HeaderScanner {
             match self.step {
                 Step::Done => return Ok(ScanStatus::Complete { header_len: p }),
                 Step::Magic => {
-                    let b = take!(prefix, p, 4);
-                    if b != b"GGUF" {
-                        return Err(GgufError::BadMagic { found: b.to_vec() });
-                    }
+                    check_magic(take!(prefix, p, 4))?;
                     self.pos = p + 4;
                     self.step = Step::Version;
                 }
                 Step::Version => {
-                    let version = le_u32(take!(prefix, p, 4));
-                    if version != 2 && version != 3 {
-                        return Err(GgufError::UnsupportedVersion { version });
-                    }
+                    check_version(le_u32(take!(prefix, p, 4)))?;
                     self.pos = p + 4;
                     self.step = Step::Counts;
                 }
@@ -183,16 +164,8 @@ impl HeaderScanner {
                     let tensor_count = le_u64(&b[0..8]);
                     let kv_count = le_u64(&b[8..16]);
                     let after = p + 16;
-                    check_count("tensor count", tensor_count, MIN_TENSOR_INFO_BYTES, after)?;
-                    check_count("metadata count", kv_count, MIN_KV_BYTES, after)?;
-                    // Both together must fit too.
-                    let both = tensor_count * MIN_TENSOR_INFO_BYTES + kv_count * MIN_KV_BYTES;
-                    if both > MAX_HEADER_BYTES - after {
-                        return Err(GgufError::HeaderTooLarge {
-                            needed: after + both,
-                            limit: MAX_HEADER_BYTES,
-                        });
-                    }
+                    debug_assert_eq!(after, FIXED_HEADER_BYTES);
+                    check_counts(tensor_count, kv_count)?;
                     self.tensor_count = tensor_count;
                     self.kv_count = kv_count;
                     self.pos = after;
@@ -200,19 +173,9 @@ impl HeaderScanner {
                 }
                 Step::Key => {
                     let len = le_u64(take!(prefix, p, 8));
-                    if len == 0 {
-                        return Err(GgufError::BadKey { key: String::new(), reason: "empty" });
-                    }
-                    if len > MAX_KEY_BYTES {
-                        return Err(GgufError::BadKey {
-                            key: lossy_prefix(prefix, p + 8, 64),
-                            reason: "longer than 65535 bytes",
-                        });
-                    }
+                    check_key_len(len, after(prefix, p + 8))?;
                     let b = take!(prefix, p, 8 + len + 4);
-                    let id = le_u32(&b[8 + len as usize..]);
-                    let t = ValueType::from_id(id)
-                        .ok_or_else(|| GgufError::UnknownValueType { id, offset: p + 8 + len })?;
+                    let t = value_type(le_u32(&b[8 + len as usize..]), p + 8 + len)?;
                     self.pos = p + 8 + len + 4;
                     self.step = Step::Value(t);
                 }
@@ -222,7 +185,7 @@ impl HeaderScanner {
                         self.pos = p + size;
                     } else if t == ValueType::String {
                         let len = le_u64(take!(prefix, p, 8));
-                        check_count("string length", len, 1, p + 8)?;
+                        check_string_len(len, p + 8)?;
                         take!(prefix, p, 8 + len);
                         self.pos = p + 8 + len;
                     } else {
@@ -240,27 +203,11 @@ impl HeaderScanner {
                         continue;
                     }
                     let len = le_u64(take!(prefix, p, 8));
-                    if len == 0 {
-                        return Err(GgufError::BadTensorName {
-                            name: String::new(),
-                            reason: "empty",
-                        });
-                    }
-                    if len > MAX_TENSOR_NAME_BYTES {
-                        return Err(GgufError::BadTensorName {
-                            name: lossy_prefix(prefix, p + 8, 64),
-                            reason: "longer than 64 bytes",
-                        });
-                    }
+                    check_tensor_name_len(len, after(prefix, p + 8))?;
                     let b = take!(prefix, p, 8 + len + 4);
                     let n_dims = le_u32(&b[8 + len as usize..]);
-                    if n_dims == 0 || n_dims > MAX_DIMS {
-                        return Err(GgufError::BadDimCount {
-                            tensor: String::from_utf8_lossy(&b[8..8 + len as usize]).into_owned(),
-                            n_dims,
-                        });
-                    }
-                    let total = 8 + len + 4 + 8 * n_dims as u64 + 4 + 8;
+                    check_n_dims(&b[8..8 + len as usize], n_dims)?;
+                    let total = tensor_info_len(len, n_dims);
                     take!(prefix, p, total);
                     self.pos = p + total;
                     self.tensors_done += 1;
@@ -278,12 +225,9 @@ impl HeaderScanner {
         }
         let need = |n: u64| Some(ScanStatus::NeedMore { total_bytes_needed: p + n });
         let Some(b) = window(prefix, p, 12)? else { return Ok(need(12)) };
-        let id = le_u32(&b[0..4]);
-        let elem = ValueType::from_id(id).ok_or(GgufError::UnknownValueType { id, offset: p })?;
-        let count = le_u64(&b[4..12]);
+        let (elem, count) = array_head(b, p)?;
         let body = p + 12;
         if let Some(size) = elem.fixed_size() {
-            check_count("array length", count, size, body)?;
             let Some(_) = window(prefix, p, 12 + count * size)? else {
                 return Ok(need(12 + count * size));
             };
@@ -291,7 +235,6 @@ impl HeaderScanner {
             self.value_done();
             return Ok(None);
         }
-        check_count("array length", count, elem.min_size(), body)?;
         self.pos = body;
         if count == 0 {
             self.value_done();
@@ -326,9 +269,7 @@ impl HeaderScanner {
     }
 }
 
-/// Up to `max` bytes at `start`, as text, for error messages about names we will not accept.
-fn lossy_prefix(prefix: &[u8], start: u64, max: usize) -> String {
-    let start = (start as usize).min(prefix.len());
-    let end = start.saturating_add(max).min(prefix.len());
-    String::from_utf8_lossy(&prefix[start..end]).into_owned()
+/// What `prefix` holds from `start` on (for the messages about names we will not accept).
+fn after(prefix: &[u8], start: u64) -> &[u8] {
+    &prefix[(start as usize).min(prefix.len())..]
 }

@@ -33,39 +33,90 @@ use std::io::Write;
 use std::sync::Arc;
 
 use edgellm::engine::{GenerateOptions, HeadMode, Session, SessionOptions};
-use edgellm::kv::{KvDtype, KvOptions, KvPolicy};
-use edgellm::limits::{MAX_CONTEXT_TOKENS, MAX_KV_BYTES, MAX_NEW_TOKENS};
+use edgellm::kv::KvOptions;
+use edgellm::limits::{MAX_CONTEXT_TOKENS, MAX_NEW_TOKENS};
 use edgellm::metrics::native_clock;
 use edgellm::model::{Model, ModelOptions};
 use edgellm::sampling::SamplerConfig;
 use edgellm::tokenizer::{ChatMessage, Tokenizer};
 use serde_json::json;
 
-use crate::args::Args;
+use crate::args::{range, KvArgs, TokenIds};
+use crate::threads::ThreadsArg;
 
-/// The `--kv-*` options every command that runs a session takes.
-pub const KV_OPTIONS: [&str; 5] = ["kv-tokens", "kv-bytes", "kv-dtype", "kv-sinks", "kv-policy"];
+/// The output head of decode steps.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Head {
+    /// Screen the head where the model and sampler allow it exactly
+    #[default]
+    Auto,
+    /// Compute every logit
+    Full,
+    /// Screen, and assert the screen against the full head on every step
+    Checked,
+    /// Load the model without the head's re-layout (the file's layout, full head)
+    Off,
+}
 
-/// The KV options given on the command line (`None` when there are none).
-pub fn kv_options(args: &Args) -> Result<Option<KvOptions>, String> {
-    if KV_OPTIONS.iter().all(|o| args.value(o).is_none()) {
-        return Ok(None);
-    }
-    let dtype = match args.value("kv-dtype") {
-        None => None,
-        Some(s) => Some(KvDtype::parse(s).ok_or_else(|| format!("--kv-dtype: {s:?} is not f16 or q8"))?),
-    };
-    let policy = match args.value("kv-policy") {
-        None => None,
-        Some(s) => Some(KvPolicy::parse(s).ok_or_else(|| format!("--kv-policy: {s:?} is not window-sinks or error"))?),
-    };
-    Ok(Some(KvOptions {
-        tokens: args.count("kv-tokens", 1, MAX_CONTEXT_TOKENS)?,
-        bytes: args.count("kv-bytes", 1, MAX_KV_BYTES as usize)?,
-        dtype,
-        sinks: args.parsed("kv-sinks")?,
-        policy,
-    }))
+/// Generate text (streams to stdout; metrics on stderr)
+///
+/// The sampling options apply when --temperature is above 0.
+#[derive(clap::Args, Debug)]
+#[command(group = clap::ArgGroup::new("input").required(true).args(["prompt", "ids"]))]
+pub struct GenerateArgs {
+    /// The GGUF model file
+    #[arg(long, value_name = "M")]
+    model: String,
+    /// Prompt text (BOS as the metadata asks, special tokens parsed)
+    #[arg(long, value_name = "TEXT")]
+    prompt: Option<String>,
+    /// Prompt token ids, used as given
+    #[arg(long, value_name = "2,818,...")]
+    ids: Option<TokenIds>,
+    /// Tokens to generate at most
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    max_tokens: u64,
+    /// Sampling temperature; 0 is greedy decoding with no penalties
+    #[arg(long, value_name = "T")]
+    temperature: Option<f32>,
+    /// Sample among the K most likely tokens (default, as every unset sampling option:
+    /// llama.cpp's, `SamplerConfig::default`)
+    #[arg(long, value_name = "K")]
+    top_k: Option<usize>,
+    /// Nucleus sampling: the smallest set of tokens with probability mass P
+    #[arg(long, value_name = "P")]
+    top_p: Option<f32>,
+    /// Drop tokens less likely than P times the most likely one
+    #[arg(long, value_name = "P")]
+    min_p: Option<f32>,
+    /// Penalty on tokens already in the context
+    #[arg(long, value_name = "R")]
+    repeat_penalty: Option<f32>,
+    /// Sampling seed
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
+    /// Stop when the text contains STR
+    #[arg(long, value_name = "STR")]
+    stop: Option<String>,
+    /// Wrap --prompt as one user turn in the model's chat template
+    #[arg(long)]
+    chat: bool,
+    /// Do not stop at end-of-generation tokens
+    #[arg(long)]
+    ignore_eos: bool,
+    /// One JSON object on stdout (text, ids, metrics, KV, head) instead of streamed text
+    #[arg(long)]
+    json: bool,
+    /// Print one JSON line to stderr every N generated tokens (KV, RSS, decode speed)
+    #[arg(long, value_name = "N")]
+    trace: Option<usize>,
+    /// The output head of decode steps
+    #[arg(long, value_enum, default_value_t = Head::Auto)]
+    head: Head,
+    #[command(flatten)]
+    threads: ThreadsArg,
+    #[command(flatten)]
+    kv: KvArgs,
 }
 
 /// A session with the KV options (or the plain context of `default_tokens`).
@@ -86,29 +137,25 @@ pub fn rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-pub fn run(argv: &[String]) -> Result<(), String> {
-    let mut with_value = vec!["model", "prompt", "ids", "max-tokens", "temperature", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "stop", "trace", "head", crate::threads::OPTION];
-    with_value.extend(KV_OPTIONS);
-    let args = Args::parse(argv, &with_value, &["chat", "json", "ignore-eos"])?;
-    let kv = kv_options(&args)?;
-    let exec = crate::threads::exec(&args)?;
-    let path = args.required("model")?;
-    let head_mode = match args.value("head") {
-        None | Some("auto") => HeadMode::Auto,
-        Some("full") | Some("off") => HeadMode::Full,
-        Some("checked") => HeadMode::Checked,
-        Some(other) => return Err(format!("--head: {other:?} is not auto, full, checked or off")),
+pub fn run(args: GenerateArgs) -> Result<(), String> {
+    let kv = args.kv.options()?;
+    let exec = args.threads.exec()?;
+    let path = args.model.as_str();
+    let head_mode = match args.head {
+        Head::Auto => HeadMode::Auto,
+        Head::Full | Head::Off => HeadMode::Full,
+        Head::Checked => HeadMode::Checked,
     };
-    let model_opts = ModelOptions { screened_head: args.value("head") != Some("off") };
+    let model_opts = ModelOptions { screened_head: args.head != Head::Off };
     let model = Model::load_file_with(path, &model_opts).map_err(|e| format!("{path}: {e} [{}]", e.code()))?;
     let tok = Tokenizer::from_gguf(model.header()).map_err(|e| format!("{path}: tokenizer: {e} [{}]", e.code()))?;
 
-    let prompt_ids: Vec<u32> = match (args.value("prompt"), args.ids("ids")?) {
-        (Some(_), Some(_)) => return Err("give --prompt or --ids, not both".into()),
+    // clap's group "input" admits exactly one of them.
+    let prompt_ids: Vec<u32> = match (&args.prompt, args.ids) {
+        (None, Some(TokenIds(ids))) => ids,
         (None, None) => return Err("--prompt or --ids is required".into()),
-        (None, Some(ids)) => ids,
-        (Some(text), None) => {
-            if args.flag("chat") {
+        (Some(text), _) => {
+            if args.chat {
                 tok.encode_chat(&[ChatMessage::new("user", text)], true).map_err(|e| format!("chat template: {e} [{}]", e.code()))?
             } else {
                 tok.encode(text, true, true)
@@ -119,23 +166,23 @@ pub fn run(argv: &[String]) -> Result<(), String> {
         return Err("the prompt has no tokens".into());
     }
 
-    let max_tokens = args.count("max-tokens", 1, MAX_NEW_TOKENS)?.unwrap_or(128);
+    let max_tokens = range("max-tokens", args.max_tokens, 1, MAX_NEW_TOKENS)?;
     let defaults = SamplerConfig::default();
-    let temperature: f32 = args.parsed("temperature")?.unwrap_or(defaults.temperature);
+    let temperature: f32 = args.temperature.unwrap_or(defaults.temperature);
     let sampler = if temperature <= 0.0 {
         SamplerConfig::greedy()
     } else {
         SamplerConfig {
             temperature,
-            top_k: args.parsed("top-k")?.unwrap_or(defaults.top_k),
-            top_p: args.parsed("top-p")?.unwrap_or(defaults.top_p),
-            min_p: args.parsed("min-p")?.unwrap_or(defaults.min_p),
-            repeat_penalty: args.parsed("repeat-penalty")?.unwrap_or(defaults.repeat_penalty),
-            seed: args.parsed("seed")?.unwrap_or(defaults.seed),
+            top_k: args.top_k.unwrap_or(defaults.top_k),
+            top_p: args.top_p.unwrap_or(defaults.top_p),
+            min_p: args.min_p.unwrap_or(defaults.min_p),
+            repeat_penalty: args.repeat_penalty.unwrap_or(defaults.repeat_penalty),
+            seed: args.seed.unwrap_or(defaults.seed),
             ..defaults
         }
     };
-    let trace: Option<usize> = args.parsed::<usize>("trace")?.filter(|&n| n > 0);
+    let trace: Option<usize> = args.trace.filter(|&n| n > 0);
 
     let hp = model.hparams();
     let want_ctx = prompt_ids.len().saturating_add(max_tokens).min(MAX_CONTEXT_TOKENS);
@@ -145,11 +192,11 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     session.set_head_mode(head_mode);
     let opts = GenerateOptions {
         max_tokens,
-        stop: args.value("stop").map(|s| vec![s.to_string()]).unwrap_or_default(),
-        stop_on_eog: !args.flag("ignore-eos"),
+        stop: args.stop.into_iter().collect(),
+        stop_on_eog: !args.ignore_eos,
     };
 
-    let json_out = args.flag("json");
+    let json_out = args.json;
     let mut stdout = std::io::stdout();
     let mut on_text = |t: &str| {
         if !json_out {

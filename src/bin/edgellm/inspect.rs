@@ -12,24 +12,47 @@ use edgellm::limits::{MAX_BATCH, MAX_CONTEXT_TOKENS};
 use edgellm::memory::{Estimate, EstimateOptions, HeaderStats, KvElem, ModelGeometry};
 use serde_json::{json, Map, Value as Json};
 
-use crate::args::Args;
+use crate::args::{count, kv_dtype};
+
+/// What a GGUF file holds: architecture, hyper-parameters, tensors by type
+///
+/// Read from the header only. --estimate: the memory ledger's estimate per term (weights, KV,
+/// activations, runtime) and the load peak, as the browser build uses them (wasm32 figures).
+#[derive(clap::Args, Debug)]
+pub struct InspectArgs {
+    /// The GGUF model file
+    #[arg(value_name = "model.gguf")]
+    path: String,
+    /// JSON on stdout
+    #[arg(long)]
+    json: bool,
+    /// The memory estimate (wasm32 figures) instead of the file's contents
+    #[arg(long)]
+    estimate: bool,
+    /// --estimate: session context in tokens (default: the training context, at most 4096)
+    #[arg(long, value_name = "N", requires = "estimate")]
+    ctx: Option<u64>,
+    /// --estimate: KV storage, f16 or q8 (int8)
+    #[arg(long, value_name = "f16|q8", value_parser = kv_dtype, requires = "estimate")]
+    kv_dtype: Option<KvElem>,
+    /// --estimate: prefill batch
+    #[arg(long, value_name = "B", requires = "estimate")]
+    batch: Option<u64>,
+}
 
 /// Arrays longer than this are summarised rather than printed (per-layer hyper-parameter
 /// arrays are short; anything longer is not a hyper-parameter a person wants to read).
 const MAX_ARRAY_SHOWN: usize = 64;
 
-pub fn run(argv: &[String]) -> Result<(), String> {
-    let args = Args::parse(argv, &["ctx", "kv-dtype", "batch"], &["json", "estimate"])?;
-    let [path] = args.positionals.as_slice() else {
-        return Err("usage: edgellm inspect <model.gguf> [--json] [--estimate [--ctx N] [--kv-dtype f16|q8] [--batch B]]".into());
-    };
+pub fn run(args: InspectArgs) -> Result<(), String> {
+    let path = &args.path;
     let (header, file_bytes) =
         read_header_file(path).map_err(|e| format!("{path}: {e} [{}]", e.code()))?;
-    if args.flag("estimate") {
+    if args.estimate {
         return estimate(&args, &header);
     }
     let report = Report::new(&header, file_bytes);
-    if args.flag("json") {
+    if args.json {
         println!("{}", report.to_json());
     } else {
         print!("{}", report.to_text(path));
@@ -39,18 +62,15 @@ pub fn run(argv: &[String]) -> Result<(), String> {
 
 /// `--estimate`: the ledger's figures for a session of `--ctx` tokens (default: the model's
 /// training context, at most 4096, as a session without KV options).
-fn estimate(args: &Args, header: &GgufHeader) -> Result<(), String> {
+fn estimate(args: &InspectArgs, header: &GgufHeader) -> Result<(), String> {
     let g = ModelGeometry::from_header(header).map_err(|e| format!("{e} [{}]", e.code()))?;
-    let ctx = args.count("ctx", 1, MAX_CONTEXT_TOKENS)?.unwrap_or(if g.hparams.n_ctx_train == 0 { 4096 } else { g.hparams.n_ctx_train.min(4096) });
-    let dtype = match args.value("kv-dtype") {
-        None => KvElem::F16,
-        Some(s) => KvElem::parse(s).ok_or_else(|| format!("--kv-dtype: {s:?} is not f16 or q8 (int8)"))?,
-    };
+    let ctx = count("ctx", args.ctx, 1, MAX_CONTEXT_TOKENS)?.unwrap_or(if g.hparams.n_ctx_train == 0 { 4096 } else { g.hparams.n_ctx_train.min(4096) });
+    let dtype = args.kv_dtype.unwrap_or(KvElem::F16);
     let d = EstimateOptions::default();
-    let batch = args.count("batch", 1, MAX_BATCH)?.unwrap_or(d.batch);
+    let batch = count("batch", args.batch, 1, MAX_BATCH)?.unwrap_or(d.batch);
     let o = EstimateOptions { kv_tokens: ctx, kv_dtype: dtype, batch, ..d };
     let e = Estimate::new(&g, &HeaderStats::of(header, header.data_offset), &o);
-    if args.flag("json") {
+    if args.json {
         println!("{}", serde_json::to_string_pretty(&e).map_err(|e| e.to_string())?);
         return Ok(());
     }

@@ -5,19 +5,41 @@
 use edgellm::model::{ForwardScratch, LogitRows, Model};
 use serde_json::json;
 
-use crate::args::Args;
+use crate::args::TokenIds;
+use crate::threads::ThreadsArg;
 
-pub fn run(argv: &[String]) -> Result<(), String> {
-    let args = Args::parse(argv, &["model", "ids", "top", crate::threads::OPTION], &["all-positions", "json"])?;
-    let path = args.required("model")?;
-    let ids = args.ids("ids")?.ok_or("--ids is required")?;
+/// Teacher-forced next-token logits (one batched pass)
+#[derive(clap::Args, Debug)]
+pub struct LogitsArgs {
+    /// The GGUF model file
+    #[arg(long, value_name = "M")]
+    model: String,
+    /// The token ids to score
+    #[arg(long, value_name = "2,818,...")]
+    ids: TokenIds,
+    /// Logits shown per position
+    #[arg(long, value_name = "K", default_value_t = 10)]
+    top: usize,
+    /// Every position, not only the last
+    #[arg(long)]
+    all_positions: bool,
+    /// JSON on stdout
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    threads: ThreadsArg,
+}
+
+pub fn run(args: LogitsArgs) -> Result<(), String> {
+    let path = args.model.as_str();
+    let TokenIds(ids) = args.ids;
     if ids.is_empty() {
         return Err("--ids: no token ids".into());
     }
-    let top: usize = args.parsed("top")?.unwrap_or(10);
-    let all = args.flag("all-positions");
+    let top = args.top;
+    let all = args.all_positions;
 
-    let exec = crate::threads::exec(&args)?;
+    let exec = args.threads.exec()?;
     let model = Model::load_file(path).map_err(|e| format!("{path}: {e} [{}]", e.code()))?;
     let mut kv = model.new_kv_cache(ids.len());
     let mut scratch = ForwardScratch::new(exec);
@@ -33,7 +55,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
         .map(|(i, row)| (first + i, top_k(row, top)))
         .collect();
 
-    if args.flag("json") {
+    if args.json {
         let arr: Vec<_> = positions
             .iter()
             .map(|(pos, t)| json!({ "pos": pos, "top": t.iter().map(|&(id, l)| json!([id, l])).collect::<Vec<_>>() }))

@@ -22,33 +22,61 @@ use edgellm::sampling::SamplerConfig;
 use edgellm::tokenizer::Tokenizer;
 use serde_json::json;
 
-use crate::args::Args;
-use crate::generate::{kv_options, make_session, rss_kib, KV_OPTIONS};
+use crate::args::KvArgs;
+use crate::generate::{make_session, rss_kib};
+use crate::threads::ThreadsArg;
 
-pub fn run(argv: &[String]) -> Result<(), String> {
-    let mut with_value = vec!["model", "file", "max-tokens", "chunk", "tail-from", crate::threads::OPTION];
-    with_value.extend(KV_OPTIONS);
-    let args = Args::parse(argv, &with_value, &["json"])?;
-    let kv = kv_options(&args)?;
-    let exec = crate::threads::exec(&args)?;
-    let path = args.required("model")?;
-    let file = args.required("file")?;
+/// Teacher-forced perplexity of a text file
+///
+/// Every token but the first is scored once, fed in chunks through one session; with --kv-*
+/// options the cache evicts as it goes.
+#[derive(clap::Args, Debug)]
+pub struct PerplexityArgs {
+    /// The GGUF model file
+    #[arg(long, value_name = "M")]
+    model: String,
+    /// The text file to score
+    #[arg(long, value_name = "F")]
+    file: String,
+    /// Score only the first N tokens of the text
+    #[arg(long, value_name = "N")]
+    max_tokens: Option<usize>,
+    /// Tokens fed per forward pass
+    #[arg(long, value_name = "C", default_value_t = 32)]
+    chunk: usize,
+    /// The tail: tokens at positions past N (default: the KV budget)
+    #[arg(long, value_name = "N")]
+    tail_from: Option<usize>,
+    /// One JSON object on stdout
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    threads: ThreadsArg,
+    #[command(flatten)]
+    kv: KvArgs,
+}
+
+pub fn run(args: PerplexityArgs) -> Result<(), String> {
+    let kv = args.kv.options()?;
+    let exec = args.threads.exec()?;
+    let path = args.model.as_str();
+    let file = args.file.as_str();
     let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
     let model = Model::load_file(path).map_err(|e| format!("{path}: {e} [{}]", e.code()))?;
     let tok = Tokenizer::from_gguf(model.header()).map_err(|e| format!("{path}: tokenizer: {e} [{}]", e.code()))?;
     let mut ids = tok.encode(&text, true, false);
-    if let Some(n) = args.parsed::<usize>("max-tokens")? {
+    if let Some(n) = args.max_tokens {
         ids.truncate(n);
     }
     if ids.len() < 2 {
         return Err(format!("{file}: fewer than 2 tokens to score"));
     }
-    let chunk: usize = args.parsed("chunk")?.unwrap_or(32).max(1);
+    let chunk: usize = args.chunk.max(1);
 
     let model = Arc::new(model);
     let opts = SessionOptions { max_context: ids.len(), max_batch: chunk, sampler: SamplerConfig::greedy(), clock: native_clock, exec };
     let mut session = make_session(&model, opts, kv.as_ref())?;
-    let tail_from: usize = args.parsed("tail-from")?.unwrap_or(session.kv().max_tokens());
+    let tail_from: usize = args.tail_from.unwrap_or(session.kv().max_tokens());
     let n_vocab = model.n_vocab();
 
     let t0 = Instant::now();
@@ -79,7 +107,7 @@ pub fn run(argv: &[String]) -> Result<(), String> {
     let ppl = (nll / n_scored as f64).exp();
     let ppl_after = (n_after > 0).then(|| (nll_after / n_after as f64).exp());
     let kv_stats = session.kv_stats();
-    if args.flag("json") {
+    if args.json {
         println!(
             "{}",
             json!({

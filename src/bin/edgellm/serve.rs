@@ -11,76 +11,100 @@
 
 use edgellm::server::{start, ServerConfig};
 
-use crate::args::Args;
+use crate::args::range;
+use crate::threads::ThreadsArg;
 
-pub fn run(argv: &[String]) -> Result<(), String> {
-    // --cors-origin may repeat; the shared parser keeps one value per name, so take them first.
-    let mut origins = Vec::new();
-    let mut rest = Vec::new();
-    let mut i = 0;
-    while i < argv.len() {
-        let a = &argv[i];
-        if a == "--cors-origin" {
-            origins.push(argv.get(i + 1).cloned().ok_or("--cors-origin needs a value")?);
-            i += 2;
-            continue;
-        }
-        if let Some(v) = a.strip_prefix("--cors-origin=") {
-            origins.push(v.to_string());
-        } else {
-            rest.push(a.clone());
-        }
-        i += 1;
+/// The server's defaults, shown by `--help` (one place: `ServerConfig::new`).
+fn d() -> ServerConfig {
+    ServerConfig::new("")
+}
+
+fn ms(t: std::time::Duration) -> u64 {
+    t.as_millis() as u64
+}
+
+/// OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health)
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// The GGUF model file
+    #[arg(long, value_name = "M")]
+    model: String,
+    /// TCP port; 0 picks a free one
+    #[arg(long, default_value_t = d().port)]
+    port: u16,
+    /// Address to listen on
+    #[arg(long, default_value_t = d().host)]
+    host: String,
+    /// Bearer token every request must carry (or the EDGELLM_API_KEY environment variable)
+    #[arg(long, value_name = "K")]
+    api_key: Option<String>,
+    /// A browser origin allowed by CORS (may repeat)
+    #[arg(long, value_name = "ORIGIN")]
+    cors_origin: Vec<String>,
+    /// Requests waiting for the model at most
+    #[arg(long, value_name = "N", default_value_t = d().queue)]
+    queue: usize,
+    /// Largest max_tokens a request may ask
+    #[arg(long, value_name = "N", default_value_t = d().max_tokens as u64)]
+    max_tokens: u64,
+    /// Longest prompt in tokens (default: the context)
+    #[arg(long, value_name = "N")]
+    max_prompt_tokens: Option<usize>,
+    /// Largest request body
+    #[arg(long, value_name = "B", default_value_t = d().max_body_bytes)]
+    max_body_bytes: usize,
+    /// Open connections at most
+    #[arg(long, value_name = "N", default_value_t = d().max_connections)]
+    max_connections: usize,
+    /// The model's name in /v1/models and responses (default: from the file)
+    #[arg(long, value_name = "NAME")]
+    model_id: Option<String>,
+    /// Host header values accepted, comma-separated (default: the listening address's)
+    #[arg(long, value_name = "NAME,...")]
+    allowed_host: Option<String>,
+    /// Time a request body may take to arrive
+    #[arg(long, value_name = "MS", default_value_t = ms(d().body_timeout))]
+    body_timeout_ms: u64,
+    /// Time a response write may block
+    #[arg(long, value_name = "MS", default_value_t = ms(d().send_timeout))]
+    send_timeout_ms: u64,
+    /// Longest prefill before a request is cut; 0: no limit
+    #[arg(long, value_name = "MS", default_value_t = d().max_prefill.map_or(0, ms))]
+    max_prefill_ms: u64,
+    /// Power model of usage.compute.energy_j (watts per busy core)
+    #[arg(long, value_name = "W", default_value_t = d().power.watts_per_busy_core)]
+    watts_per_busy_core: f64,
+    #[command(flatten)]
+    threads: ThreadsArg,
+}
+
+pub fn run(args: ServeArgs) -> Result<(), String> {
+    let mut cfg = ServerConfig::new(&args.model);
+    cfg.cors_origins = args.cors_origin;
+    cfg.port = args.port;
+    cfg.host = args.host;
+    cfg.api_key = args.api_key.or_else(|| std::env::var("EDGELLM_API_KEY").ok().filter(|k| !k.is_empty()));
+    if args.queue == 0 {
+        return Err("--queue must be at least 1".into());
     }
-    let args = Args::parse(
-        &rest,
-        &["model", "port", "host", "api-key", "queue", "max-tokens", "max-prompt-tokens", "max-body-bytes", "max-connections", "model-id", "allowed-host", "body-timeout-ms", "send-timeout-ms", "max-prefill-ms", "watts-per-busy-core", crate::threads::OPTION],
-        &[],
-    )?;
-    let mut cfg = ServerConfig::new(args.required("model")?);
-    cfg.cors_origins = origins;
-    if let Some(v) = args.parsed("port")? {
-        cfg.port = v;
-    }
-    if let Some(v) = args.value("host") {
-        cfg.host = v.to_string();
-    }
-    cfg.api_key = args.value("api-key").map(str::to_string).or_else(|| std::env::var("EDGELLM_API_KEY").ok().filter(|k| !k.is_empty()));
-    if let Some(v) = args.parsed::<usize>("queue")? {
-        if v == 0 {
-            return Err("--queue must be at least 1".into());
-        }
-        cfg.queue = v;
-    }
-    if let Some(v) = args.count("max-tokens", 1, edgellm::limits::MAX_NEW_TOKENS)? {
-        cfg.max_tokens = v;
-    }
-    cfg.max_prompt_tokens = args.parsed("max-prompt-tokens")?;
-    if let Some(v) = args.parsed("max-body-bytes")? {
-        cfg.max_body_bytes = v;
-    }
-    if let Some(v) = args.parsed("max-connections")? {
-        cfg.max_connections = v;
-    }
-    cfg.model_id = args.value("model-id").map(str::to_string);
-    if let Some(v) = args.value("allowed-host") {
+    cfg.queue = args.queue;
+    cfg.max_tokens = range("max-tokens", args.max_tokens, 1, edgellm::limits::MAX_NEW_TOKENS)?;
+    cfg.max_prompt_tokens = args.max_prompt_tokens;
+    cfg.max_body_bytes = args.max_body_bytes;
+    cfg.max_connections = args.max_connections;
+    cfg.model_id = args.model_id;
+    if let Some(v) = args.allowed_host {
         cfg.allowed_hosts = v.split(',').map(|h| h.trim().to_string()).filter(|h| !h.is_empty()).collect();
     }
-    if let Some(ms) = args.count("body-timeout-ms", 1, 3_600_000)? {
-        cfg.body_timeout = std::time::Duration::from_millis(ms as u64);
-    }
-    if let Some(ms) = args.count("send-timeout-ms", 1, 3_600_000)? {
-        cfg.send_timeout = std::time::Duration::from_millis(ms as u64);
-    }
+    let millis = |name, v, min, max| range(name, v, min, max).map(|ms| std::time::Duration::from_millis(ms as u64));
+    cfg.body_timeout = millis("body-timeout-ms", args.body_timeout_ms, 1, 3_600_000)?;
+    cfg.send_timeout = millis("send-timeout-ms", args.send_timeout_ms, 1, 3_600_000)?;
     // 0 = no limit on a prefill's duration.
-    if let Some(ms) = args.count("max-prefill-ms", 0, 86_400_000)? {
-        cfg.max_prefill = (ms > 0).then(|| std::time::Duration::from_millis(ms as u64));
-    }
+    let prefill = millis("max-prefill-ms", args.max_prefill_ms, 0, 86_400_000)?;
+    cfg.max_prefill = (!prefill.is_zero()).then_some(prefill);
     // The power model of usage.compute.energy_j (src/work.rs states the default's source).
-    if let Some(w) = args.parsed::<f64>("watts-per-busy-core")? {
-        cfg.power = edgellm::work::PowerModel::new(w).map_err(|e| format!("--watts-per-busy-core: {}", e.message))?;
-    }
-    cfg.threads = crate::threads::count(&args)?;
+    cfg.power = edgellm::work::PowerModel::new(args.watts_per_busy_core).map_err(|e| format!("--watts-per-busy-core: {}", e.message))?;
+    cfg.threads = args.threads.count()?;
     let auth = if cfg.api_key.is_some() { "bearer token required" } else { "no auth" };
     let handle = start(cfg).map_err(|e| e.to_string())?;
     let m = handle.model();

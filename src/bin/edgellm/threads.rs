@@ -5,15 +5,20 @@
 use edgellm::exec::{available_threads, Exec};
 use edgellm::limits::MAX_THREADS;
 
-use crate::args::Args;
-
-pub const OPTION: &str = "threads";
-
-/// The count asked for, or all cores.
-pub fn count(args: &Args) -> Result<usize, String> {
-    Ok(args.count(OPTION, 1, MAX_THREADS)?.unwrap_or_else(available_threads))
+#[derive(clap::Args, Debug)]
+pub struct ThreadsArg {
+    /// Threads the model runs on (default: every core); any N gives the same output
+    #[arg(long, value_name = "N")]
+    threads: Option<u64>,
 }
 
-pub fn exec(args: &Args) -> Result<Exec, String> {
-    Exec::with_threads(count(args)?).map_err(|e| format!("--threads: {e} [{}]", e.code()))
+impl ThreadsArg {
+    /// The count asked for, or all cores.
+    pub fn count(&self) -> Result<usize, String> {
+        Ok(crate::args::count("threads", self.threads, 1, MAX_THREADS)?.unwrap_or_else(available_threads))
+    }
+
+    pub fn exec(&self) -> Result<Exec, String> {
+        Exec::with_threads(self.count()?).map_err(|e| format!("--threads: {e} [{}]", e.code()))
+    }
 }

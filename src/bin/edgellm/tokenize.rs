@@ -7,10 +7,46 @@ use std::io::Read;
 
 use edgellm::tokenizer::{DecodeOptions, Tokenizer};
 
-use crate::args::Args;
+use crate::args::TokenIds;
 
-fn load(args: &Args) -> Result<Tokenizer, String> {
-    let path = args.required("model")?;
+/// Token ids of a text (BOS per metadata)
+#[derive(clap::Args, Debug)]
+pub struct TokenizeArgs {
+    /// The GGUF model file (only its header is read)
+    #[arg(long, value_name = "M")]
+    model: String,
+    /// The text; `-` reads it from standard input
+    #[arg(long, value_name = "T")]
+    text: String,
+    /// Parse special-token text such as <start_of_turn>
+    #[arg(long)]
+    special: bool,
+    /// No BOS/EOS, whatever the metadata asks
+    #[arg(long)]
+    no_bos: bool,
+    /// {"ids": [...]} on stdout
+    #[arg(long)]
+    json: bool,
+}
+
+/// Text of token ids
+#[derive(clap::Args, Debug)]
+pub struct DetokenizeArgs {
+    /// The GGUF model file (only its header is read)
+    #[arg(long, value_name = "M")]
+    model: String,
+    /// The token ids
+    #[arg(long, value_name = "2,818,...")]
+    ids: TokenIds,
+    /// Render control tokens (e.g. <bos>) as their text
+    #[arg(long)]
+    special: bool,
+    /// {"text": ...} on stdout
+    #[arg(long)]
+    json: bool,
+}
+
+fn load(path: &str) -> Result<Tokenizer, String> {
     let (header, _) = edgellm::gguf::read_header_file(path).map_err(|e| format!("{path}: {e}"))?;
     Tokenizer::from_gguf(&header).map_err(|e| format!("{path}: {e} [{}]", e.code()))
 }
@@ -18,18 +54,17 @@ fn load(args: &Args) -> Result<Tokenizer, String> {
 /// Prints the token ids of `--text`: comma-separated (ready for `detokenize --ids`), or
 /// `{"ids":[...]}` with `--json`. BOS/EOS are added as the model's metadata asks unless
 /// `--no-bos`; `--special` parses special-token text such as `<start_of_turn>`.
-pub fn run_tokenize(argv: &[String]) -> Result<(), String> {
-    let args = Args::parse(argv, &["model", "text"], &["special", "no-bos", "json"])?;
-    let mut text = args.required("text")?.to_string();
+pub fn run_tokenize(args: TokenizeArgs) -> Result<(), String> {
+    let mut text = args.text;
     if text == "-" {
         text.clear();
         std::io::stdin()
             .read_to_string(&mut text)
             .map_err(|e| format!("reading stdin: {e}"))?;
     }
-    let tok = load(&args)?;
-    let ids = tok.encode(&text, !args.flag("no-bos"), args.flag("special"));
-    if args.flag("json") {
+    let tok = load(&args.model)?;
+    let ids = tok.encode(&text, !args.no_bos, args.special);
+    if args.json {
         println!("{}", serde_json::json!({ "ids": ids }));
     } else {
         let list: Vec<String> = ids.iter().map(u32::to_string).collect();
@@ -40,18 +75,17 @@ pub fn run_tokenize(argv: &[String]) -> Result<(), String> {
 
 /// Prints the text of `--ids` as llama.cpp's detokenizer gives it; `--special` renders
 /// control tokens (e.g. `<bos>`) as their text. `--json` prints `{"text": ...}`.
-pub fn run_detokenize(argv: &[String]) -> Result<(), String> {
-    let args = Args::parse(argv, &["model", "ids"], &["special", "json"])?;
-    let ids = args.ids("ids")?.ok_or("--ids is required")?;
-    let tok = load(&args)?;
+pub fn run_detokenize(args: DetokenizeArgs) -> Result<(), String> {
+    let TokenIds(ids) = args.ids;
+    let tok = load(&args.model)?;
     let opts = DecodeOptions {
         remove_special: false,
-        unparse_special: args.flag("special"),
+        unparse_special: args.special,
     };
     let text = tok
         .decode(&ids, opts)
         .map_err(|e| format!("{e} [{}]", e.code()))?;
-    if args.flag("json") {
+    if args.json {
         println!("{}", serde_json::json!({ "text": text }));
     } else {
         println!("{text}");

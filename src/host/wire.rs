@@ -1,0 +1,144 @@
+//! The host's wire types: what the JS worker sends (`GenerateRequest`) and what each host
+//! call hands back (`LoadStatus`, `ModelInfo`, `GenerateStarted`, `GenerateResult`), as the
+//! JSON the wasm surface passes across. Plain data; `Host` (host.rs) fills them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::kv::KvStats;
+use crate::metrics::HeadReport;
+use crate::tokenizer::ChatMessage;
+use crate::work::WorkReport;
+
+/// What the loader reports after a chunk.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LoadStatus {
+    /// "header" (still reading it), "data" (tensor bytes arriving) or "complete".
+    pub phase: &'static str,
+    pub bytes_received: u64,
+    /// True on the one push that completed (and accepted) the header.
+    pub header_ready: bool,
+}
+
+/// A summary of the loaded model, for the client (`engine.model`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelInfo {
+    pub name: String,
+    pub architecture: String,
+    pub file_size: u64,
+    /// Lowercase hex SHA-256 of the whole file as streamed.
+    pub sha256: String,
+    pub tensor_count: usize,
+    pub n_params: u64,
+    pub context_length: Option<u64>,
+    pub vocab_size: Option<usize>,
+    /// The tensor type holding most of the weight bytes (e.g. "Q4_K").
+    pub quantization: Option<String>,
+    pub has_chat_template: bool,
+    /// Bytes of weights held in memory.
+    pub weights_bytes: u64,
+    /// Positions the session's KV cache holds (prompt + generated tokens); with a KV budget,
+    /// the budget in tokens (with `window-sinks` older tokens are evicted beyond it).
+    pub max_context: usize,
+    /// The session's KV cache: settings, budget and per-token cost by layer kind (empty).
+    pub kv: KvStats,
+}
+
+/// A generation request (the worker's `GenerateRequest`: OpenAI's parameters once checked by
+/// `crate::protocol`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct GenerateRequest {
+    /// "chat" (apply the chat template to `messages`) or "completion" (raw `prompt`).
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub messages: Option<Vec<ChatMessage>>,
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// Default: until the context is full.
+    #[serde(default)]
+    pub max_tokens: Option<usize>,
+    /// 0 = greedy. Unset sampling fields take llama.cpp's defaults (`SamplerConfig::default`).
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    #[serde(default)]
+    pub top_p: Option<f32>,
+    #[serde(default)]
+    pub top_k: Option<usize>,
+    #[serde(default)]
+    pub min_p: Option<f32>,
+    #[serde(default)]
+    pub repetition_penalty: Option<f32>,
+    #[serde(default)]
+    pub presence_penalty: Option<f32>,
+    #[serde(default)]
+    pub frequency_penalty: Option<f32>,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub stop: Option<Vec<String>>,
+    /// Parse special-token text inside user and tool contents too (default: literal text, so a
+    /// user cannot forge turns; `tokenizer::ContentSpecials`).
+    #[serde(default)]
+    pub raw_special_tokens: Option<bool>,
+    /// Log probabilities of the generated tokens, with this many alternatives each (at most
+    /// 20; `None`: none computed). See `generate/logprobs.rs`.
+    #[serde(default)]
+    pub logprobs: Option<usize>,
+    /// Structured output: the text must be JSON of this form (constrained decoding,
+    /// `crate::structured`).
+    #[serde(default)]
+    pub response_format: Option<crate::structured::OutputFormat>,
+    /// Functions the model may call, and the choice (`crate::tools`).
+    #[serde(default)]
+    pub tools: Option<crate::tools::Tools>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GenerateStarted {
+    pub prompt_tokens: usize,
+    /// Prompt tokens the KV cache already held from the previous request (not prefilled).
+    pub cached_tokens: usize,
+    pub max_tokens: usize,
+}
+
+/// The summary of a finished generation (usage figures included).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GenerateResult {
+    pub text: String,
+    pub finish_reason: &'static str,
+    pub prompt_tokens: usize,
+    /// Prompt tokens reused from the KV cache (OpenAI's `prompt_tokens_details.cached_tokens`).
+    pub cached_tokens: usize,
+    pub completion_tokens: usize,
+    pub ttft_ms: f64,
+    pub tpot_ms: f64,
+    pub prefill_tokens_per_s: f64,
+    pub decode_tokens_per_s: f64,
+    /// Weight bytes one decode step reads: the mean over the decode steps (less than the
+    /// model's `decode_weight_bytes` when they used the screened head).
+    pub decode_weight_bytes_per_token: u64,
+    /// K/V bytes the last decode step's attention read (0 without a decode step).
+    pub decode_kv_bytes_last_token: u64,
+    /// Mean bytes read per decode step: weights + mean K/V over the decode steps.
+    pub decode_bytes_per_token: f64,
+    /// Achieved decode bandwidth: `decode_bytes_per_token × decode_tokens_per_s / 1e9`.
+    pub decode_gb_s: f64,
+    /// Which output head the decode steps used (screened / full) and the candidate counts.
+    pub head: HeadReport,
+    pub total_ms: f64,
+    /// Generated ids (including a final end-of-generation token if that is what stopped it).
+    pub ids: Vec<u32>,
+    /// The KV cache at the end: tokens held, evicted, bytes used / budget, by layer kind.
+    pub kv: KvStats,
+    /// CPU time per phase and the energy estimate (`crate::work`).
+    pub compute: WorkReport,
+    /// With `GenerateRequest::logprobs`: one entry per generated token (an end-of-generation
+    /// token excluded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Vec<crate::generate::TokenLogprob>>,
+    /// With `GenerateRequest::tools`: the calls the model made (OpenAI's shape); `text` is then
+    /// the content besides them (empty when the answer is only calls) and `finish_reason`
+    /// "tool_calls".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<crate::tools::ToolCall>>,
+}
