@@ -103,7 +103,10 @@ mod tests {
 
     #[test]
     fn a_slow_reader_that_keeps_reading_is_never_cut() {
-        rt().block_on(async {
+        // On tokio's paused clock: the reader's 10 ms gaps and the 40 ms timeout are virtual
+        // time, so a loaded machine cannot stretch a gap past the timeout.
+        let paused = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        paused.block_on(async {
             let (server, mut client) = duplex(64);
             let mut w = SendTimeout::new(server, Duration::from_millis(40));
             let reader = tokio::spawn(async move {
