@@ -10,6 +10,19 @@ use super::planes::{rest16, pass1_block_int, Pass1, PlanesAct, PASS1_ROWS};
 use super::simd128::{hsum, ld};
 
 /// i32x4 partial sums of Σ_k lo(v_k)·q[k] + hi(v_k)·q[k+16] (`q0`, `q1`: q's two halves).
+/// In the relaxed build, two relaxed dots: the nibbles (0..15) are the 7-bit operand, so every
+/// lowering gives the exact sums (see `relaxed.rs`); the lanes group the terms differently from
+/// SIMD128's, and every caller only uses the lanes' total.
+#[cfg(target_feature = "relaxed-simd")]
+#[inline(always)]
+fn nib_dot(v: v128, q0: v128, q1: v128) -> v128 {
+    let lo = v128_and(v, i8x16_splat(0x0F));
+    let hi = u8x16_shr(v, 4);
+    i32x4_relaxed_dot_i8x16_i7x16_add(q1, hi, i32x4_relaxed_dot_i8x16_i7x16_add(q0, lo, i32x4_splat(0)))
+}
+
+/// i32x4 partial sums of Σ_k lo(v_k)·q[k] + hi(v_k)·q[k+16] (`q0`, `q1`: q's two halves).
+#[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
 fn nib_dot(v: v128, q0: v128, q1: v128) -> v128 {
     let lo = v128_and(v, i8x16_splat(0x0F));
