@@ -13,7 +13,7 @@
 //   local-generation.js  a request run on this device (streamed or not)
 //   request-check.js     the OpenAI parameters checked by the core's rules
 //   stream.js            the CompletionStream of a streamed request
-//   options.js           the caller's options checked before anything is sent
+//   options.js           the caller's options (kv, energy, estimate) checked before anything is sent
 //   listeners.js         engine.on / off
 
 import { Req, Ev } from '../protocol.js';
@@ -27,7 +27,7 @@ import { WorkerLink } from './worker-link.js';
 import { CompletionStream } from './stream.js';
 import { createLocal } from './local-generation.js';
 import { checkRequest } from './request-check.js';
-import { invalid, optNumber, energyOptions, kvOptions } from './options.js';
+import { invalid, energyOptions, kvOptions, estimateOptions } from './options.js';
 import { Listeners } from './listeners.js';
 
 export class Engine {
@@ -282,13 +282,7 @@ export class Engine {
   async estimate(source, options = {}) {
     const src = this.#normalizeSource(source);
     const o = options || {};
-    const kv = kvOptions(o.kv !== undefined ? o.kv : this.#opts.kv);
-    const req = {};
-    if (kv) req.kv = kv;
-    if (o.ctx !== undefined) req.ctx = optNumber(o, 'ctx', 1, 1 << 24, { int: true });
-    if (o.batch !== undefined) req.batch = optNumber(o, 'batch', 1, 1 << 16, { int: true });
-    if (o.sampling !== undefined) req.sampling = !!o.sampling;
-    req.budget_bytes = o.budget_bytes !== undefined ? optNumber(o, 'budget_bytes', 1, Number.MAX_SAFE_INTEGER, { int: true }) : this.#memoryOpts.budget_bytes;
+    const req = estimateOptions(o, { kv: this.#opts.kv, budget_bytes: this.#memoryOpts.budget_bytes });
     return this.#request({ type: Req.ESTIMATE, source: src, options: req }, null, o.signal);
   }
 

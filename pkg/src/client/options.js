@@ -44,3 +44,18 @@ export function kvOptions(kv) {
   if (unknown.length) throw invalid(`kv: unknown option ${unknown.join(', ')}`);
   return out;
 }
+
+/**
+ * `engine.estimate(source, options)`'s options → the core's EstimateRequest; `defaults`: the
+ * engine's `kv` option and memory budget, used where the call gives none.
+ */
+export function estimateOptions(o, defaults) {
+  const kv = kvOptions(o.kv !== undefined ? o.kv : defaults.kv);
+  const req = {};
+  if (kv) req.kv = kv;
+  if (o.ctx !== undefined) req.ctx = optNumber(o, 'ctx', 1, 1 << 24, { int: true });
+  if (o.batch !== undefined) req.batch = optNumber(o, 'batch', 1, 1 << 16, { int: true });
+  if (o.sampling !== undefined) req.sampling = !!o.sampling;
+  req.budget_bytes = o.budget_bytes !== undefined ? optNumber(o, 'budget_bytes', 1, Number.MAX_SAFE_INTEGER, { int: true }) : defaults.budget_bytes;
+  return req;
+}
