@@ -1,12 +1,16 @@
 //! The wasm-bindgen surface: thin wrappers over the native-testable core (`crate::host`).
 //! Each method converts arguments, calls the host, and returns JSON (or throws a JS `Error`
-//! whose `code` property is the core's stable error code). No logic lives here.
+//! whose `code` property is the core's stable error code; why JSON text: see `json`). No logic
+//! lives here.
 use std::sync::Mutex;
 
 use js_sys::{Error as JsError, Reflect};
 use wasm_bindgen::prelude::*;
 
 use crate::host::{GenerateRequest, Host, HostError};
+
+#[cfg(feature = "boundary-bench")]
+mod boundary_bench;
 
 /// The message of the last panic, kept for the worker to put into its ENGINE_CRASHED error
 /// (on wasm32-unknown-unknown a panic aborts: the call traps right after the hook runs).
@@ -128,6 +132,21 @@ fn js_error(e: HostError) -> JsValue {
     err.into()
 }
 
+/// Every value crosses the boundary as JSON text, parsed by `JSON.parse` in the worker (pkg/src
+/// runtime.js `json`) — not as JS values built by serde-wasm-bindgen, which the product card
+/// names. Measured with `node bench/wasm_boundary.mjs` (Node 20, SmolLM2-135M, 2 busy shared
+/// cores, four runs, medians of 41 batches, JS side included):
+/// - size: +13.1 KB of wasm (+0.33 %) for a decode step's event alone, +34.5 KB (+0.88 %) with
+///   `usage` too, on a 3.92 MB module (serde_json stays either way: the protocol and the server
+///   parse JSON text);
+/// - a plain step event: 0.7–1.5 µs against 2.2–4.2 µs, i.e. ~2 µs per token beside a decode
+///   step measured at 121 ms in the same run (~0.002 %); with logprobs (5 top) no faster
+///   (17–23 µs against 16–22 µs), and
+///   the f32 log probabilities arrive widened (-0.10536050796508789) instead of the shortest
+///   decimal JSON and `edgellm serve` give (-0.10536051), so local and served numbers would differ;
+/// - `usage` (a 3.5 kB `GenerateResult` in, usage out): 3–4× slower (586–633 µs against 124–192 µs).
+/// Nowhere a clear win, bigger everywhere: JSON text stays (with `float_roundtrip`, numbers come
+/// back bit-exact).
 fn json<T: serde::Serialize>(v: &T) -> Result<String, JsValue> {
     serde_json::to_string(v).map_err(|e| js_error(HostError::new("INTERNAL", e.to_string())))
 }

@@ -22,38 +22,41 @@ export class RemoteState {
 
   #inflight;
 
-  #fresh(entry, ttl) {
-    return entry && performance.now() - entry.at < ttl;
+  /**
+   * `this[key]` while it is fresh (younger than `ttlOf(it)`), else the one request in flight that
+   * refreshes it (`fetch` resolves with the new entry, `at` stamped).
+   */
+  #cached(key, ttlOf, fetch) {
+    const entry = this[key];
+    if (entry && performance.now() - entry.at < ttlOf(entry)) return entry;
+    if (!this.#inflight[key]) {
+      this.#inflight[key] = fetch()
+        .then((r) => (this[key] = r))
+        .finally(() => (this.#inflight[key] = null));
+    }
+    return this.#inflight[key];
   }
 
   /** Cached health; checks the server when the cache is stale. */
   async checkHealth() {
-    const h = this.health;
-    if (h && this.#fresh(h, h.ok ? this.ttlMs : this.downTtlMs)) return h;
-    if (!this.#inflight.health) {
-      this.#inflight.health = this.client
-        .health(this.timeoutMs)
-        .then((r) => (this.health = { ...r, at: performance.now() }))
-        .finally(() => (this.#inflight.health = null));
-    }
-    return this.#inflight.health;
+    return this.#cached(
+      'health',
+      (h) => (h.ok ? this.ttlMs : this.downTtlMs),
+      () => this.client.health(this.timeoutMs).then((r) => ({ ...r, at: performance.now() })),
+    );
   }
 
   /** Cached model card; null-safe: failures are cached briefly and reported, not thrown. */
   async modelInfo() {
-    const m = this.model;
-    if (m && this.#fresh(m, m.error ? this.downTtlMs : this.modelTtlMs)) return m;
-    if (!this.#inflight.model) {
-      this.#inflight.model = this.client
-        .modelInfo(this.timeoutMs)
-        .then(
+    return this.#cached(
+      'model',
+      (m) => (m.error ? this.downTtlMs : this.modelTtlMs),
+      () =>
+        this.client.modelInfo(this.timeoutMs).then(
           (r) => ({ ...r, at: performance.now() }),
           (e) => ({ error: { code: e.code, message: e.message, status: e.status }, at: performance.now() }),
-        )
-        .then((r) => (this.model = r))
-        .finally(() => (this.#inflight.model = null));
-    }
-    return this.#inflight.model;
+        ),
+    );
   }
 
   /** A request found the server unreachable: treat it as down until the next check is due. */

@@ -1,0 +1,44 @@
+// A create() request's OpenAI parameters checked by the core's rules (src/protocol, the same as
+// edgellm serve's), in the worker: the client only turns them into the JSON text the core reads.
+
+import { EdgeLLMError } from '../errors.js';
+import { Req } from '../protocol.js';
+import { ROUTER_PARAMS } from '../router.js';
+import { strictBoolean } from '../strict.js';
+import { invalid } from './options.js';
+
+/**
+ * The OpenAI parameters as the JSON text the core checks: the JS-only ones (AbortSignal, the
+ * router's) left out; undefined fields are absent, as in the openai SDK; a non-finite number is
+ * refused here (JSON would turn it into null, i.e. absent).
+ */
+function paramsJson(params) {
+  const body = {};
+  for (const [k, v] of Object.entries(params)) if (!ROUTER_PARAMS.includes(k)) body[k] = v;
+  try {
+    return JSON.stringify(body, (k, v) => {
+      if (typeof v === 'number' && !Number.isFinite(v)) throw invalid(`${k || 'a parameter'} must be a finite number, got ${v}`);
+      if (typeof v === 'bigint') throw invalid(`${k} must be a number, got a BigInt`);
+      return v;
+    });
+  } catch (e) {
+    if (e instanceof EdgeLLMError) throw e;
+    throw invalid(`the parameters are not JSON: ${e && e.message ? e.message : e}`);
+  }
+}
+
+/**
+ * Resolves with {request, stream, include_usage}, or rejects INVALID_REQUEST with `detail` (the
+ * rule's code) and `param` (the parameter at fault). `link`: the worker (worker-link.js).
+ */
+export async function checkRequest(link, kind, params) {
+  if (!params || typeof params !== 'object') throw invalid('create() needs a parameters object');
+  strictBoolean(params, 'private'); // no router here: nothing leaves the device, but "true" is still refused
+  const text = paramsJson(params);
+  const parsed = await link.request({ type: Req.PARSE, kind, params: text });
+  // OpenAI semantics: without a seed, sampling differs from run to run.
+  const r = parsed.request;
+  if ((r.seed === null || r.seed === undefined) && r.temperature !== 0) r.seed = globalThis.crypto.getRandomValues(new Uint32Array(1))[0];
+  return parsed;
+}
+

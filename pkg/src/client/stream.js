@@ -1,0 +1,94 @@
+// The stream a streamed `create()` resolves with: chunks pushed by the worker's TOKEN events,
+// read OpenAI SDK style (`for await (const chunk of stream)`), or as a web ReadableStream.
+// Ending it early (abort(), the controller, leaving the loop) calls `onCancel`, which stops the
+// generation in the worker.
+
+import { ErrorCode, abortedError } from '../errors.js';
+
+/**
+ * An async-iterable stream of chunks (OpenAI SDK style: `for await (const chunk of stream)`).
+ * `abort()` or leaving the loop early stops the generation in the worker.
+ */
+export class CompletionStream {
+  #queue = [];
+  #waiters = [];
+  #done = false;
+  #error = null;
+  #onCancel;
+
+  constructor(onCancel) {
+    this.#onCancel = onCancel;
+    // The openai SDK's handle: `stream.controller.abort()` stops the generation like abort().
+    this.controller = new AbortController();
+    this.controller.signal.addEventListener('abort', () => this.abort(), { once: true });
+  }
+
+  /** @internal */ _push(chunk) {
+    if (this.#done) return;
+    const w = this.#waiters.shift();
+    if (w) w.resolve({ value: chunk, done: false });
+    else this.#queue.push(chunk);
+  }
+
+  /** @internal */ _end(error) {
+    if (this.#done) return;
+    this.#done = true;
+    this.#error = error || null;
+    // Chunks already queued are still delivered, unless the end is an abort (chunks stop at once).
+    if (error && error.code === ErrorCode.ABORTED) this.#queue.length = 0;
+    const waiters = this.#waiters.splice(0);
+    for (const w of waiters) {
+      if (this.#error) w.reject(this.#error);
+      else w.resolve({ value: undefined, done: true });
+    }
+    if (waiters.length) this.#error = null; // delivered: later next() calls report done
+  }
+
+  /** Stops the generation; a pending or later `next()` rejects with ABORTED. */
+  abort() {
+    if (!this.#done) {
+      this._end(abortedError('generation'));
+      this.controller.abort();
+      this.#onCancel();
+    }
+  }
+
+  [Symbol.asyncIterator]() {
+    return {
+      next: () => {
+        if (this.#queue.length) return Promise.resolve({ value: this.#queue.shift(), done: false });
+        if (this.#done) {
+          if (this.#error) {
+            const e = this.#error;
+            this.#error = null; // throw once, then report done
+            return Promise.reject(e);
+          }
+          return Promise.resolve({ value: undefined, done: true });
+        }
+        return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+      },
+      return: () => {
+        if (!this.#done) {
+          this.#done = true;
+          this.#queue.length = 0;
+          this.controller.abort();
+          this.#onCancel();
+        }
+        return Promise.resolve({ value: undefined, done: true });
+      },
+    };
+  }
+
+  /** A web ReadableStream of the same chunks. */
+  toReadableStream() {
+    const it = this[Symbol.asyncIterator]();
+    return new ReadableStream({
+      async pull(c) {
+        const r = await it.next();
+        if (r.done) c.close();
+        else c.enqueue(r.value);
+      },
+      cancel: () => it.return(),
+    });
+  }
+}
