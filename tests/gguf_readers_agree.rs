@@ -1,4 +1,4 @@
-//! The two GGUF header readers — the loader's (`gguf::parse_header`: scan, then decode) and
+//! The GGUF header reader in its two modes — the loader's (`gguf::parse_header`, `HeaderStream` keeping all) and
 //! the memory ledger's streaming skimmer (`memory::HeaderSkimmer`) — apply one set of item
 //! rules (`gguf/item.rs`): a hostile header gets the same typed error from both, whether the
 //! skimmer is fed it whole or a byte at a time. The skimmer is gguf's streaming reader

@@ -6,20 +6,16 @@ use std::path::Path;
 
 use super::error::GgufError;
 use super::load::StreamLoader;
-use super::parse::decode_header;
-use super::scan::{HeaderScanner, ScanStatus};
 use super::store::TensorStore;
+use super::stream::{HeaderStream, Keep, StreamStatus};
 use super::types::GgufHeader;
-use super::validate::validate_file_size;
 
 /// Chunk size for whole-file loads: large enough for few syscalls, small enough that the one
 /// chunk buffer is noise beside the weights.
 const LOAD_CHUNK: usize = 4 << 20;
-/// The first read when only the header is wanted; most headers without a big vocabulary fit.
-const HEADER_FIRST_READ: u64 = 256 << 10;
-/// How much further to read each time the header needs more, so a large vocabulary takes a
-/// few reads rather than one per string.
-const HEADER_READ_STEP: u64 = 1 << 20;
+/// The read size when only the header is wanted: most headers without a big vocabulary fit in
+/// one, a large vocabulary takes a few, and reading past the header's end costs little.
+const HEADER_READ_CHUNK: usize = 256 << 10;
 
 fn io_error(path: &Path, e: std::io::Error) -> GgufError {
     GgufError::Io { kind: e.kind(), message: format!("{}: {e}", path.display()) }
@@ -49,42 +45,29 @@ pub fn load_file(path: impl AsRef<Path>) -> Result<TensorStore, GgufError> {
     loader.finish()
 }
 
-/// Reads and validates only the header (a growing prefix of the file), and checks that every
-/// tensor lies inside the file. Returns the header and the file's length.
+/// Reads and validates only the header, streaming it through the header reader (no buffer of
+/// the header's bytes), and checks that every tensor lies inside the file. Returns the header
+/// and the file's length.
 pub fn read_header_file(path: impl AsRef<Path>) -> Result<(GgufHeader, u64), GgufError> {
     let path = path.as_ref();
-    let (f, len) = open(path)?;
-    let mut reader = f.take(0);
-    let mut buf = Vec::new();
-    let mut scanner = HeaderScanner::new();
-    let mut target = HEADER_FIRST_READ.min(len);
+    let (mut f, len) = open(path)?;
+    let mut stream = HeaderStream::new(Keep::ALL, ());
+    let mut chunk = vec![0u8; HEADER_READ_CHUNK];
     loop {
-        let have = buf.len() as u64;
-        // Exact growth: the buffer never holds more than the bytes asked for.
-        buf.reserve_exact(target.saturating_sub(have) as usize);
-        reader.set_limit(target.saturating_sub(have));
-        reader.read_to_end(&mut buf).map_err(|e| io_error(path, e))?;
-        let at_eof = (buf.len() as u64) < target || buf.len() as u64 >= len;
-        match scanner.scan(&buf)? {
-            ScanStatus::Complete { header_len } => {
-                let header = decode_header(&buf[..header_len as usize])?;
-                validate_file_size(&header, len)?;
-                return Ok((header, len));
-            }
-            ScanStatus::NeedMore { total_bytes_needed } => {
-                if total_bytes_needed > len {
-                    return Err(GgufError::Truncated {
-                        needed: total_bytes_needed,
-                        available: len,
-                    });
-                }
-                if at_eof {
-                    // The file shrank while we read it.
-                    let available = buf.len() as u64;
-                    return Err(GgufError::Truncated { needed: total_bytes_needed, available });
-                }
-                target = total_bytes_needed.max(buf.len() as u64 + HEADER_READ_STEP).min(len);
-            }
+        let needed = stream.bytes_needed();
+        if needed > len {
+            return Err(GgufError::Truncated { needed, available: len });
+        }
+        let n = match f.read(&mut chunk) {
+            // The file shrank while we read it.
+            Ok(0) => return Err(GgufError::Truncated { needed, available: stream.bytes_received() }),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_error(path, e)),
+        };
+        if let StreamStatus::Complete { .. } = stream.push(&chunk[..n])? {
+            let (header, _, ()) = stream.finish(Some(len))?;
+            return Ok((header, len));
         }
     }
 }

@@ -1,19 +1,46 @@
-//! The encoding of one GGUF header item, as every header reader applies it: the fixed header,
-//! a key's or string's length, a scalar value, an array's head, a tensor info. The resumable
-//! scanner (`scan.rs`), the decoder (`parse.rs`) and the memory ledger's streaming skimmer
-//! (`memory/skim.rs`) all call these, so each rule — a type id, a cap, an error and its code —
-//! is written once.
+//! The encoding of one GGUF header item and the header's size limits: the fixed header, a key's
+//! or string's length, a scalar value, an array's head, a tensor info. The one header reader
+//! (`stream.rs`, in its full mode for the loader and the parser, with limits for the memory
+//! ledger) calls these, so each rule — a type id, a cap, an error and its code — is written
+//! once.
 
 use super::error::GgufError;
-use super::scan::{check_count, MAX_DIMS, MAX_HEADER_BYTES, MAX_KEY_BYTES, MAX_TENSOR_NAME_BYTES};
 use super::types::{GgmlType, TensorInfo, Value, ValueType};
+
+/// The largest header a reader will wait for. Real headers are a few MiB (a 262k-token
+/// vocabulary is ~6 MiB); anything near this limit is a corrupt length field.
+pub const MAX_HEADER_BYTES: u64 = 512 << 20;
+/// The GGUF spec caps keys at 65535 bytes.
+pub const MAX_KEY_BYTES: u64 = 65_535;
+/// The GGUF spec caps tensor names at 64 bytes (ggml's `GGML_MAX_NAME`).
+pub const MAX_TENSOR_NAME_BYTES: u64 = 64;
+/// ggml tensors have at most four dimensions.
+pub const MAX_DIMS: u32 = 4;
+/// How deeply metadata arrays may nest; real files use one level. The reader keeps one frame per
+/// level, so this also bounds what an open array costs.
+pub const MAX_ARRAY_DEPTH: usize = 8;
+
+/// The largest `count` of items of at least `min_size` bytes that fit between `pos` and the
+/// header size limit; errors name `what` was being counted.
+pub(crate) fn check_count(
+    what: &'static str,
+    count: u64,
+    min_size: u64,
+    pos: u64,
+) -> Result<(), GgufError> {
+    let max = MAX_HEADER_BYTES.saturating_sub(pos) / min_size;
+    if count > max {
+        return Err(GgufError::CountTooLarge { what, count, max });
+    }
+    Ok(())
+}
 
 /// Magic, version, tensor count, metadata count.
 pub(crate) const FIXED_HEADER_BYTES: u64 = 4 + 4 + 8 + 8;
 /// Smallest possible key/value pair: 1-byte key, type id, 1-byte value.
-const MIN_KV_BYTES: u64 = 8 + 1 + 4 + 1;
+pub(crate) const MIN_KV_BYTES: u64 = 8 + 1 + 4 + 1;
 /// Smallest possible tensor info: 1-byte name, one dimension, type, offset.
-const MIN_TENSOR_INFO_BYTES: u64 = 8 + 1 + 4 + 8 + 4 + 8;
+pub(crate) const MIN_TENSOR_INFO_BYTES: u64 = 8 + 1 + 4 + 8 + 4 + 8;
 
 pub(crate) fn le_u32(b: &[u8]) -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])

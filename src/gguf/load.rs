@@ -1,17 +1,18 @@
 //! Streaming a GGUF file into per-tensor buffers without ever holding the file twice.
 //!
-//! Bytes are buffered only until the header is complete. Then, and only after the caller has
-//! had the chance to look at the header and refuse the load (`LoadProgress::HeaderReady`), each
-//! tensor gets its own buffer of exactly its size, and chunk bytes are copied straight into it;
-//! alignment padding and gaps are skipped. A tensor's buffer is allocated when its first byte
-//! arrives, so memory is committed only as fast as real bytes back it.
+//! The header is read as it streams by (`HeaderStream`, the crate's one header reader, in full
+//! mode: no buffer of the header's bytes, only one partial item at a time). Then, and only
+//! after the caller has had the chance to look at the header and refuse the load
+//! (`LoadProgress::HeaderReady`), each tensor gets its own buffer of exactly its size, and chunk
+//! bytes are copied straight into it; alignment padding and gaps are skipped. A tensor's buffer
+//! is allocated when its first byte arrives, so memory is committed only as fast as real bytes
+//! back it. The one copy outside the tensors is the rest of the chunk the header ended in, held
+//! from `HeaderReady` until the header is accepted.
 
 use super::error::GgufError;
-use super::parse::decode_header;
-use super::scan::{HeaderScanner, ScanStatus};
 use super::store::TensorStore;
+use super::stream::{HeaderStream, Keep, StreamStatus};
 use super::types::GgufHeader;
-use super::validate::validate_file_size;
 
 /// What a `push` achieved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,16 +105,12 @@ impl DataSink {
 }
 
 enum Phase {
-    Header {
-        buf: Vec<u8>,
-        scanner: HeaderScanner,
-        needed: u64,
-    },
-    /// Header parsed; `buf[tail_start..]` holds bytes that arrived after it.
+    Header(HeaderStream<()>),
+    /// Header parsed; `tail` holds the bytes that arrived after it, from file offset `tail_at`.
     Ready {
         header: GgufHeader,
-        buf: Vec<u8>,
-        tail_start: usize,
+        tail: Vec<u8>,
+        tail_at: u64,
     },
     Data(DataSink),
     Failed(GgufError),
@@ -136,7 +133,7 @@ impl StreamLoader {
         StreamLoader {
             expected_len: expected_total_len,
             received: 0,
-            phase: Phase::Header { buf: Vec::new(), scanner: HeaderScanner::new(), needed: 0 },
+            phase: Phase::Header(HeaderStream::new(Keep::ALL, ())),
         }
     }
 
@@ -159,17 +156,10 @@ impl StreamLoader {
             return Err(GgufError::StreamTooLong { expected, received });
         }
         self.received = received;
-        if let Phase::Header { buf, scanner, needed } = &mut self.phase {
-            buf.extend_from_slice(chunk);
-            if (buf.len() as u64) < *needed {
-                return Ok(LoadProgress::Header {
-                    bytes_received: received,
-                    total_bytes_needed: *needed,
-                });
-            }
-            match scanner.scan(buf)? {
-                ScanStatus::NeedMore { total_bytes_needed } => {
-                    *needed = total_bytes_needed;
+        if let Phase::Header(stream) = &mut self.phase {
+            match stream.push(chunk)? {
+                StreamStatus::NeedMore { .. } => {
+                    let total_bytes_needed = stream.bytes_needed();
                     if let Some(e) = self.expected_len.filter(|&e| total_bytes_needed > e) {
                         return Err(GgufError::Truncated {
                             needed: total_bytes_needed,
@@ -181,13 +171,13 @@ impl StreamLoader {
                         total_bytes_needed,
                     });
                 }
-                ScanStatus::Complete { header_len } => {
-                    let header = decode_header(&buf[..header_len as usize])?;
-                    if let Some(e) = self.expected_len {
-                        validate_file_size(&header, e)?;
-                    }
-                    let buf = std::mem::take(buf);
-                    self.phase = Phase::Ready { header, buf, tail_start: header_len as usize };
+                StreamStatus::Complete { header_len } => {
+                    let stream = std::mem::replace(stream, HeaderStream::new(Keep::ALL, ()));
+                    let (header, _, ()) = stream.finish(self.expected_len)?;
+                    // The header ends inside this chunk (the reader would have said so at the
+                    // previous one otherwise).
+                    let tail = chunk[(header_len - start) as usize..].to_vec();
+                    self.phase = Phase::Ready { header, tail, tail_at: header_len };
                     return Ok(LoadProgress::HeaderReady);
                 }
             }
@@ -219,11 +209,10 @@ impl StreamLoader {
     /// nothing before the header is complete or once it has been accepted.
     pub fn accept_header(&mut self) -> Result<(), GgufError> {
         match std::mem::replace(&mut self.phase, Phase::Failed(placeholder())) {
-            Phase::Ready { header, buf, tail_start } => {
-                let header_len = tail_start as u64;
+            Phase::Ready { header, tail, tail_at } => {
                 let mut sink = DataSink::new(header);
-                let r = sink.absorb(&buf[tail_start..], header_len);
-                drop(buf);
+                let r = sink.absorb(&tail, tail_at);
+                drop(tail);
                 match r {
                     Ok(()) => self.phase = Phase::Data(sink),
                     Err(e) => {
@@ -266,9 +255,9 @@ impl StreamLoader {
     /// Ends the stream: every tensor (and, when a length was announced, every byte) must have
     /// arrived, or the result is `GGUF_TRUNCATED`.
     pub fn finish(mut self) -> Result<TensorStore, GgufError> {
-        if let Phase::Header { needed, .. } = &self.phase {
+        if let Phase::Header(stream) = &self.phase {
             return Err(GgufError::Truncated {
-                needed: (*needed).max(self.received + 1),
+                needed: stream.bytes_needed().max(self.received + 1),
                 available: self.received,
             });
         }
@@ -292,9 +281,14 @@ fn placeholder() -> GgufError {
     GgufError::Truncated { needed: 0, available: 0 }
 }
 
-/// Loads a whole file already in memory (tests, small models): one `push`, one `finish`.
+/// Loads a whole file already in memory (tests, small models). It is pushed in chunks of
+/// `PUSH_CHUNK` so the rest of the chunk the header ends in, which the loader holds until the
+/// header is accepted, stays small beside the file.
 pub fn load_bytes(file: &[u8]) -> Result<TensorStore, GgufError> {
+    const PUSH_CHUNK: usize = 1 << 20;
     let mut loader = StreamLoader::new(Some(file.len() as u64));
-    loader.push(file)?;
+    for chunk in file.chunks(PUSH_CHUNK) {
+        loader.push(chunk)?;
+    }
     loader.finish()
 }

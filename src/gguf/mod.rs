@@ -1,8 +1,9 @@
-//! The GGUF container: data model (`types`), the encoding of each header item (`item`: the one
-//! set of rules every reader below applies), a resumable structure scan (`scan`), the
-//! validating header parser (`parse`, `validate`), the streaming low-memory header reader
-//! (`stream`, the memory ledger's), the streaming loader (`load`, `store`),
-//! native file access (`file`) and a writer for synthetic test models (`write`).
+//! The GGUF container: data model (`types`), the encoding of each header item and the size
+//! limits (`item`), the one header reader (`stream`: streaming, in a full mode for the loader
+//! and a low-memory mode for the memory ledger), whole-header checks (`validate`), its entry
+//! points on bytes at hand (`parse`) and for finding a header's end (`scan`), the streaming
+//! loader (`load`, `store`), native file access (`file`) and a writer for synthetic test
+//! models (`write`).
 
 mod error;
 mod file_type;
@@ -23,11 +24,10 @@ pub use file_type::file_type_name;
 #[cfg(not(target_arch = "wasm32"))]
 pub use file::{load_file, read_header_file};
 pub use load::{load_bytes, LoadProgress, StreamLoader};
-pub use parse::{parse_file, parse_header, validate_file_size, HeaderStatus};
-pub use scan::{
-    HeaderScanner, ScanStatus, MAX_ARRAY_DEPTH, MAX_DIMS, MAX_HEADER_BYTES, MAX_KEY_BYTES,
-    MAX_TENSOR_NAME_BYTES,
-};
+pub use parse::{parse_file, parse_header, HeaderStatus};
+pub use validate::validate_file_size;
+pub use item::{MAX_ARRAY_DEPTH, MAX_DIMS, MAX_HEADER_BYTES, MAX_KEY_BYTES, MAX_TENSOR_NAME_BYTES};
+pub use scan::{HeaderScanner, ScanStatus};
 pub use store::TensorStore;
 pub use stream::{HeaderStream, Keep, StreamObserver, StreamStatus};
 pub use types::*;

@@ -1,10 +1,11 @@
-//! Checks on the tensor index that need the whole of it: shapes, alignment, overlaps, and
-//! (once the file's length is known) that every tensor's data is inside the file.
+//! Checks that need the whole of a header: unique keys, the alignment rule, and on the tensor
+//! index shapes, alignment, overlaps and (once the file's length is known) that every tensor's
+//! data is inside the file.
 
 use std::collections::HashSet;
 
 use super::error::GgufError;
-use super::types::{GgufHeader, TensorInfo};
+use super::types::{GgufHeader, TensorInfo, Value};
 
 pub(crate) const ALIGNMENT_KEY: &str = "general.alignment";
 pub(crate) const DEFAULT_ALIGNMENT: u64 = 32;
@@ -97,4 +98,33 @@ pub fn validate_file_size(header: &GgufHeader, file_len: u64) -> Result<(), Gguf
         }
     }
     Ok(())
+}
+
+/// Keys must be non-empty and unique (the spec requires both; a duplicate would make lookups
+/// depend on which copy a reader happens to find first).
+pub(crate) fn check_keys(metadata: &[(String, Value)]) -> Result<(), GgufError> {
+    let mut seen = HashSet::with_capacity(metadata.len());
+    for (key, _) in metadata {
+        if key.is_empty() {
+            return Err(GgufError::BadKey { key: key.clone(), reason: "empty" });
+        }
+        if !seen.insert(key.as_str()) {
+            return Err(GgufError::DuplicateKey { key: key.clone() });
+        }
+    }
+    Ok(())
+}
+
+/// `general.alignment`: a power-of-two u32 (what ggml writes and requires), 32 when absent.
+pub(crate) fn alignment_of(metadata: &[(String, Value)]) -> Result<u64, GgufError> {
+    match metadata.iter().find(|(k, _)| k == ALIGNMENT_KEY).map(|(_, v)| v) {
+        None => Ok(DEFAULT_ALIGNMENT),
+        Some(Value::U32(a)) if a.is_power_of_two() => Ok(*a as u64),
+        Some(Value::U32(a)) => {
+            Err(GgufError::BadAlignment { reason: format!("{a} is not a power of two") })
+        }
+        Some(other) => Err(GgufError::BadAlignment {
+            reason: format!("has type {:?}, must be U32", other.value_type()),
+        }),
+    }
 }

@@ -1,9 +1,8 @@
 //! Reading what the ledger needs from a GGUF header as it streams by, in a few kilobytes.
 //!
-//! The full parser (`gguf::parse_header`) needs the whole header in one buffer and then holds
-//! every metadata value, among them the vocabulary: ~6.5 MB of bytes and ~10 MB of parsed
-//! strings for a 262k-token model. An admission check that did that would itself grow wasm
-//! memory by ~16 MB before it could refuse anything. The skimmer instead takes the header in
+//! The loader's full read (`gguf::HeaderStream` with `Keep::ALL`) holds every metadata value,
+//! among them the vocabulary: ~10 MB of parsed strings for a 262k-token model. An admission
+//! check that did that would itself grow wasm memory by ~10 MB before it could refuse anything. The skimmer instead takes the header in
 //! chunks of any size and keeps only:
 //! - the tensor index (names, shapes, types, offsets: all the weights term needs);
 //! - scalar metadata, strings up to [`KEEP_STRING`] bytes and arrays of up to [`KEEP_ARRAY`]
@@ -177,7 +176,7 @@ impl Default for HeaderSkimmer {
 
 impl HeaderSkimmer {
     pub fn new() -> HeaderSkimmer {
-        HeaderSkimmer(HeaderStream::new(Keep { string_bytes: KEEP_STRING, array_len: KEEP_ARRAY }, HeaderStats::default()))
+        HeaderSkimmer(HeaderStream::new(Keep { string_bytes: KEEP_STRING, array_len: KEEP_ARRAY, nested: false }, HeaderStats::default()))
     }
 
     /// Bytes pushed so far.
