@@ -163,7 +163,7 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], need: Need, s: &mut Sc
                 let at = layout.a_at(r);
                 let i = r - rows.start;
                 let ahead = if r + PREFETCH_ROWS + N <= rows.end { layout.a_at(r + PREFETCH_ROWS) - at } else { 0 };
-                bound.put(&pass1_n(&data[at..at + N * ra], ra, ahead, x), &mut est[i..i + N], &mut err[i..i + N]);
+                bound.put(&pass1_n(&data[at..], ra, ahead, x), &mut est[i..i + N], &mut err[i..i + N]);
                 r += N;
             }
             for r in r..rows.end {

@@ -231,12 +231,19 @@ pub struct PlanesAct {
     pub b_off: Vec<u16>,
     /// Per block: 0xFF at the known bytes (`k ≥ 16 - c`), else 0.
     pub mask: Vec<[u8; 16]>,
+    /// Per block: what the wasm four-row pass 1 reads (`planes_simd128::Pass1Block`).
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    pub simd: Vec<super::planes_simd128::Pass1Block>,
 }
 
 impl PlanesAct {
     /// Bytes held for a row of `nb` blocks.
     pub fn bytes_for(nb: usize) -> usize {
-        nb * (QK + 5 * 4 + 1 + 2 * 2 + 16)
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        let simd = super::planes_simd128::PASS1_BLOCK_BYTES;
+        #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+        let simd = 0;
+        nb * (QK + 5 * 4 + 1 + 2 * 2 + 16 + simd)
     }
 
     pub fn bytes(&self) -> usize {
@@ -284,6 +291,12 @@ impl PlanesAct {
             self.m.push(dx.abs() * unk_abs as f32);
             self.n.push(dx.abs() * all_abs as f32);
             self.mask.push(mask);
+        }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        {
+            let mut simd = core::mem::take(&mut self.simd);
+            super::planes_simd128::prepare_pass1_blocks(self, &mut simd);
+            self.simd = simd;
         }
     }
 }
@@ -381,9 +394,10 @@ pub type FullRowKernel = fn(a: &[u8], b: &[u8], x: &PlanesAct) -> f32;
 /// Rows per call of a [`Pass1RowsKernel`] (a multiple of 4; groups hold a multiple of it).
 pub const PASS1_ROWS: usize = 8;
 
-/// Pass 1 of [`PASS1_ROWS`] consecutive rows of a group: their `A` parts at `a[k·ra..]`;
-/// `ahead` (bytes from `a`, 0 for none) is where the caller's next call reads, for kernels that
-/// prefetch.
+/// Pass 1 of [`PASS1_ROWS`] consecutive rows of a group: their `A` parts at `a[k·ra..]` (`a`
+/// may run on past them, to the end of the matrix); `ahead` (bytes from `a`, 0 for none) is
+/// where the caller's next call reads, for kernels that prefetch (wasm's touch it with loads
+/// where `a` reaches that far).
 pub type Pass1RowsKernel = fn(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS];
 
 /// Pass 1 of [`PASS1_ROWS`] rows, one at a time (the scalar reference of the many-row kernels).
@@ -466,7 +480,7 @@ mod tests {
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn simd_tier_is_bit_identical_to_scalar() {
         let (pass1, pass1_n, full) = kernels();
-        for (case, (n_in, n_out)) in [(32, 7), (64, 9), (640, 40), (256, 300)].into_iter().enumerate() {
+        for (case, (n_in, n_out)) in [(32, 7), (64, 9), (640, 40), (256, 300), (96, 24)].into_iter().enumerate() {
             let mut q8 = q8_matrix(n_in, n_out, 100 + case as u32);
             let row = n_in / QK * Q8_0_BYTES;
             // Edge rows: every quant -128 / 127 / 0 / -1.
@@ -483,7 +497,9 @@ mod tests {
                     b[0..2].copy_from_slice(&EDGE_F16[i % EDGE_F16.len()].to_le_bytes());
                 }
             }
-            let outl: Vec<usize> = (0..n_in).filter(|d| (d * 7 + case) % 11 == 0).take(32).collect();
+            // Case 4: a block with 20 outliers (more than 8 known bytes), one with a single
+            // outlier, one with none.
+            let outl: Vec<usize> = if case == 4 { (0..20).chain([40]).collect() } else { (0..n_in).filter(|d| (d * 7 + case) % 11 == 0).take(32).collect() };
             let layout = PlaneLayout::new(n_in, n_out, &outl);
             let mut planes = q8.clone();
             layout.relayout_in_place(&mut planes);
@@ -505,8 +521,13 @@ mod tests {
                     if r % PASS1_ROWS == 0 && r / GROUP == (r + PASS1_ROWS - 1) / GROUP && r + PASS1_ROWS <= n_out {
                         let a = &planes[layout.a_at(r)..layout.a_at(r) + PASS1_ROWS * ra];
                         let want = pass1_rows(a, ra, 0, &x);
-                        for (k, (g, w)) in pass1_n(a, ra, PASS1_ROWS * ra, &x).iter().zip(&want).enumerate() {
-                            assert_eq!(bits3(g), bits3(w), "case {case} act {k} rows {r}+{k}");
+                        // Without the rows ahead, and with them (the slice runs on to the end
+                        // of the matrix: touched where it reaches, the last calls not).
+                        let on = &planes[layout.a_at(r)..];
+                        for (ahead, a) in [(0, a), (PASS1_ROWS * ra, a), (PASS1_ROWS * ra, on), (2 * PASS1_ROWS * ra, on)] {
+                            for (k, (g, w)) in pass1_n(a, ra, ahead, &x).iter().zip(&want).enumerate() {
+                                assert_eq!(bits3(g), bits3(w), "case {case} act {k} rows {r}+{k} ahead {ahead}");
+                            }
                         }
                     }
                     let (a, b) = (&planes[layout.a_at(r)..], &planes[layout.b_at(r)..]);

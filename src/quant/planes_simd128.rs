@@ -69,18 +69,6 @@ pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
     Pass1 { a2, e1, t }
 }
 
-/// f32 of four f16 values (exact; the scalar `f16_to_f32` in four lanes).
-#[inline(always)]
-fn f16x4(h: [u16; 4]) -> v128 {
-    let h = u32x4(h[0] as u32, h[1] as u32, h[2] as u32, h[3] as u32);
-    let em = v128_and(h, u32x4_splat(0x7fff));
-    let sign = i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
-    let mag = f32x4_mul(i32x4_shl(em, 13), f32x4_splat(f32::from_bits(0x7780_0000)));
-    let special = v128_or(u32x4_splat(0x7f80_0000), i32x4_shl(v128_and(em, u32x4_splat(0x03ff)), 13));
-    let v = v128_bitselect(special, mag, i32x4_gt(em, i32x4_splat(0x7bff)));
-    v128_or(v, sign)
-}
-
 /// Lane k = the sum of the four lanes of `v[k]` (exact integers).
 #[inline(always)]
 fn reduce4(v: [v128; 4]) -> v128 {
@@ -89,42 +77,221 @@ fn reduce4(v: [v128; 4]) -> v128 {
     i32x4_add(i32x4_shuffle::<0, 1, 4, 5>(u01, u23), i32x4_shuffle::<2, 3, 6, 7>(u01, u23))
 }
 
-/// Pass 1 of four rows of a group (`A` parts `ra` apart): the integers of one block for the
-/// four rows reduced together, the float part in four lanes in the scalar order.
-fn pass1_rows4(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; 4] {
-    let nb = x.nb;
-    let rows: [&[u8]; 4] = [&a[..ra], &a[ra..2 * ra], &a[2 * ra..3 * ra], &a[3 * ra..4 * ra]];
-    let (mut a2, mut e1, mut t) = (f32x4_splat(0.0), f32x4_splat(0.0), f32x4_splat(0.0));
-    for blk in 0..nb {
-        let (q0, q1) = q_halves(x, blk);
-        let known = x.c[blk] != 0;
-        let mut v = [i32x4_splat(0); 4];
-        for (k, row) in rows.iter().enumerate() {
-            let mut s = i32x4_shl(nib_dot(ld(row, nb * 2 + blk * 16), q0, q1), 5);
-            if known {
-                s = i32x4_add(s, i32x4_shl(nib_dot(known_l(row, x, blk), q0, q1), 1));
+/// `[p.0 + p.1, p.2 + p.3, q.0 + q.1, q.2 + q.3]` (exact integers): the sums of two rows packed
+/// in each of `p` and `q`.
+#[inline(always)]
+fn reduce_pairs(p: v128, q: v128) -> v128 {
+    i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(p, q), i32x4_shuffle::<1, 3, 5, 7>(p, q))
+}
+
+/// How pass 1 reads a block's known `l` bytes (the last `c` bytes of its 16-byte window).
+const KNOWN_NONE: u32 = 0;
+/// `c ≤ 8`: the window's last 8 bytes, two rows in one vector.
+const KNOWN_HALF: u32 = 1;
+/// `c > 8`: the whole 16-byte window, one row per vector.
+const KNOWN_FULL: u32 = 2;
+
+/// One block of the activation as the four-row pass 1 reads it, made once per matmul: the
+/// quants laid out for the nibble dots with pass 1's integer weights folded in (×32 for `h`,
+/// ×2 for the known `l`, zero where `l` is unknown, so a plain load needs no mask), and the
+/// block's scalars side by side.
+///
+/// Relaxed build: `h` = the quants of the low and of the high nibbles (i8x16 each, positions
+/// 0..16 and 16..32); the ×32 / ×2 is applied by the widening dot. SIMD128 build: four i16x8,
+/// the quants of the low nibble of the even bytes, the high nibble of the even bytes, the low
+/// and the high nibble of the odd bytes (a u16 lane holds bytes 2j, 2j+1), pre-multiplied.
+/// `l` is laid out the same way for the bytes the known load brings (`KNOWN_HALF`: bytes 8..16
+/// of the window, in both halves of the vector).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(16))]
+pub struct Pass1Block {
+    h: [v128; 4],
+    l: [v128; 4],
+    dx: f32,
+    m: f32,
+    n: f32,
+    /// `c15 − 256·Σq`: the block integer's constant part (`pass1_block_int`).
+    cst: i32,
+    known: u32,
+    /// Where the known load starts in a row's `A` part.
+    known_at: u32,
+}
+
+/// Bytes of one [`Pass1Block`] (the memory ledger counts them in `PlanesAct::bytes_for`).
+pub const PASS1_BLOCK_BYTES: usize = core::mem::size_of::<Pass1Block>();
+
+const RELAXED: bool = cfg!(target_feature = "relaxed-simd");
+
+/// A block operand from `q(k, hi)` (the quant byte `k`'s low or high nibble multiplies) and
+/// its integer weight: relaxed, two i8x16 (the weight is applied by the widening dot);
+/// SIMD128, four i16x8 pre-multiplied.
+fn operand(q: &dyn Fn(usize, bool) -> i8, weight: i16) -> [v128; 4] {
+    let load = |b: &[u8; 16]| -> v128 {
+        // SAFETY: `b` is 16 readable bytes; v128.load has no alignment requirement.
+        unsafe { v128_load(b.as_ptr() as *const v128) }
+    };
+    if RELAXED {
+        let v8 = |hi: bool| load(&core::array::from_fn(|k| q(k, hi) as u8));
+        [v8(false), v8(true), i32x4_splat(0), i32x4_splat(0)]
+    } else {
+        let v16 = |odd: usize, hi: bool| {
+            let l: [i16; 8] = core::array::from_fn(|j| q(2 * j + odd, hi) as i16 * weight);
+            let mut b = [0u8; 16];
+            for (j, v) in l.iter().enumerate() {
+                b[2 * j..2 * j + 2].copy_from_slice(&v.to_le_bytes());
             }
-            v[k] = s;
+            load(&b)
+        };
+        [v16(0, false), v16(0, true), v16(1, false), v16(1, true)]
+    }
+}
+
+/// `x`'s blocks for [`pass1_rows4`] into `out`.
+pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>) {
+    out.clear();
+    for blk in 0..x.nb {
+        let q = &x.qxp[blk];
+        let cb = x.c[blk] as usize;
+        let known = match cb {
+            0 => KNOWN_NONE,
+            1..=8 => KNOWN_HALF,
+            _ => KNOWN_FULL,
+        };
+        // Byte `k` of the known load <-> byte `wk(k)` of the block's 16-byte window.
+        let wk = |k: usize| if known == KNOWN_HALF { 8 + k % 8 } else { k };
+        // The quant a byte's low (`hi` false) or high nibble multiplies: `h`'s for every byte,
+        // the known `l`'s only where the byte is a known one.
+        let hq = |k: usize, hi: bool| q[k + 16 * hi as usize];
+        let lq = |k: usize, hi: bool| if wk(k) >= 16 - cb { q[wk(k) + 16 * hi as usize] } else { 0 };
+        let h = operand(&hq, 32);
+        let l = operand(&lq, 2);
+        let end = x.o0 + x.o_off[blk] as usize + cb;
+        let known_at = match known {
+            KNOWN_NONE => 0,
+            KNOWN_HALF => end - 8,
+            _ => end - 16,
+        };
+        out.push(Pass1Block { h, l, dx: x.dx[blk], m: x.m[blk], n: x.n[blk], cst: x.c15[blk] - 256 * x.sum[blk], known, known_at: known_at as u32 });
+    }
+}
+
+/// i32x4 partial sums of Σ nibble·quant·weight over the 16 bytes `v` with one of a block's
+/// prepared operands (`q`; `scale`: the relaxed build's weight, ×32 or ×2, in i16 lanes).
+/// Every step is exact: relaxed, an i16 lane sums four nibble·quant products (≤ 4·15·128 =
+/// 7,680 in magnitude) before `dot_i16x8` weights them in i32; SIMD128, the i16 lanes hold
+/// quant·weight (≤ 4,096) and `dot_i16x8` multiplies and sums in i32.
+#[inline(always)]
+fn nibs(v: v128, q: &[v128; 4], scale: v128) -> v128 {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        // The nibbles are the 7-bit operand: exact on every lowering (no i16 saturation
+        // either: a lane of one dot is ≤ 2·15·128 in magnitude).
+        let lo = v128_and(v, u8x16_splat(0x0F));
+        let hi = v128_and(u16x8_shr(v, 4), u8x16_splat(0x0F));
+        let p = i16x8_add(i16x8_relaxed_dot_i8x16_i7x16(q[0], lo), i16x8_relaxed_dot_i8x16_i7x16(q[1], hi));
+        i32x4_dot_i16x8(p, scale)
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        let _ = scale;
+        let m = u16x8_splat(0x000F);
+        let (a, b) = (v128_and(v, m), v128_and(u16x8_shr(v, 4), m));
+        let (c, d) = (v128_and(u16x8_shr(v, 8), m), u16x8_shr(v, 12));
+        i32x4_add(i32x4_add(i32x4_dot_i16x8(a, q[0]), i32x4_dot_i16x8(b, q[1])), i32x4_add(i32x4_dot_i16x8(c, q[2]), i32x4_dot_i16x8(d, q[3])))
+    }
+}
+
+/// f32 of the f16 in the low half of each u32 lane (exact; the scalar `f16_to_f32`).
+#[inline(always)]
+fn f16_lanes(h: v128) -> v128 {
+    let em = v128_and(h, u32x4_splat(0x7fff));
+    let sign = i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
+    let mag = f32x4_mul(i32x4_shl(em, 13), f32x4_splat(f32::from_bits(0x7780_0000)));
+    let special = v128_or(u32x4_splat(0x7f80_0000), i32x4_shl(v128_and(em, u32x4_splat(0x03ff)), 13));
+    let v = v128_bitselect(special, mag, i32x4_gt(em, i32x4_splat(0x7bff)));
+    v128_or(v, sign)
+}
+
+/// Counts nothing in practice: pass 1 bumps it only when its touch loads OR up to a magic word.
+static TOUCH_SINK: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+
+/// Pass 1 of four rows of a group (`A` parts `ra` apart at `a`; `a` may run on to the end
+/// of the matrix): the integers of one block for the four rows reduced together, the float
+/// part in four lanes in the scalar order.
+///
+/// Where `ahead` is set and `a` reaches that far, each block also loads a word of the next
+/// lines of the four `A` parts `ahead` bytes on, in address order: wasm has no prefetch, and
+/// the hardware prefetcher alone leaves pass 1 waiting on memory (every call reads four short
+/// rows). Measured in the engine (Node, SIMD128): two lines per block, one ascending stream,
+/// beat no touches, one word per block spread evenly over the rows (it skips lines: no clean
+/// stream for the prefetcher to follow) and touching a call's lines all at once (the loads then
+/// stall retirement together). The loads change no result.
+fn pass1_rows4(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> [Pass1; 4] {
+    let nb = x.nb;
+    let blocks = &x.simd[..nb];
+    assert!(a.len() >= 4 * ra && ra >= 18 * nb, "four whole A parts");
+    let p = a.as_ptr();
+    let touch_end = if ahead != 0 && a.len() >= ahead + 4 * ra { ahead + 4 * ra } else { 0 };
+    let mut sink = i32x4_splat(0);
+    let (s32, s2) = (i16x8_splat(32), i16x8_splat(2));
+    let (mut a2, mut e1, mut t) = (f32x4_splat(0.0), f32x4_splat(0.0), f32x4_splat(0.0));
+    for (blk, b) in blocks.iter().enumerate() {
+        for line in 2 * blk..2 * blk + 2 {
+            let at = ahead + 64 * line;
+            if at + 4 <= touch_end {
+                // SAFETY: `at + 4 ≤ touch_end ≤ a.len()`.
+                sink = v128_or(sink, unsafe { v128_load32_zero(p.add(at) as *const u32) });
+            }
+        }
+        // SAFETY (every load below): rows k < 4 lie in `a` (asserted), and each offset is
+        // inside a row's `A` part: the h plane at 2·nb + 16·blk, the known windows end at
+        // most at `ra`, the scales at 2·blk.
+        let mut v = [i32x4_splat(0); 4];
+        for (k, vk) in v.iter_mut().enumerate() {
+            *vk = nibs(unsafe { v128_load(p.add(k * ra + nb * 2 + blk * 16) as *const v128) }, &b.h, s32);
+        }
+        let mut ai = reduce4(v);
+        let at = b.known_at as usize;
+        if b.known == KNOWN_HALF {
+            let two = |k: usize| unsafe { v128_load64_lane::<1>(v128_load64_zero(p.add(k * ra + at) as *const u64), p.add((k + 1) * ra + at) as *const u64) };
+            ai = i32x4_add(ai, reduce_pairs(nibs(two(0), &b.l, s2), nibs(two(2), &b.l, s2)));
+        } else if b.known == KNOWN_FULL {
+            let mut v = [i32x4_splat(0); 4];
+            for (k, vk) in v.iter_mut().enumerate() {
+                *vk = nibs(unsafe { v128_load(p.add(k * ra + at) as *const v128) }, &b.l, s2);
+            }
+            ai = i32x4_add(ai, reduce4(v));
         }
         // `pass1_block_int`: 32·(sh − 8·Σq) + 2·sl + c15.
-        let ai = i32x4_add(reduce4(v), i32x4_splat(x.c15[blk] - 256 * x.sum[blk]));
-        let dw = f16x4(rows.map(|r| u16::from_le_bytes([r[2 * blk], r[2 * blk + 1]])));
-        let s = f32x4_mul(dw, f32x4_splat(x.dx[blk]));
+        let ai = i32x4_add(ai, i32x4_splat(b.cst));
+        let h = unsafe {
+            let z = v128_load16_lane::<0>(u32x4_splat(0), p.add(2 * blk) as *const u16);
+            let z = v128_load16_lane::<2>(z, p.add(ra + 2 * blk) as *const u16);
+            let z = v128_load16_lane::<4>(z, p.add(2 * ra + 2 * blk) as *const u16);
+            v128_load16_lane::<6>(z, p.add(3 * ra + 2 * blk) as *const u16)
+        };
+        let dw = f16_lanes(h);
+        let s = f32x4_mul(dw, f32x4_splat(b.dx));
         a2 = f32x4_add(a2, f32x4_mul(f32x4_convert_i32x4(ai), s));
         let dwa = f32x4_abs(dw);
-        e1 = f32x4_add(e1, f32x4_mul(dwa, f32x4_splat(x.m[blk])));
-        t = f32x4_add(t, f32x4_mul(dwa, f32x4_splat(x.n[blk])));
+        e1 = f32x4_add(e1, f32x4_mul(dwa, f32x4_splat(b.m)));
+        t = f32x4_add(t, f32x4_mul(dwa, f32x4_splat(b.n)));
+    }
+    // A test the touches cannot be dropped past (`black_box` costs a stack round trip each).
+    if i32x4_extract_lane::<0>(sink) == 0x5eed_5eed && i32x4_extract_lane::<1>(sink) == 0x5eed_5eed {
+        TOUCH_SINK.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     }
     let lane = |v: v128| [f32x4_extract_lane::<0>(v), f32x4_extract_lane::<1>(v), f32x4_extract_lane::<2>(v), f32x4_extract_lane::<3>(v)];
     let (av, ev, tv) = (lane(a2), lane(e1), lane(t));
     [0, 1, 2, 3].map(|k| Pass1 { a2: av[k], e1: ev[k], t: tv[k] })
 }
 
-/// Pass 1 of [`PASS1_ROWS`] rows: four at a time (wasm has no prefetch: `_ahead` unused).
-pub(super) fn pass1_rows(a: &[u8], ra: usize, _ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
+/// Pass 1 of [`PASS1_ROWS`] rows (`a` may run on to the end of the matrix), four at a time;
+/// each four touch their rows `ahead` bytes on (where `a` reaches them).
+pub(super) fn pass1_rows(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
     let mut out = [Pass1 { a2: 0.0, e1: 0.0, t: 0.0 }; PASS1_ROWS];
     for (i, four) in out.chunks_exact_mut(4).enumerate() {
-        four.copy_from_slice(&pass1_rows4(&a[4 * i * ra..], ra, x));
+        four.copy_from_slice(&pass1_rows4(&a[4 * i * ra..], ra, ahead, x));
     }
     out
 }
