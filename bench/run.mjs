@@ -8,6 +8,9 @@
 //                      [--model path.gguf] [--only edgellm|wllama] [--simd auto|relaxed|simd128|both]
 //                      [--threads 1,2]
 //
+// Each round ends with bench/membw.mjs, a memory-bandwidth probe in a Worker of a fresh browser:
+// the decode traffic is reported as a share of what one wasm thread streams in the same minutes.
+//
 // --threads runs each engine at each count (edgellm's `threads` option, wllama's n_threads) on a
 // cross-origin isolated page (COOP/COEP, so both can share memory), as `edgellm@2t`, `wllama@2t`;
 // the ratios are then edgellm/wllama at each count and each engine's counts against its first.
@@ -31,6 +34,7 @@ import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
 import { chromium } from 'playwright-core';
 import { CHROMIUM, CHROMIUM_ARGS, ISOLATION, startStaticServer } from './harness.mjs';
+import { membwModule, MEMBW_WORKER } from './membw.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -146,6 +150,34 @@ async function runOnce(engine, origin, prompt) {
   }
 }
 
+// The memory-bandwidth probe (bench/membw.mjs) in a Worker of a fresh browser, once per round
+// between the engines: decode traffic is judged against what one wasm thread can stream in the
+// same minutes (the machine's bandwidth is shared and drifts).
+const PROBE_MB = 178; // the size of Gemma 3 270M's tied Q8_0 output projection
+async function runProbe(origin) {
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'edgellm-bench-'));
+  const ctx = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+  try {
+    const page = ctx.pages()[0] || (await ctx.newPage());
+    await page.goto(`${origin}/bench/page.html`);
+    return await page.evaluate(
+      ([src, bytes, mb]) =>
+        new Promise((resolve) => {
+          const w = new Worker(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })));
+          w.onmessage = (e) => {
+            w.terminate();
+            resolve(e.data);
+          };
+          w.postMessage({ bytes: new Uint8Array(bytes), mb, passes: 6 });
+        }),
+      [MEMBW_WORKER, [...membwModule()], PROBE_MB],
+    );
+  } finally {
+    await ctx.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+}
+
 const median = (xs) => {
   const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
   return s.length ? s[(s.length - 1) >> 1] : NaN;
@@ -165,6 +197,7 @@ function runOf(name) {
 }
 const results = Object.fromEntries(engines.map((e) => [e, []]));
 const KEYS = ['load_s', 'ttft_ms', 'prefill_tps', 'decode_tps', 'wasm_mb', 'rss_mb'];
+const probes = [];
 try {
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? [...engines].reverse() : engines;
@@ -176,6 +209,12 @@ try {
       r.decode_gb_s = r.usage && r.usage.decode_gb_s !== undefined ? r.usage.decode_gb_s : NaN;
       results[e].push(r);
       console.log(`round ${round + 1} ${e.padEnd(15)} ${r.simd_tier ? `tier=${r.simd_tier} ` : ''}threads=${r.threads} ${KEYS.map((k) => `${k}=${(+r[k]).toFixed(k.endsWith('tps') || k === 'load_s' ? 2 : 0)}`).join(' ')} prompt_tokens=${r.prompt_tokens} tokens=${r.tokens}${Number.isFinite(r.decode_gb_s) ? ` decode ${r.decode_mb_tok.toFixed(1)} MB/tok ${r.decode_gb_s.toFixed(2)} GB/s` : ''}${r.windows ? ` windows=[${r.windows.map((x) => x.toFixed(2)).join(', ')}]` : ''}${r.timings ? ` (wllama timings: prefill ${r.timings.prompt_per_second?.toFixed(2)} tok/s, decode ${r.timings.predicted_per_second?.toFixed(2)} tok/s)` : ''}`);
+    }
+    const pr = await runProbe(origin);
+    if (pr.error) console.log(`round ${round + 1} membw probe failed: ${pr.error}`);
+    else {
+      probes.push(pr);
+      console.log(`round ${round + 1} ${'membw probe'.padEnd(15)} ${PROBE_MB} MB, one wasm thread: sum1 (one stream) ${pr.sum1.toFixed(2)} GB/s, sum4 (four streams) ${pr.sum4.toFixed(2)} GB/s`);
     }
   }
 } finally {
@@ -210,3 +249,12 @@ const cell = (x, d) => (Number.isFinite(x) ? x.toFixed(d) : '-').padStart(12);
 console.log('\n' + 'decode traffic'.padEnd(pad) + ['MB/token', 'GB/s'].map((k) => k.padStart(12)).join(''));
 for (const e of engines) console.log(e.padEnd(pad) + cell(median(results[e].map((r) => r.decode_mb_tok)), 1) + cell(median(results[e].map((r) => r.decode_gb_s)), 2));
 console.log('(edgellm usage: weight + mean K/V bytes read per decode step, × decode tok/s; wllama reports neither)');
+if (probes.length) {
+  const p1 = median(probes.map((p) => p.sum1));
+  const p4 = median(probes.map((p) => p.sum4));
+  console.log(`membw probe (medians of ${probes.length} rounds): sum1 ${p1.toFixed(2)} GB/s, sum4 ${p4.toFixed(2)} GB/s`);
+  for (const e of engines) {
+    const g = median(results[e].map((r) => r.decode_gb_s));
+    if (Number.isFinite(g)) console.log(`${e} decode traffic: ${((100 * g) / p4).toFixed(0)}% of the probe's four-stream GB/s (${((100 * g) / p1).toFixed(0)}% of one stream)`);
+  }
+}
