@@ -415,13 +415,16 @@ pub fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f
     [0, 1, 2, 3].map(|k| one(&a[k * ra..], &b[k * rb..], x))
 }
 
-/// The four-row exact-dot kernel of this build and CPU (AVX2; elsewhere [`full_rows4`] over
-/// this build's one-row kernel), bit-identical to [`full_row`].
+/// The four-row exact-dot kernel of this build and CPU (AVX2, SIMD128 and relaxed wasm;
+/// elsewhere [`full_rows4`] over this build's one-row kernel), bit-identical to [`full_row`].
 pub fn full_rows4_kernel() -> FullRows4Kernel {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return super::planes_simd128::full_rows4;
     #[cfg(target_arch = "x86_64")]
     if super::avx2::enabled() {
         return super::planes_avx2::full_rows4;
     }
+    #[allow(unreachable_code)]
     full_rows4
 }
 

@@ -112,6 +112,8 @@ pub struct Pass1Block {
     n: f32,
     /// `c15 − 256·Σq`: the block integer's constant part (`pass1_block_int`).
     cst: i32,
+    /// `−128·Σq`: the exact dot's (`full_block_int`).
+    full_cst: i32,
     known: u32,
     /// Where the known load starts in a row's `A` part.
     known_at: u32,
@@ -171,7 +173,7 @@ pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>) {
             KNOWN_HALF => end - 8,
             _ => end - 16,
         };
-        out.push(Pass1Block { h, l, dx: x.dx[blk], m: x.m[blk], n: x.n[blk], cst: x.c15[blk] - 256 * x.sum[blk], known, known_at: known_at as u32 });
+        out.push(Pass1Block { h, l, dx: x.dx[blk], m: x.m[blk], n: x.n[blk], cst: x.c15[blk] - 256 * x.sum[blk], full_cst: -128 * x.sum[blk], known, known_at: known_at as u32 });
     }
 }
 
@@ -315,4 +317,77 @@ pub(super) fn full_row(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
         sumf += sumi as f32 * (dw * x.dx[blk]);
     }
     sumf
+}
+
+/// The exact dots of four consecutive rows of a group (`A` parts `ra` apart at `a`, `B` parts
+/// `rb` apart at `b`, both running on to the end of the matrix), bit-identical to
+/// [`full_row`]: per block, each row's `l` bytes are its known window merged with its `B`
+/// bytes, both nibble planes are dotted with the pass-1 operands (`h` weighted 16, `l` 1), the
+/// four rows' integers reduced together, and the float part runs in four lanes in the scalar
+/// order. The rows two calls on are touched as in pass 1. Near the end of the matrix, where a
+/// 16-byte load of the last `B` bytes would pass it, the one-row kernel runs instead.
+pub(super) fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f32; 4] {
+    let nb = x.nb;
+    if b.len() < 3 * rb + x.b_off[nb - 1] as usize + 16 || a.len() < 4 * ra {
+        return core::array::from_fn(|k| full_row(&a[k * ra..], &b[k * rb..], x));
+    }
+    let blocks = &x.simd[..nb];
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    // Touch the A then the B parts of the rows 8 on, two lines per block, where they exist.
+    let (ta, tb) = (8 * ra, 8 * rb);
+    let (la, lb) = (if a.len() >= ta + 4 * ra { (4 * ra).div_ceil(64) } else { 0 }, if b.len() >= tb + 4 * rb { (4 * rb).div_ceil(64) } else { 0 });
+    let mut sink = i32x4_splat(0);
+    #[cfg(target_feature = "relaxed-simd")]
+    let (w_h, w_l) = (i16x8_splat(16), i16x8_splat(1));
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    let (w_h, w_l) = (i16x8_splat(0), i16x8_splat(0));
+    let mut acc = f32x4_splat(0.0);
+    for (blk, bl) in blocks.iter().enumerate() {
+        for line in 2 * blk..2 * blk + 2 {
+            let at = if line < la { Some(pa.wrapping_add(ta + 64 * line)) } else if line - la < lb { Some(pb.wrapping_add(tb + 64 * (line - la))) } else { None };
+            if let Some(q) = at {
+                // SAFETY: a line below `la` (`lb`) starts inside the 4 A (B) parts 8 rows on,
+                // which the checks above found inside `a` (`b`); 4 bytes from a line start
+                // stay inside them (their lengths are multiples of 2 and at least 18).
+                sink = v128_or(sink, unsafe { v128_load32_zero(q as *const u32) });
+            }
+        }
+        let cb = x.c[blk] as usize;
+        let end = x.o0 + x.o_off[blk] as usize + cb;
+        let bo = x.b_off[blk] as usize;
+        // SAFETY: `mask` is 16 readable bytes.
+        let mask = unsafe { v128_load(x.mask[blk].as_ptr() as *const v128) };
+        let mut v = [i32x4_splat(0); 4];
+        for (k, vk) in v.iter_mut().enumerate() {
+            // SAFETY: row k's A part is `a[k·ra..(k+1)·ra]` (checked above) and holds its h
+            // plane at 2·nb + 16·blk and its known window ending at `end ≥ 16`; its B part
+            // starts at k·rb and the 16 bytes at `bo` stay inside `b` (checked above).
+            let (h, l) = unsafe {
+                let row = pa.add(k * ra);
+                let known = v128_load(row.add(end - 16) as *const v128);
+                let rest = v128_load(pb.add(k * rb + bo) as *const v128);
+                (v128_load(row.add(nb * 2 + blk * 16) as *const v128), v128_bitselect(known, rest, mask))
+            };
+            let (sh, sl) = (nibs(h, &bl.h, w_h), nibs(l, &bl.h, w_l));
+            // SIMD128's operands carry pass 1's ×32: every lane is a multiple of 32, so the
+            // shifts below are exact (16·sh and 1·sl).
+            #[cfg(not(target_feature = "relaxed-simd"))]
+            let (sh, sl) = (i32x4_shr(sh, 1), i32x4_shr(sl, 5));
+            *vk = i32x4_add(sh, sl);
+        }
+        // `full_block_int`: 16·sh + sl − 128·Σq.
+        let sumi = i32x4_add(reduce4(v), i32x4_splat(bl.full_cst));
+        let h = unsafe {
+            let z = v128_load16_lane::<0>(u32x4_splat(0), pa.add(2 * blk) as *const u16);
+            let z = v128_load16_lane::<2>(z, pa.add(ra + 2 * blk) as *const u16);
+            let z = v128_load16_lane::<4>(z, pa.add(2 * ra + 2 * blk) as *const u16);
+            v128_load16_lane::<6>(z, pa.add(3 * ra + 2 * blk) as *const u16)
+        };
+        let s = f32x4_mul(f16_lanes(h), f32x4_splat(bl.dx));
+        acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(sumi), s));
+    }
+    if i32x4_extract_lane::<0>(sink) == 0x5eed_5eed && i32x4_extract_lane::<1>(sink) == 0x5eed_5eed {
+        TOUCH_SINK.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    }
+    [f32x4_extract_lane::<0>(acc), f32x4_extract_lane::<1>(acc), f32x4_extract_lane::<2>(acc), f32x4_extract_lane::<3>(acc)]
 }
