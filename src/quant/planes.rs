@@ -130,7 +130,11 @@ impl PlaneLayout {
         base + rows * self.ra + i * self.rb
     }
 
-    /// Writes one Q8_0 row (`src`, `34 × nb` bytes) as its `A` and `B` parts.
+    /// Writes one Q8_0 row (`src`, `34 × nb` bytes) as its `A` and `B` parts. Not inlined: in
+    /// wasm, V8 runs a call in the tier it started in, so the re-layout's one long call would
+    /// run its whole loop in the baseline compiler's code; called once per row, this function
+    /// is optimized after the first rows.
+    #[inline(never)]
     fn split_row(&self, src: &[u8], a: &mut [u8], b: &mut [u8]) {
         let o0 = self.nb * 18;
         for blk in 0..self.nb {
