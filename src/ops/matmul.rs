@@ -150,7 +150,8 @@ pub fn matmul_on(exec: &Exec, w: &Weight, x: &[f32], out: &mut [f32], s: &mut Ma
     let toks8 = quant::vec_dot_toks8_kernel(w.ty);
     if let (Some(rows4), 1) = (quant::vec_dot_rows4_kernel(w.ty), n_tok) {
         // Decode: four weight rows per call share the activation's unpacking, which is
-        // prepared once here where the kernel wants it.
+        // prepared once here where the kernel wants it. Each call gets the matrix from its
+        // rows to the end, so it can fetch the next call's rows ahead (`VecDotRows4`).
         let n4 = n_out / 4 * 4;
         let act = rows4.prepare(&s.act[..ab], n_in, &mut s.prep);
         let act1 = &s.act[..ab];
@@ -161,7 +162,7 @@ pub fn matmul_on(exec: &Exec, w: &Weight, x: &[f32], out: &mut [f32], s: &mut Ma
             let end4 = rows.end.min(n4);
             for r in (rows.start..end4).step_by(4) {
                 let o = r - rows.start;
-                out[o..o + 4].copy_from_slice(&(rows4.dot)(&w.data[r * rb..(r + 4) * rb], rb, act, n_in));
+                out[o..o + 4].copy_from_slice(&(rows4.dot)(&w.data[r * rb..n_out * rb], rb, act, n_in));
             }
             for r in end4.max(rows.start)..rows.end {
                 out[r - rows.start] = kernel(&w.data[r * rb..(r + 1) * rb], act1, n_in);

@@ -325,9 +325,9 @@ unsafe fn quad<F: Fmt, const TOKS: bool>(xr: [&[u8]; 4], yr: [&[u8]; 4], nb: usi
     let mut acc = _mm_setzero_ps();
     for i in (0..nb).step_by(2) {
         if ahead != 0 {
-            // The same two blocks of the rows `ahead` bytes on (the next call's four rows): the
-            // hardware prefetcher alone leaves decode waiting on memory. A prefetch never faults,
-            // past the end of the matrix included.
+            // The same two blocks of the rows `ahead` bytes on (the next call's four rows, in
+            // the caller's slice: `rows4`): the hardware prefetcher alone leaves decode waiting
+            // on memory.
             for r in xr {
                 for line in (0..2 * F::WB).step_by(64) {
                     _mm_prefetch::<_MM_HINT_T0>(r.as_ptr().wrapping_add(i * F::WB + ahead + line) as *const i8);
@@ -366,7 +366,9 @@ unsafe fn quad<F: Fmt, const TOKS: bool>(xr: [&[u8]; 4], yr: [&[u8]; 4], nb: usi
 unsafe fn rows4<F: Fmt>(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let nb = n / F::QK;
     let a = &a[..nb * F::ACT.bytes()];
-    quad::<F, false>(lanes!(4, |k| &w[k * rb..k * rb + nb * F::WB]), [a; 4], nb, 4 * rb)
+    // The next call's rows where `w` holds them (`VecDotRows4`); none after the last group.
+    let ahead = if w.len() >= 8 * rb { 4 * rb } else { 0 };
+    quad::<F, false>(lanes!(4, |k| &w[k * rb..k * rb + nb * F::WB]), [a; 4], nb, ahead)
 }
 
 #[target_feature(enable = "avx2,f16c")]

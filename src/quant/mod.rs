@@ -229,7 +229,10 @@ pub fn kernel_tier() -> &'static str {
 }
 
 /// Four dots at once: four consecutive weight rows (`w`, `row_bytes` apart) against one
-/// activation row (prepared, see [`Rows4Kernel`]).
+/// activation row (prepared, see [`Rows4Kernel`]). `w` may run on past the fourth row: the
+/// bytes after it are the matrix's next rows, the ones the next call will take, and the kernel
+/// may read (touch or prefetch) them ahead, but only when `w` holds all four of them, and never
+/// lets them change a result.
 pub type VecDotRows4 = fn(w: &[u8], row_bytes: usize, act: &[u8], n: usize) -> [f32; 4];
 
 /// Four dots at once: one weight row against four consecutive activation rows (`act`,

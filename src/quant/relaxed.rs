@@ -34,7 +34,7 @@ use super::q8::Q8_0_BYTES;
 use super::q8_k::{Q8KBlock, Q8_K_BYTES, QK_K, QS_AT};
 use super::simd128::{
     blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, k_summs_x4, ld, ld_f32x4, mins_x4, q6_k_unsigned, qh_at,
-    qh_bits16, reduce4, rows4_of, store4,
+    qh_bits16, reduce4, rows4_of, store4, Ahead,
 };
 
 const QK: usize = 32;
@@ -82,10 +82,13 @@ pub(super) fn prep_q8_0(a: &[u8], n: usize, out: &mut Vec<u8>) {
 pub(super) fn rows4_q8_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
     let (nb, wb) = (n / QK, Q8_0_BYTES);
     let r = rows4_of(w, rb, nb * wb);
+    let ahead = Ahead::new(w, rb, nb * wb);
+    let mut sink = 0;
     let p = &p[..nb * PREP_Q8_0];
     let zero = i32x4_splat(0);
     let mut acc = f32x4_splat(0.0);
     for i in 0..nb {
+        sink = ahead.touch::<Q8_0_BYTES>(i, sink);
         let y = &p[i * PREP_Q8_0..(i + 1) * PREP_Q8_0];
         let x = blocks4(&r, i, wb);
         let s = if y[68] != 0 {
@@ -105,6 +108,7 @@ pub(super) fn rows4_q8_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
         let dy = f32x4_splat(read_f32(y, 64));
         acc = f32x4_add(acc, comb_q8_0(f32x4_convert_i32x4(s), dx, dy));
     }
+    Ahead::finish(sink);
     store4(acc)
 }
 
@@ -161,22 +165,24 @@ pub(super) fn prep_q4_0(a: &[u8], n: usize, out: &mut Vec<u8>) {
 
 /// Four weight rows of an offset-unsigned format (Q4_0, Q5_0) × one prepared activation row.
 #[inline(always)]
-fn rows4_unsigned_family(
+fn rows4_unsigned_family<const WB: usize>(
     w: &[u8],
     rb: usize,
     p: &[u8],
     nb: usize,
-    wb: usize,
     unpack: impl Fn(&[u8]) -> (v128, v128),
     comb: impl Fn(v128, v128, v128) -> v128,
 ) -> [f32; 4] {
-    let r = rows4_of(w, rb, nb * wb);
+    let r = rows4_of(w, rb, nb * WB);
+    let ahead = Ahead::new(w, rb, nb * WB);
+    let mut sink = 0;
     let p = &p[..nb * PREP_UNSIGNED];
     let mut acc = f32x4_splat(0.0);
     for i in 0..nb {
+        sink = ahead.touch::<WB>(i, sink);
         let y = &p[i * PREP_UNSIGNED..(i + 1) * PREP_UNSIGNED];
         let (al, ah, start) = (ld(y, 0), ld(y, 16), ld(y, 32));
-        let x = blocks4(&r, i, wb);
+        let x = blocks4(&r, i, WB);
         let d = |x: &[u8]| {
             let (ul, uh) = unpack(x);
             rdot(ah, uh, rdot(al, ul, start))
@@ -186,6 +192,7 @@ fn rows4_unsigned_family(
         let dy = f32x4_splat(read_f32(y, 48));
         acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
     }
+    Ahead::finish(sink);
     store4(acc)
 }
 
@@ -226,10 +233,10 @@ fn toks_unsigned_family<const T: usize>(
 }
 
 pub(super) fn rows4_q5_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
-    rows4_unsigned_family(w, rb, p, n / QK, Q5_0_BYTES, unsigned_q5_0, comb_q5_0)
+    rows4_unsigned_family::<Q5_0_BYTES>(w, rb, p, n / QK, unsigned_q5_0, comb_q5_0)
 }
 pub(super) fn rows4_q4_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
-    rows4_unsigned_family(w, rb, p, n / QK, Q4_0_BYTES, unsigned_q4_0, comb_q4_0)
+    rows4_unsigned_family::<Q4_0_BYTES>(w, rb, p, n / QK, unsigned_q4_0, comb_q4_0)
 }
 pub(super) fn toks4_q5_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 4] {
     toks_unsigned_family::<4>(w, a, ab, dy, n / QK, Q5_0_BYTES, 16, unsigned_q5_0, comb_q5_0)
@@ -267,9 +274,12 @@ fn q4_k_isum(x: &[u8], yb: &[u8], sc: &[u8; 8]) -> v128 {
 pub(super) fn rows4_q4_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let nb = n / QK_K;
     let r = rows4_of(w, rb, nb * Q4_K_BYTES);
+    let ahead = Ahead::new(w, rb, nb * Q4_K_BYTES);
+    let mut sink = 0;
     let a = &a[..nb * Q8_K_BYTES];
     let mut sumf = f32x4_splat(0.0);
     for i in 0..nb {
+        sink = ahead.touch::<Q4_K_BYTES>(i, sink);
         let yb = &a[i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES];
         let y = Q8KBlock::new(yb);
         let x = blocks4(&r, i, Q4_K_BYTES);
@@ -293,6 +303,7 @@ pub(super) fn rows4_q4_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
         // scalar: sumf += d * isum as f32 - dmin * summs as f32
         sumf = f32x4_add(sumf, f32x4_sub(f32x4_mul(d, isum), f32x4_mul(dmin, mins)));
     }
+    Ahead::finish(sink);
     store4(sumf)
 }
 
@@ -334,9 +345,12 @@ fn q6_k_isum(u: &[v128; 16], sc: &[u8], yb: &[u8], starts: &[v128; 16]) -> v128 
 pub(super) fn rows4_q6_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let nb = n / QK_K;
     let r = rows4_of(w, rb, nb * Q6_K_BYTES);
+    let ahead = Ahead::new(w, rb, nb * Q6_K_BYTES);
+    let mut sink = 0;
     let a = &a[..nb * Q8_K_BYTES];
     let mut sumf = f32x4_splat(0.0);
     for i in 0..nb {
+        sink = ahead.touch::<Q6_K_BYTES>(i, sink);
         let yb = &a[i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES];
         let yd = f32x4_splat(Q8KBlock::new(yb).d);
         let starts = q6_k_starts(yb);
@@ -347,5 +361,6 @@ pub(super) fn rows4_q6_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
         // scalar: sumf += (read_f16(x, 208) * y.d) * isum as f32
         sumf = f32x4_add(sumf, f32x4_mul(f32x4_mul(dx, yd), isum));
     }
+    Ahead::finish(sink);
     store4(sumf)
 }

@@ -145,8 +145,14 @@ fn extreme_integer_sums_match_scalar_bits() {
     }
 }
 
+/// Rows in the weight matrices of `x4_kernels_match_scalar_bits`: rows4 runs on the slices from
+/// row 0 (the next four rows follow: touched ahead), from row 4 (seven rows: too few to touch)
+/// and from row 7 (the last four rows exactly, as the matmul's last group).
+const X4_ROWS: usize = 11;
+
 /// The four-at-once kernels (matmul): lane k of rows4 = scalar(W[k], a), lane k of toks4 =
-/// scalar(w, A[k]), bit for bit; random and edge blocks, 1..=9 blocks and long rows.
+/// scalar(w, A[k]), bit for bit; random and edge blocks, 1..=9 blocks and long rows; rows4 on
+/// slices that run past its four rows (`X4_ROWS`), whose extra rows must not change a lane.
 #[wasm_bindgen_test]
 fn x4_kernels_match_scalar_bits() {
     let mut rng = Rng(11);
@@ -171,13 +177,18 @@ fn x4_kernels_match_scalar_bits() {
                     assert_eq!(t8[k].to_bits(), want.to_bits(), "{ty} toks8 {what} n={n} k={k}");
                 }
             }
-            for k in 0..4 {
-                if let Some(rows4) = rows4 {
-                    let mut buf = Vec::new();
-                    let r = (rows4.dot)(w, rb, rows4.prepare(&a[..ab], n, &mut buf), n);
-                    let want = scalar(&w[k * rb..(k + 1) * rb], &a[..ab], n);
-                    assert_eq!(r[k].to_bits(), want.to_bits(), "{ty} rows4 {what} n={n} k={k}: {} vs {want}", r[k]);
+            if let Some(rows4) = rows4 {
+                let mut buf = Vec::new();
+                let act = rows4.prepare(&a[..ab], n, &mut buf);
+                for r0 in [0, 4, X4_ROWS - 4] {
+                    let r = (rows4.dot)(&w[r0 * rb..], rb, act, n);
+                    for k in 0..4 {
+                        let want = scalar(&w[(r0 + k) * rb..(r0 + k + 1) * rb], &a[..ab], n);
+                        assert_eq!(r[k].to_bits(), want.to_bits(), "{ty} rows4 {what} n={n} rows {r0}.. k={k}: {} vs {want}", r[k]);
+                    }
                 }
+            }
+            for k in 0..4 {
                 let want = scalar(&w[..rb], &a[k * ab..(k + 1) * ab], n);
                 assert_eq!(t[k].to_bits(), want.to_bits(), "{ty} toks4 {what} n={n} k={k}: {} vs {want}", t[k]);
             }
@@ -185,7 +196,7 @@ fn x4_kernels_match_scalar_bits() {
         let ns: Vec<usize> = if ty.block_size() == 32 { (1..=9).map(|m| 32 * m).chain([640, 2048]).collect() } else { (1..=8).map(|m| 256 * m).collect() };
         for n in ns {
             for _ in 0..20 {
-                let mut w = rng.bytes(4 * blocks(ty, n));
+                let mut w = rng.bytes(X4_ROWS * blocks(ty, n));
                 set_scales(ty, &mut w, &mut || rng.scale());
                 let mut a = rng.bytes(4 * blocks(a_ty, n));
                 set_scales(a_ty, &mut a, &mut || rng.scale());
@@ -197,7 +208,7 @@ fn x4_kernels_match_scalar_bits() {
             }
             for wb in [0x00u8, 0xff, 0x80, 0x7f] {
                 for abyte in [0x80u8, 0x7f, 0x00] {
-                    let mut w = vec![wb; 4 * blocks(ty, n)];
+                    let mut w = vec![wb; X4_ROWS * blocks(ty, n)];
                     set_scales(ty, &mut w, &mut || 1.0);
                     let mut a = vec![abyte; 4 * blocks(a_ty, n)];
                     set_scales(a_ty, &mut a, &mut || 1.0);
@@ -214,8 +225,10 @@ fn x4_kernels_match_scalar_bits() {
 fn matmul_x4_matches_scalar_bits() {
     use crate::ops::matmul::{matmul, MatmulScratch, Weight};
     let mut rng = Rng(5);
-    for ty in [Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, Q5_K] {
-        let (n_in, n_out) = (512, 7);
+    // 7 rows: one group of four (nothing to touch ahead) and three single rows; 13: groups whose
+    // next rows are touched ahead, a last group that has none, one single row.
+    for (ty, n_out) in [Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, Q5_K].into_iter().flat_map(|t| [(t, 7), (t, 13)]) {
+        let n_in = 512;
         let rb = blocks(ty, n_in);
         let mut data = rng.bytes(rb * n_out);
         set_scales(ty, &mut data, &mut || rng.scale());
@@ -370,6 +383,85 @@ fn kernel_throughput() {
             macs / tr / 1e9,
             bytes / tr / 1e9,
             tr / ts
+        ));
+    }
+}
+
+/// Benchmark, not a test (prints, asserts nothing about speed; ignored by default, run with
+/// `cargo test --target wasm32-unknown-unknown --lib -- --include-ignored rows4_stream`): the
+/// decode kernels (`rows4`) over 64 MB of weights (beyond every cache), each call handed the
+/// matrix to its end (as `ops::matmul` does: the next rows are touched ahead) or cut to its four
+/// rows (no touch), alternated, beside the one-row kernel and a plain four-stream read of the
+/// same bytes.
+#[wasm_bindgen_test]
+#[ignore]
+fn rows4_stream_throughput() {
+    use core::arch::wasm32::*;
+    let mut rng = Rng(9);
+    let bytes = 64usize << 20;
+    for (ty, n) in [(Q5_0, 640), (Q5_0, 2048), (Q8_0, 640), (Q4_0, 640), (Q4_K, 1024), (Q4_K, 2048), (Q6_K, 2048)] {
+        let Some(rows4) = vec_dot_rows4_kernel(ty) else { continue };
+        let rb = blocks(ty, n);
+        let rows = bytes / rb / 4 * 4;
+        let mut w = vec![0u8; rb * rows];
+        for c in w.chunks_exact_mut(8) {
+            c.copy_from_slice(&rng.next().to_le_bytes());
+        }
+        set_scales(ty, &mut w, &mut || rng.scale().abs().clamp(1.0 / 4096.0, 1.0 / 16.0));
+        let x: Vec<f32> = (0..n).map(|_| rng.normal()).collect();
+        let mut a = Vec::new();
+        quantize_activation(vec_dot_type(ty), &x, &mut a).unwrap();
+        let mut prep = Vec::new();
+        let act = rows4.prepare(&a, n, &mut prep);
+        let (mut t_on, mut t_off, mut t_probe, mut t_one) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let one = vec_dot_kernel(ty).unwrap();
+        let mut sink = 0f32;
+        for _ in 0..5 {
+            let t0 = now();
+            for r in 0..rows {
+                sink += one(&w[r * rb..(r + 1) * rb], &a, n);
+            }
+            t_one.push(now() - t0);
+            for ahead in [true, false] {
+                let t0 = now();
+                for r in (0..rows).step_by(4) {
+                    let wr = if ahead { &w[r * rb..] } else { &w[r * rb..(r + 4) * rb] };
+                    sink += (rows4.dot)(wr, rb, act, n)[0];
+                }
+                let dt = now() - t0;
+                if ahead { t_on.push(dt) } else { t_off.push(dt) }
+            }
+            // Four streams, 64 bytes per stream per step (the membw probe's four-stream loop).
+            let t0 = now();
+            let q = w.len() / 4 / 64 * 64;
+            let mut acc = [i32x4_splat(0); 4];
+            for i in (0..q).step_by(64) {
+                for (s, a) in acc.iter_mut().enumerate() {
+                    let c = &w[s * q + i..s * q + i + 64];
+                    // SAFETY: `c` is 64 readable bytes; unaligned v128 loads are allowed.
+                    let v = unsafe { i32x4_add(i32x4_add(v128_load(c.as_ptr() as *const v128), v128_load(c[16..].as_ptr() as *const v128)), i32x4_add(v128_load(c[32..].as_ptr() as *const v128), v128_load(c[48..].as_ptr() as *const v128))) };
+                    *a = i32x4_add(*a, v);
+                }
+            }
+            std::hint::black_box(acc);
+            t_probe.push(now() - t0);
+        }
+        std::hint::black_box(sink);
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            v[v.len() / 2]
+        };
+        let gb = |ms: f64| w.len() as f64 / ms / 1e6;
+        let (on, off, probe, one) = (med(&mut t_on), med(&mut t_off), med(&mut t_probe), med(&mut t_one));
+        log(&format!(
+            "{:<5} n={n:>5} {:>3} MB: rows4 touch-ahead {:>5.2} GB/s, no touch {:>5.2} GB/s ({:.2}x); one-row kernel {:>5.2} GB/s; four-stream read {:>5.2} GB/s",
+            ty.to_string(),
+            w.len() >> 20,
+            gb(on),
+            gb(off),
+            off / on,
+            gb(one),
+            gb(probe)
         ));
     }
 }
