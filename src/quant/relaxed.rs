@@ -27,13 +27,12 @@ use core::arch::wasm32::*;
 
 use super::float::{read_f16, read_f32};
 use super::q4::Q4_0_BYTES;
-use super::q4_k::{scales_mins, Q4_K_BYTES};
 use super::q5::Q5_0_BYTES;
 use super::q6_k::Q6_K_BYTES;
 use super::q8::Q8_0_BYTES;
 use super::q8_k::{Q8KBlock, Q8_K_BYTES, QK_K, QS_AT};
 use super::simd128::{
-    blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, k_summs_x4, ld, ld_f32x4, mins_x4, q6_k_unsigned, qh_at,
+    blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, ld, ld_f32x4, q6_k_unsigned, qh_at,
     qh_bits16, reduce4, rows4_of, store4, Ahead,
 };
 
@@ -253,59 +252,10 @@ pub(super) fn toks8_q4_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) ->
 
 // ---- k-quants × Q8_K activations ----
 
-/// Q4_K: Σ_j sc_j · Σ nib·a over one super-block, as i32x4 partial sums (`yb` the activation
-/// block, `x` the weight block).
-#[inline(always)]
-fn q4_k_isum(x: &[u8], yb: &[u8], sc: &[u8; 8]) -> v128 {
-    let m4 = u8x16_splat(0x0f);
-    let zero = i32x4_splat(0);
-    let mut acc = zero;
-    for c in 0..4 {
-        let (b0, b1) = (ld(x, 16 + 32 * c), ld(x, 32 + 32 * c));
-        let q = QS_AT + 64 * c;
-        let lo = rdot(ld(yb, q + 16), v128_and(b1, m4), rdot(ld(yb, q), v128_and(b0, m4), zero));
-        let hi = rdot(ld(yb, q + 48), u8x16_shr(b1, 4), rdot(ld(yb, q + 32), u8x16_shr(b0, 4), zero));
-        acc = i32x4_add(acc, i32x4_mul(lo, i32x4_splat(sc[2 * c] as i32)));
-        acc = i32x4_add(acc, i32x4_mul(hi, i32x4_splat(sc[2 * c + 1] as i32)));
-    }
-    acc
-}
-
-pub(super) fn rows4_q4_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
-    let nb = n / QK_K;
-    let r = rows4_of(w, rb, nb * Q4_K_BYTES);
-    let ahead = Ahead::new(w, rb, nb * Q4_K_BYTES);
-    let mut sink = 0;
-    let a = &a[..nb * Q8_K_BYTES];
-    let mut sumf = f32x4_splat(0.0);
-    for i in 0..nb {
-        sink = ahead.touch::<Q4_K_BYTES>(i, sink);
-        let yb = &a[i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES];
-        let y = Q8KBlock::new(yb);
-        let x = blocks4(&r, i, Q4_K_BYTES);
-        let sm: [([u8; 8], [u8; 8]); 4] = core::array::from_fn(|k| scales_mins(&x[k][4..16]));
-        let s = reduce4(
-            q4_k_isum(x[0], yb, &sm[0].0),
-            q4_k_isum(x[1], yb, &sm[1].0),
-            q4_k_isum(x[2], yb, &sm[2].0),
-            q4_k_isum(x[3], yb, &sm[3].0),
-        );
-        let isum = f32x4_convert_i32x4(s);
-        let mins = f32x4_convert_i32x4(reduce4(
-            k_summs_x4(yb, mins_x4(&sm[0].1)),
-            k_summs_x4(yb, mins_x4(&sm[1].1)),
-            k_summs_x4(yb, mins_x4(&sm[2].1)),
-            k_summs_x4(yb, mins_x4(&sm[3].1)),
-        ));
-        let yd = f32x4_splat(y.d);
-        let d = f32x4_mul(f16x4_at(x[0], x[1], x[2], x[3], 0), yd);
-        let dmin = f32x4_mul(f16x4_at(x[0], x[1], x[2], x[3], 2), yd);
-        // scalar: sumf += d * isum as f32 - dmin * summs as f32
-        sumf = f32x4_add(sumf, f32x4_sub(f32x4_mul(d, isum), f32x4_mul(dmin, mins)));
-    }
-    Ahead::finish(sink);
-    store4(sumf)
-}
+// Q4_K decodes one row at a time on the SIMD128 kernel in this build too: a four-row relaxed
+// kernel measured slower (Node, relaxed build, same minutes: ~1,030 perf samples per 128 tokens
+// against ~600-670 for `simd128::vec_dot_q4_k_q8_k`; in Chromium 1.10-1.78 GB/s against
+// 1.36-1.94), while Q6_K's four-row kernel stays ahead (~455-480 against ~540-600).
 
 /// Q6_K: the sixteen 16-element groups' unsigned quants (0..63, offset 32), in group order
 /// (group g covers elements 16g..16g+16 and has scale `sc[g]`).
