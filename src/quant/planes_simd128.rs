@@ -347,8 +347,8 @@ pub(super) fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct
             let at = if line < la { Some(pa.wrapping_add(ta + 64 * line)) } else if line - la < lb { Some(pb.wrapping_add(tb + 64 * (line - la))) } else { None };
             if let Some(q) = at {
                 // SAFETY: a line below `la` (`lb`) starts inside the 4 A (B) parts 8 rows on,
-                // which the checks above found inside `a` (`b`); 4 bytes from a line start
-                // stay inside them (their lengths are multiples of 2 and at least 18).
+                // which the checks above found inside `a` (`b`); 4·ra and 4·rb are multiples
+                // of 4, so 4 bytes from such a line start stay inside them.
                 sink = v128_or(sink, unsafe { v128_load32_zero(q as *const u32) });
             }
         }
