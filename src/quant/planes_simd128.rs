@@ -7,7 +7,7 @@ use core::arch::wasm32::*;
 
 use super::float::read_f16;
 use super::planes::{rest16, pass1_block_int, Pass1, PlanesAct, PASS1_ROWS};
-use super::simd128::{hsum, ld};
+use super::simd128::{f16_bits_to_f32x4, hsum, ld, reduce4};
 
 /// i32x4 partial sums of Σ_k lo(v_k)·q[k] + hi(v_k)·q[k+16] (`q0`, `q1`: q's two halves).
 /// In the relaxed build, two relaxed dots: the nibbles (0..15) are the 7-bit operand, so every
@@ -67,14 +67,6 @@ pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
         t += dw.abs() * x.n[blk];
     }
     Pass1 { a2, e1, t }
-}
-
-/// Lane k = the sum of the four lanes of `v[k]` (exact integers).
-#[inline(always)]
-fn reduce4(v: [v128; 4]) -> v128 {
-    let u01 = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(v[0], v[1]), i32x4_shuffle::<2, 6, 3, 7>(v[0], v[1]));
-    let u23 = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(v[2], v[3]), i32x4_shuffle::<2, 6, 3, 7>(v[2], v[3]));
-    i32x4_add(i32x4_shuffle::<0, 1, 4, 5>(u01, u23), i32x4_shuffle::<2, 3, 6, 7>(u01, u23))
 }
 
 /// `[p.0 + p.1, p.2 + p.3, q.0 + q.1, q.2 + q.3]` (exact integers): the sums of two rows packed
@@ -203,19 +195,18 @@ fn nibs(v: v128, q: &[v128; 4], scale: v128) -> v128 {
     }
 }
 
-/// f32 of the f16 in the low half of each u32 lane (exact; the scalar `f16_to_f32`).
+/// The f32 scales of block `blk` of the four rows at `p` (`ra` apart), lane k = row k: the f16s
+/// gathered by `v128.load16_lane`, converted as `f16_bits_to_f32x4`.
+///
+/// # Safety
+/// The four rows' first `2·blk + 2` bytes are readable.
 #[inline(always)]
-fn f16_lanes(h: v128) -> v128 {
-    let em = v128_and(h, u32x4_splat(0x7fff));
-    let sign = i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
-    let mag = f32x4_mul(i32x4_shl(em, 13), f32x4_splat(f32::from_bits(0x7780_0000)));
-    let special = v128_or(u32x4_splat(0x7f80_0000), i32x4_shl(v128_and(em, u32x4_splat(0x03ff)), 13));
-    let v = v128_bitselect(special, mag, i32x4_gt(em, i32x4_splat(0x7bff)));
-    v128_or(v, sign)
+unsafe fn scales4(p: *const u8, ra: usize, blk: usize) -> v128 {
+    let z = v128_load16_lane::<0>(u32x4_splat(0), p.add(2 * blk) as *const u16);
+    let z = v128_load16_lane::<2>(z, p.add(ra + 2 * blk) as *const u16);
+    let z = v128_load16_lane::<4>(z, p.add(2 * ra + 2 * blk) as *const u16);
+    f16_bits_to_f32x4(v128_load16_lane::<6>(z, p.add(3 * ra + 2 * blk) as *const u16))
 }
-
-/// Counts nothing in practice: pass 1 bumps it only when its touch loads OR up to a magic word.
-static TOUCH_SINK: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
 
 /// Pass 1 of four rows of a group (`A` parts `ra` apart at `a`; `a` may run on to the end
 /// of the matrix): the integers of one block for the four rows reduced together, the float
@@ -252,7 +243,7 @@ fn pass1_rows4(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> [Pass1; 4] {
         for (k, vk) in v.iter_mut().enumerate() {
             *vk = nibs(unsafe { v128_load(p.add(k * ra + nb * 2 + blk * 16) as *const v128) }, &b.h, s32);
         }
-        let mut ai = reduce4(v);
+        let mut ai = reduce4(v[0], v[1], v[2], v[3]);
         let at = b.known_at as usize;
         if b.known == KNOWN_HALF {
             let two = |k: usize| unsafe { v128_load64_lane::<1>(v128_load64_zero(p.add(k * ra + at) as *const u64), p.add((k + 1) * ra + at) as *const u64) };
@@ -262,27 +253,19 @@ fn pass1_rows4(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> [Pass1; 4] {
             for (k, vk) in v.iter_mut().enumerate() {
                 *vk = nibs(unsafe { v128_load(p.add(k * ra + at) as *const v128) }, &b.l, s2);
             }
-            ai = i32x4_add(ai, reduce4(v));
+            ai = i32x4_add(ai, reduce4(v[0], v[1], v[2], v[3]));
         }
         // `pass1_block_int`: 32·(sh − 8·Σq) + 2·sl + c15.
         let ai = i32x4_add(ai, i32x4_splat(b.cst));
-        let h = unsafe {
-            let z = v128_load16_lane::<0>(u32x4_splat(0), p.add(2 * blk) as *const u16);
-            let z = v128_load16_lane::<2>(z, p.add(ra + 2 * blk) as *const u16);
-            let z = v128_load16_lane::<4>(z, p.add(2 * ra + 2 * blk) as *const u16);
-            v128_load16_lane::<6>(z, p.add(3 * ra + 2 * blk) as *const u16)
-        };
-        let dw = f16_lanes(h);
+        let dw = unsafe { scales4(p, ra, blk) };
         let s = f32x4_mul(dw, f32x4_splat(b.dx));
         a2 = f32x4_add(a2, f32x4_mul(f32x4_convert_i32x4(ai), s));
         let dwa = f32x4_abs(dw);
         e1 = f32x4_add(e1, f32x4_mul(dwa, f32x4_splat(b.m)));
         t = f32x4_add(t, f32x4_mul(dwa, f32x4_splat(b.n)));
     }
-    // A test the touches cannot be dropped past (`black_box` costs a stack round trip each).
-    if i32x4_extract_lane::<0>(sink) == 0x5eed_5eed && i32x4_extract_lane::<1>(sink) == 0x5eed_5eed {
-        TOUCH_SINK.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-    }
+    // Keeps the touches (as `simd128::Ahead::finish`): their words must look used.
+    core::hint::black_box(sink);
     let lane = |v: v128| [f32x4_extract_lane::<0>(v), f32x4_extract_lane::<1>(v), f32x4_extract_lane::<2>(v), f32x4_extract_lane::<3>(v)];
     let (av, ev, tv) = (lane(a2), lane(e1), lane(t));
     [0, 1, 2, 3].map(|k| Pass1 { a2: av[k], e1: ev[k], t: tv[k] })
@@ -376,18 +359,11 @@ pub(super) fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct
             *vk = i32x4_add(sh, sl);
         }
         // `full_block_int`: 16·sh + sl − 128·Σq.
-        let sumi = i32x4_add(reduce4(v), i32x4_splat(bl.full_cst));
-        let h = unsafe {
-            let z = v128_load16_lane::<0>(u32x4_splat(0), pa.add(2 * blk) as *const u16);
-            let z = v128_load16_lane::<2>(z, pa.add(ra + 2 * blk) as *const u16);
-            let z = v128_load16_lane::<4>(z, pa.add(2 * ra + 2 * blk) as *const u16);
-            v128_load16_lane::<6>(z, pa.add(3 * ra + 2 * blk) as *const u16)
-        };
-        let s = f32x4_mul(f16_lanes(h), f32x4_splat(bl.dx));
+        let sumi = i32x4_add(reduce4(v[0], v[1], v[2], v[3]), i32x4_splat(bl.full_cst));
+        let s = f32x4_mul(unsafe { scales4(pa, ra, blk) }, f32x4_splat(bl.dx));
         acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(sumi), s));
     }
-    if i32x4_extract_lane::<0>(sink) == 0x5eed_5eed && i32x4_extract_lane::<1>(sink) == 0x5eed_5eed {
-        TOUCH_SINK.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-    }
+    // Keeps the touches (as `simd128::Ahead::finish`): their words must look used.
+    core::hint::black_box(sink);
     [f32x4_extract_lane::<0>(acc), f32x4_extract_lane::<1>(acc), f32x4_extract_lane::<2>(acc), f32x4_extract_lane::<3>(acc)]
 }
