@@ -235,19 +235,23 @@ pub struct PlanesAct {
     pub b_off: Vec<u16>,
     /// Per block: 0xFF at the known bytes (`k ≥ 16 - c`), else 0.
     pub mask: Vec<[u8; 16]>,
-    /// Per block: what the wasm four-row pass 1 reads (`planes_simd128::Pass1Block`).
+    /// Per block (padded to a multiple of four): what the wasm pass 1 and four-row full head
+    /// read (`planes_simd128::Pass1Block`).
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     pub simd: Vec<super::planes_simd128::Pass1Block>,
+    /// Per four blocks: their scalars as lanes (`planes_simd128::Pass1Quad`).
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    pub quads: Vec<super::planes_simd128::Pass1Quad>,
 }
 
 impl PlanesAct {
     /// Bytes held for a row of `nb` blocks.
     pub fn bytes_for(nb: usize) -> usize {
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        let simd = super::planes_simd128::PASS1_BLOCK_BYTES;
+        let simd = nb.next_multiple_of(4) * super::planes_simd128::PASS1_BLOCK_BYTES + nb.div_ceil(4) * super::planes_simd128::PASS1_QUAD_BYTES;
         #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
         let simd = 0;
-        nb * (QK + 5 * 4 + 1 + 2 * 2 + 16 + simd)
+        nb * (QK + 5 * 4 + 1 + 2 * 2 + 16) + simd
     }
 
     pub fn bytes(&self) -> usize {
@@ -298,16 +302,18 @@ impl PlanesAct {
         }
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         {
-            let mut simd = core::mem::take(&mut self.simd);
-            super::planes_simd128::prepare_pass1_blocks(self, &mut simd);
-            self.simd = simd;
+            let (mut simd, mut quads) = (core::mem::take(&mut self.simd), core::mem::take(&mut self.quads));
+            super::planes_simd128::prepare_pass1_blocks(self, &mut simd, &mut quads);
+            (self.simd, self.quads) = (simd, quads);
         }
     }
 }
 
-/// Pass 1 of one row: `a2 = Σ_b (A_b as f32)·(dw_b·dx_b)` in block order (twice the estimate;
-/// `A_b` the exact integer `32·Σ q·(h-8) + 2·Σ_known q·l + 15·Σ_unknown q`), `e1 = Σ_b |dw_b|·m_b`
-/// and `t = Σ_b |dw_b|·n_b`, both in block order. Every tier's kernel returns these bits.
+/// Pass 1 of one row: `a2 = Σ_b (A_b as f32)·(dw_b·dx_b)` (twice the estimate; `A_b` the exact
+/// integer `32·Σ q·(h-8) + 2·Σ_known q·l + 15·Σ_unknown q`), `e1 = Σ_b |dw_b|·m_b` and
+/// `t = Σ_b |dw_b|·n_b`, each summed in [`PASS1_LANES`] lanes (block `b` into lane `b % 4`, in
+/// block order) then `(l0 + l1) + (l2 + l3)` ([`lanes_total`]): the order a kernel that takes a
+/// row's blocks four at a time keeps. Every tier's kernel returns these bits.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Pass1 {
     pub a2: f32,
@@ -315,10 +321,20 @@ pub struct Pass1 {
     pub t: f32,
 }
 
+/// Lanes of pass 1's float sums (see [`Pass1`]).
+pub const PASS1_LANES: usize = 4;
+
+/// A pass-1 sum from its lanes, in the one order every tier uses.
+#[inline(always)]
+pub fn lanes_total(l: [f32; PASS1_LANES]) -> f32 {
+    (l[0] + l[1]) + (l[2] + l[3])
+}
+
 /// Pass 1 of one row whose `A` part is `a` (scalar reference).
 pub fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
     let nb = x.nb;
-    let (mut a2, mut e1, mut t) = (0f32, 0f32, 0f32);
+    // Lanes start at −0.0, the exact identity of f32 addition (as a lane no block reaches).
+    let (mut a2, mut e1, mut t) = ([-0f32; PASS1_LANES], [-0f32; PASS1_LANES], [-0f32; PASS1_LANES]);
     for blk in 0..nb {
         let dw = read_f16(a, 2 * blk);
         let h = &a[nb * 2 + blk * 16..nb * 2 + blk * 16 + 16];
@@ -334,11 +350,12 @@ pub fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
             let l = a[oo + k - (16 - cb)];
             sl += (l & 0x0F) as i32 * q[k] as i32 + (l >> 4) as i32 * q[k + 16] as i32;
         }
-        a2 += pass1_block_int(sh, sl, x, blk) as f32 * (dw * x.dx[blk]);
-        e1 += dw.abs() * x.m[blk];
-        t += dw.abs() * x.n[blk];
+        let j = blk % PASS1_LANES;
+        a2[j] += pass1_block_int(sh, sl, x, blk) as f32 * (dw * x.dx[blk]);
+        e1[j] += dw.abs() * x.m[blk];
+        t[j] += dw.abs() * x.n[blk];
     }
-    Pass1 { a2, e1, t }
+    Pass1 { a2: lanes_total(a2), e1: lanes_total(e1), t: lanes_total(t) }
 }
 
 /// `A_b` from the block's nibble sums `sh = Σ h·q` and `sl = Σ_known l·q` (shared by the tiers).
@@ -400,8 +417,8 @@ pub const PASS1_ROWS: usize = 8;
 
 /// Pass 1 of [`PASS1_ROWS`] consecutive rows of a group: their `A` parts at `a[k·ra..]` (`a`
 /// may run on past them, to the end of the matrix); `ahead` (bytes from `a`, 0 for none) is
-/// where the caller's next call reads, for kernels that prefetch (wasm's touch it with loads
-/// where `a` reaches that far).
+/// where the caller's next call reads, for kernels that prefetch (AVX2's; the wasm kernel reads
+/// its rows in address order and leaves that to the hardware prefetcher).
 pub type Pass1RowsKernel = fn(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS];
 
 /// Pass 1 of [`PASS1_ROWS`] rows, one at a time (the scalar reference of the many-row kernels).
@@ -529,7 +546,7 @@ mod tests {
                         let a = &planes[layout.a_at(r)..layout.a_at(r) + PASS1_ROWS * ra];
                         let want = pass1_rows(a, ra, 0, &x);
                         // Without the rows ahead, and with them (the slice runs on to the end
-                        // of the matrix: touched where it reaches, the last calls not).
+                        // of the matrix: prefetched where it reaches, the last calls not).
                         let on = &planes[layout.a_at(r)..];
                         for (ahead, a) in [(0, a), (PASS1_ROWS * ra, a), (PASS1_ROWS * ra, on), (2 * PASS1_ROWS * ra, on)] {
                             for (k, (g, w)) in pass1_n(a, ra, ahead, &x).iter().zip(&want).enumerate() {

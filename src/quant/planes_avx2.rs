@@ -7,7 +7,7 @@ use core::arch::x86_64::*;
 
 use super::avx2::{f16x4_exact, f16x8_bits};
 use super::float::read_f16;
-use super::planes::{rest16, full_block_int, pass1_block_int, Pass1, PlanesAct};
+use super::planes::{lanes_total, rest16, full_block_int, pass1_block_int, Pass1, PlanesAct, PASS1_LANES};
 
 #[inline(always)]
 unsafe fn ld128(b: &[u8], at: usize) -> __m128i {
@@ -53,17 +53,18 @@ unsafe fn known_l(a: &[u8], x: &PlanesAct, blk: usize) -> __m128i {
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn pass1_avx2(a: &[u8], x: &PlanesAct) -> Pass1 {
     let nb = x.nb;
-    let (mut a2, mut e1, mut t) = (0f32, 0f32, 0f32);
+    let (mut a2, mut e1, mut t) = ([-0f32; PASS1_LANES], [-0f32; PASS1_LANES], [-0f32; PASS1_LANES]);
     for blk in 0..nb {
         let dw = read_f16(a, 2 * blk);
         let (q0, q1) = q_halves(x, blk);
         let sh = nib_dot(ld128(a, nb * 2 + blk * 16), q0, q1);
         let sl = if x.c[blk] == 0 { 0 } else { nib_dot(known_l(a, x, blk), q0, q1) };
-        a2 += pass1_block_int(sh, sl, x, blk) as f32 * (dw * x.dx[blk]);
-        e1 += dw.abs() * x.m[blk];
-        t += dw.abs() * x.n[blk];
+        let j = blk % PASS1_LANES;
+        a2[j] += pass1_block_int(sh, sl, x, blk) as f32 * (dw * x.dx[blk]);
+        e1[j] += dw.abs() * x.m[blk];
+        t[j] += dw.abs() * x.n[blk];
     }
-    Pass1 { a2, e1, t }
+    Pass1 { a2: lanes_total(a2), e1: lanes_total(e1), t: lanes_total(t) }
 }
 
 #[target_feature(enable = "avx2,f16c")]
@@ -177,7 +178,9 @@ unsafe fn pass1_rows8_avx2(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> 
     let rows: [&[u8]; 8] = core::array::from_fn(|k| &a[k * ra..(k + 1) * ra]);
     let lines = (8 * ra).div_ceil(64).div_ceil(nb);
     let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
-    let (mut a2, mut e1, mut t) = (_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps());
+    // Each a pass-1 lane (block `blk` into `blk % 4`) for eight rows, from −0.0 (`pass1_row`).
+    let z = _mm256_set1_ps(-0.0);
+    let (mut a2, mut e1, mut t) = ([z; PASS1_LANES], [z; PASS1_LANES], [z; PASS1_LANES]);
     let mut scales = [_mm_setzero_si128(); 8];
     for blk in 0..nb {
         if ahead != 0 {
@@ -212,11 +215,15 @@ unsafe fn pass1_rows8_avx2(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> 
         let ai = _mm256_add_epi32(_mm256_slli_epi32(s8, 1), _mm256_set1_epi32(x.c15[blk] - 256 * x.sum[blk]));
         let dw = f16x8_bits(scales[blk % 8]);
         let s = _mm256_mul_ps(dw, _mm256_set1_ps(x.dx[blk]));
-        a2 = _mm256_add_ps(a2, _mm256_mul_ps(_mm256_cvtepi32_ps(ai), s));
+        let j = blk % PASS1_LANES;
+        a2[j] = _mm256_add_ps(a2[j], _mm256_mul_ps(_mm256_cvtepi32_ps(ai), s));
         let dwa = _mm256_and_ps(dw, abs_mask);
-        e1 = _mm256_add_ps(e1, _mm256_mul_ps(dwa, _mm256_set1_ps(x.m[blk])));
-        t = _mm256_add_ps(t, _mm256_mul_ps(dwa, _mm256_set1_ps(x.n[blk])));
+        e1[j] = _mm256_add_ps(e1[j], _mm256_mul_ps(dwa, _mm256_set1_ps(x.m[blk])));
+        t[j] = _mm256_add_ps(t[j], _mm256_mul_ps(dwa, _mm256_set1_ps(x.n[blk])));
     }
+    // `lanes_total`, eight rows at a time.
+    let total = |l: [__m256; PASS1_LANES]| _mm256_add_ps(_mm256_add_ps(l[0], l[1]), _mm256_add_ps(l[2], l[3]));
+    let (a2, e1, t) = (total(a2), total(e1), total(t));
     let (mut av, mut ev, mut tv) = ([0f32; 8], [0f32; 8], [0f32; 8]);
     _mm256_storeu_ps(av.as_mut_ptr(), a2);
     _mm256_storeu_ps(ev.as_mut_ptr(), e1);

@@ -1,12 +1,12 @@
 //! SIMD128 twins of the plane kernels (`planes.rs`), bit for bit: each block's nibble sums are
 //! exact integers in i32 lanes (nibble × i8 products widened to i16, lanes reduced once per
 //! block), combined by the same integer formula, and the float part is the scalar kernel's
-//! expression in the same block order.
+//! expression in the same order (pass 1: blocks in four lanes, `planes::Pass1`).
 
 use core::arch::wasm32::*;
 
 use super::float::read_f16;
-use super::planes::{rest16, pass1_block_int, Pass1, PlanesAct, PASS1_ROWS};
+use super::planes::{rest16, Pass1, PlanesAct, PASS1_ROWS};
 use super::simd128::{f16_bits_to_f32x4, hsum, ld, reduce4};
 
 /// i32x4 partial sums of Σ_k lo(v_k)·q[k] + hi(v_k)·q[k+16] (`q0`, `q1`: q's two halves).
@@ -54,60 +54,83 @@ fn known_l(a: &[u8], x: &PlanesAct, blk: usize) -> v128 {
     v128_and(ld(a, end - 16), mask)
 }
 
+/// Pass 1 of one row (`a`: its `A` part, which may run on past the row): its blocks four at a
+/// time, lane `j` of the float sums holding blocks `j, j + 4, ...` (the scalar kernel's order,
+/// `planes::pass1_row`). A row is one ascending stream of memory, which the hardware
+/// prefetcher follows through a group's consecutive `A` parts; the four-row kernel's eight
+/// short streams (scales and `h` plane of four rows) it did not, and the loads that touched the
+/// rows ahead for it stalled retirement (about a third of pass 1's time on a 2-core EPYC VM).
 pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
     let nb = x.nb;
-    let (mut a2, mut e1, mut t) = (0f32, 0f32, 0f32);
-    for blk in 0..nb {
-        let dw = read_f16(a, 2 * blk);
-        let (q0, q1) = q_halves(x, blk);
-        let sh = hsum(nib_dot(ld(a, nb * 2 + blk * 16), q0, q1));
-        let sl = if x.c[blk] == 0 { 0 } else { hsum(nib_dot(known_l(a, x, blk), q0, q1)) };
-        a2 += pass1_block_int(sh, sl, x, blk) as f32 * (dw * x.dx[blk]);
-        e1 += dw.abs() * x.m[blk];
-        t += dw.abs() * x.n[blk];
+    let groups = nb.div_ceil(4);
+    let (blocks, quads) = (&x.simd[..4 * groups], &x.quads[..groups]);
+    assert!(nb > 0 && a.len() >= x.o0 + x.o_off[nb - 1] as usize + x.c[nb - 1] as usize, "a whole A part");
+    let p = a.as_ptr();
+    let (s32, s2) = (i16x8_splat(32), i16x8_splat(2));
+    // Block `blk`'s integer sums: its h plane, and its known window where it has known bytes
+    // (the 16 bytes ending at its last known byte; the operand is zero at the others).
+    // SAFETY (the loads): block `blk < nb`'s h plane is at 2·nb + 16·blk, inside the A part,
+    // and its known window ends inside it (asserted above: at most at the A part's end).
+    let block = |blk: usize| -> v128 {
+        let b = &blocks[blk];
+        let s = nibs(unsafe { v128_load(p.add(nb * 2 + blk * 16) as *const v128) }, &b.h, s32);
+        if b.known_at == 0 {
+            s
+        } else {
+            i32x4_add(s, nibs(unsafe { v128_load(p.add(b.known_at as usize) as *const v128) }, &b.l, s2))
+        }
+    };
+    let neg0 = f32x4_splat(-0.0);
+    let (mut a2, mut e1, mut t) = (neg0, neg0, neg0);
+    // One group: `pass1_block_int` in lane j (block 4g + j) from its sums `v`, then the float
+    // terms; lanes without a block (`live`) add −0.0, the exact identity of f32 addition.
+    let add = |g: usize, v: [v128; 4], a2: &mut v128, e1: &mut v128, t: &mut v128| {
+        let q = &quads[g];
+        let ai = i32x4_add(reduce4(v[0], v[1], v[2], v[3]), q.cst);
+        // SAFETY: 8 bytes at 8·g ≤ 2·nb + 6 ≤ 18·nb: inside the A part (the scales, and for
+        // lanes past the row's last block h-plane bytes, discarded by `live`).
+        let dw = f16_bits_to_f32x4(u32x4_extend_low_u16x8(unsafe { v128_load64_zero(p.add(8 * g) as *const u64) }));
+        let keep = |v: v128| v128_bitselect(v, neg0, q.live);
+        *a2 = f32x4_add(*a2, keep(f32x4_mul(f32x4_convert_i32x4(ai), f32x4_mul(dw, q.dx))));
+        let dwa = f32x4_abs(dw);
+        *e1 = f32x4_add(*e1, keep(f32x4_mul(dwa, q.m)));
+        *t = f32x4_add(*t, keep(f32x4_mul(dwa, q.n)));
+    };
+    for g in 0..nb / 4 {
+        add(g, [block(4 * g), block(4 * g + 1), block(4 * g + 2), block(4 * g + 3)], &mut a2, &mut e1, &mut t);
     }
-    Pass1 { a2, e1, t }
+    if nb % 4 != 0 {
+        let g = nb / 4;
+        let v = core::array::from_fn(|j| if 4 * g + j < nb { block(4 * g + j) } else { i32x4_splat(0) });
+        add(g, v, &mut a2, &mut e1, &mut t);
+    }
+    let total = |v: v128| {
+        (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<1>(v)) + (f32x4_extract_lane::<2>(v) + f32x4_extract_lane::<3>(v))
+    };
+    Pass1 { a2: total(a2), e1: total(e1), t: total(t) }
 }
 
-/// `[p.0 + p.1, p.2 + p.3, q.0 + q.1, q.2 + q.3]` (exact integers): the sums of two rows packed
-/// in each of `p` and `q`.
-#[inline(always)]
-fn reduce_pairs(p: v128, q: v128) -> v128 {
-    i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(p, q), i32x4_shuffle::<1, 3, 5, 7>(p, q))
-}
-
-/// How pass 1 reads a block's known `l` bytes (the last `c` bytes of its 16-byte window).
-const KNOWN_NONE: u32 = 0;
-/// `c ≤ 8`: the window's last 8 bytes, two rows in one vector.
-const KNOWN_HALF: u32 = 1;
-/// `c > 8`: the whole 16-byte window, one row per vector.
-const KNOWN_FULL: u32 = 2;
-
-/// One block of the activation as the four-row pass 1 reads it, made once per matmul: the
-/// quants laid out for the nibble dots with pass 1's integer weights folded in (×32 for `h`,
-/// ×2 for the known `l`, zero where `l` is unknown, so a plain load needs no mask), and the
-/// block's scalars side by side.
+/// One block of the activation as pass 1 and the four-row full head read it, made once per
+/// matmul: the quants laid out for the nibble dots with pass 1's integer weights folded in
+/// (×32 for `h`, ×2 for the known `l`, zero where `l` is unknown, so a plain load needs no
+/// mask), and the full head's scalars.
 ///
 /// Relaxed build: `h` = the quants of the low and of the high nibbles (i8x16 each, positions
 /// 0..16 and 16..32); the ×32 / ×2 is applied by the widening dot. SIMD128 build: four i16x8,
 /// the quants of the low nibble of the even bytes, the high nibble of the even bytes, the low
 /// and the high nibble of the odd bytes (a u16 lane holds bytes 2j, 2j+1), pre-multiplied.
-/// `l` is laid out the same way for the bytes the known load brings (`KNOWN_HALF`: bytes 8..16
-/// of the window, in both halves of the vector).
+/// `l` is laid out the same way for the block's 16-byte known window (the 16 bytes of the row
+/// ending at its last known byte), zero but at the known bytes.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(16))]
 pub struct Pass1Block {
     h: [v128; 4],
     l: [v128; 4],
     dx: f32,
-    m: f32,
-    n: f32,
-    /// `c15 − 256·Σq`: the block integer's constant part (`pass1_block_int`).
-    cst: i32,
     /// `−128·Σq`: the exact dot's (`full_block_int`).
     full_cst: i32,
-    known: u32,
-    /// Where the known load starts in a row's `A` part.
+    /// Where the known window starts in a row's `A` part; 0 for a block without known bytes
+    /// (a window starts after the scales).
     known_at: u32,
 }
 
@@ -140,32 +163,55 @@ fn operand(q: &dyn Fn(usize, bool) -> i8, weight: i16) -> [v128; 4] {
     }
 }
 
-/// `x`'s blocks for [`pass1_rows4`] into `out`.
-pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>) {
+/// Four consecutive blocks' pass-1 scalars as lanes (lane `j` = block `4g + j`), for the
+/// one-row kernel, which computes a row's blocks four at a time. `live`: all ones for the
+/// blocks that exist (the last group may have fewer than four).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(16))]
+pub struct Pass1Quad {
+    dx: v128,
+    m: v128,
+    n: v128,
+    cst: v128,
+    live: v128,
+}
+
+/// Bytes of one [`Pass1Quad`] (the memory ledger counts them in `PlanesAct::bytes_for`).
+pub const PASS1_QUAD_BYTES: usize = core::mem::size_of::<Pass1Quad>();
+
+/// `x`'s blocks for the pass-1 kernels into `out` (padded with empty blocks to a multiple of
+/// four) and their scalars four by four into `quads`.
+pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>, quads: &mut Vec<Pass1Quad>) {
     out.clear();
+    quads.clear();
+    for g in 0..x.nb.div_ceil(4) {
+        let lane = |j: usize, f: &dyn Fn(usize) -> u32| if 4 * g + j < x.nb { f(4 * g + j) } else { 0 };
+        let v = |f: &dyn Fn(usize) -> u32| u32x4(lane(0, f), lane(1, f), lane(2, f), lane(3, f));
+        quads.push(Pass1Quad {
+            dx: v(&|b| x.dx[b].to_bits()),
+            m: v(&|b| x.m[b].to_bits()),
+            n: v(&|b| x.n[b].to_bits()),
+            // `c15 − 256·Σq`: the block integer's constant part (`pass1_block_int`).
+            cst: v(&|b| (x.c15[b] - 256 * x.sum[b]) as u32),
+            live: v(&|_| u32::MAX),
+        });
+    }
     for blk in 0..x.nb {
         let q = &x.qxp[blk];
         let cb = x.c[blk] as usize;
-        let known = match cb {
-            0 => KNOWN_NONE,
-            1..=8 => KNOWN_HALF,
-            _ => KNOWN_FULL,
-        };
-        // Byte `k` of the known load <-> byte `wk(k)` of the block's 16-byte window.
-        let wk = |k: usize| if known == KNOWN_HALF { 8 + k % 8 } else { k };
-        // The quant a byte's low (`hi` false) or high nibble multiplies: `h`'s for every byte,
-        // the known `l`'s only where the byte is a known one.
+        // The quant a byte's low (`hi` false) or high nibble multiplies: `h`'s for every byte
+        // of the h plane, the known `l`'s only at the known bytes of the window.
         let hq = |k: usize, hi: bool| q[k + 16 * hi as usize];
-        let lq = |k: usize, hi: bool| if wk(k) >= 16 - cb { q[wk(k) + 16 * hi as usize] } else { 0 };
+        let lq = |k: usize, hi: bool| if k >= 16 - cb { q[k + 16 * hi as usize] } else { 0 };
         let h = operand(&hq, 32);
         let l = operand(&lq, 2);
-        let end = x.o0 + x.o_off[blk] as usize + cb;
-        let known_at = match known {
-            KNOWN_NONE => 0,
-            KNOWN_HALF => end - 8,
-            _ => end - 16,
-        };
-        out.push(Pass1Block { h, l, dx: x.dx[blk], m: x.m[blk], n: x.n[blk], cst: x.c15[blk] - 256 * x.sum[blk], full_cst: -128 * x.sum[blk], known, known_at: known_at as u32 });
+        // The window ends at the block's last known byte; it starts at ≥ 18·nb − 16 > 0.
+        let known_at = if cb == 0 { 0 } else { x.o0 + x.o_off[blk] as usize + cb - 16 };
+        out.push(Pass1Block { h, l, dx: x.dx[blk], full_cst: -128 * x.sum[blk], known_at: known_at as u32 });
+    }
+    let zero = [i32x4_splat(0); 4];
+    while out.len() % 4 != 0 {
+        out.push(Pass1Block { h: zero, l: zero, dx: 0.0, full_cst: 0, known_at: 0 });
     }
 }
 
@@ -208,77 +254,10 @@ unsafe fn scales4(p: *const u8, ra: usize, blk: usize) -> v128 {
     f16_bits_to_f32x4(v128_load16_lane::<6>(z, p.add(3 * ra + 2 * blk) as *const u16))
 }
 
-/// Pass 1 of four rows of a group (`A` parts `ra` apart at `a`; `a` may run on to the end
-/// of the matrix): the integers of one block for the four rows reduced together, the float
-/// part in four lanes in the scalar order.
-///
-/// Where `ahead` is set and `a` reaches that far, each block also loads a word of the next
-/// lines of the four `A` parts `ahead` bytes on, in address order: wasm has no prefetch, and
-/// the hardware prefetcher alone leaves pass 1 waiting on memory (every call reads four short
-/// rows). Measured in the engine (Node, SIMD128): two lines per block, one ascending stream,
-/// beat no touches, one word per block spread evenly over the rows (it skips lines: no clean
-/// stream for the prefetcher to follow) and touching a call's lines all at once (the loads then
-/// stall retirement together). The loads change no result.
-fn pass1_rows4(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> [Pass1; 4] {
-    let nb = x.nb;
-    let blocks = &x.simd[..nb];
-    assert!(a.len() >= 4 * ra && ra >= 18 * nb, "four whole A parts");
-    let p = a.as_ptr();
-    let touch_end = if ahead != 0 && a.len() >= ahead + 4 * ra { ahead + 4 * ra } else { 0 };
-    let mut sink = i32x4_splat(0);
-    let (s32, s2) = (i16x8_splat(32), i16x8_splat(2));
-    let (mut a2, mut e1, mut t) = (f32x4_splat(0.0), f32x4_splat(0.0), f32x4_splat(0.0));
-    for (blk, b) in blocks.iter().enumerate() {
-        for line in 2 * blk..2 * blk + 2 {
-            let at = ahead + 64 * line;
-            if at + 4 <= touch_end {
-                // SAFETY: `at + 4 ≤ touch_end ≤ a.len()`.
-                sink = v128_or(sink, unsafe { v128_load32_zero(p.add(at) as *const u32) });
-            }
-        }
-        // SAFETY (every load below): rows k < 4 lie in `a` (asserted), and each offset is
-        // inside a row's `A` part: the h plane at 2·nb + 16·blk, the known windows end at
-        // most at `ra`, the scales at 2·blk.
-        let mut v = [i32x4_splat(0); 4];
-        for (k, vk) in v.iter_mut().enumerate() {
-            *vk = nibs(unsafe { v128_load(p.add(k * ra + nb * 2 + blk * 16) as *const v128) }, &b.h, s32);
-        }
-        let mut ai = reduce4(v[0], v[1], v[2], v[3]);
-        let at = b.known_at as usize;
-        if b.known == KNOWN_HALF {
-            let two = |k: usize| unsafe { v128_load64_lane::<1>(v128_load64_zero(p.add(k * ra + at) as *const u64), p.add((k + 1) * ra + at) as *const u64) };
-            ai = i32x4_add(ai, reduce_pairs(nibs(two(0), &b.l, s2), nibs(two(2), &b.l, s2)));
-        } else if b.known == KNOWN_FULL {
-            let mut v = [i32x4_splat(0); 4];
-            for (k, vk) in v.iter_mut().enumerate() {
-                *vk = nibs(unsafe { v128_load(p.add(k * ra + at) as *const v128) }, &b.l, s2);
-            }
-            ai = i32x4_add(ai, reduce4(v[0], v[1], v[2], v[3]));
-        }
-        // `pass1_block_int`: 32·(sh − 8·Σq) + 2·sl + c15.
-        let ai = i32x4_add(ai, i32x4_splat(b.cst));
-        let dw = unsafe { scales4(p, ra, blk) };
-        let s = f32x4_mul(dw, f32x4_splat(b.dx));
-        a2 = f32x4_add(a2, f32x4_mul(f32x4_convert_i32x4(ai), s));
-        let dwa = f32x4_abs(dw);
-        e1 = f32x4_add(e1, f32x4_mul(dwa, f32x4_splat(b.m)));
-        t = f32x4_add(t, f32x4_mul(dwa, f32x4_splat(b.n)));
-    }
-    // Keeps the touches (as `simd128::Ahead::finish`): their words must look used.
-    core::hint::black_box(sink);
-    let lane = |v: v128| [f32x4_extract_lane::<0>(v), f32x4_extract_lane::<1>(v), f32x4_extract_lane::<2>(v), f32x4_extract_lane::<3>(v)];
-    let (av, ev, tv) = (lane(a2), lane(e1), lane(t));
-    [0, 1, 2, 3].map(|k| Pass1 { a2: av[k], e1: ev[k], t: tv[k] })
-}
-
-/// Pass 1 of [`PASS1_ROWS`] rows (`a` may run on to the end of the matrix), four at a time;
-/// each four touch their rows `ahead` bytes on (where `a` reaches them).
-pub(super) fn pass1_rows(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
-    let mut out = [Pass1 { a2: 0.0, e1: 0.0, t: 0.0 }; PASS1_ROWS];
-    for (i, four) in out.chunks_exact_mut(4).enumerate() {
-        four.copy_from_slice(&pass1_rows4(&a[4 * i * ra..], ra, ahead, x));
-    }
-    out
+/// Pass 1 of [`PASS1_ROWS`] consecutive rows, one after the other (`pass1_row`): one ascending
+/// stream, no touches ahead (`_ahead` is for the kernels that prefetch).
+pub(super) fn pass1_rows(a: &[u8], ra: usize, _ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
+    core::array::from_fn(|k| pass1_row(&a[k * ra..], x))
 }
 
 pub(super) fn full_row(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
@@ -307,7 +286,7 @@ pub(super) fn full_row(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
 /// [`full_row`]: per block, each row's `l` bytes are its known window merged with its `B`
 /// bytes, both nibble planes are dotted with the pass-1 operands (`h` weighted 16, `l` 1), the
 /// four rows' integers reduced together, and the float part runs in four lanes in the scalar
-/// order. The rows two calls on are touched as in pass 1. Near the end of the matrix, where a
+/// order. The rows two calls on are touched with plain loads (wasm has no prefetch). Near the end of the matrix, where a
 /// 16-byte load of the last `B` bytes would pass it, the one-row kernel runs instead.
 pub(super) fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f32; 4] {
     let nb = x.nb;
