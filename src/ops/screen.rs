@@ -29,9 +29,9 @@ pub enum Need {
     Floor(f32),
 }
 
-/// How many rows ahead pass 1 prefetches (AVX2; the wasm kernel reads rows in address order): two calls (one, two and four calls ahead measured
-/// alike on a 2-core EPYC VM, pass 1 then streaming as fast as the body's four-row kernels; two
-/// leaves room for slower memory).
+/// How many rows ahead pass 1 prefetches (AVX2; the wasm kernel reads rows in address order):
+/// two calls (one, two and four calls ahead measured alike on a 2-core EPYC VM, pass 1 then
+/// streaming as fast as the body's four-row kernels; two leaves room for slower memory).
 const PREFETCH_ROWS: usize = 2 * planes::PASS1_ROWS;
 
 /// Above this share of the vocabulary as candidates, the full head is cheaper: computed instead.
@@ -85,8 +85,8 @@ pub struct Screened {
 /// engine's `z` is `Z` summed in f32 in block order: `|z − Z| ≤ γ_{nb+1} Σ|s_b·sumi_b|`, and
 /// `|sumi_b| ≤ 128·Σ|qx|`, so `≤ 128·γ·t`; pass 1's `a` has the same error against `Â` (its
 /// `|A_b|/2 ≤ 128·Σ|qx|` as well; it sums in four lanes, and in any summation tree a term
-/// passes at most `nb − 1` inexact additions, those with −0.0 being exact). `e1` and `t` are f32 sums of positive terms, low by at most
-/// a factor `(1 + u)^{2nb}`; the final relative factor covers that and the f64 comparisons
+/// passes at most `nb − 1` inexact additions, those with −0.0 being exact). `e1` and `t` are
+/// f32 sums of positive terms, low by at most a factor `(1 + u)^{2nb}`; the final relative factor covers that and the f64 comparisons
 /// (the `t` term alone exceeds `2^-40·|a|`), and the absolute term covers subnormal products.
 ///
 /// The constants for one head width are computed once per step.
