@@ -317,7 +317,7 @@ export const STEPS = [
 
 /**
  * A storage quota smaller than the model (Firefox: dom.quotaManager.temporaryStorage.fixedLimit):
- * the write into OPFS fails (Firefox ESR 140 with 20 MiB for the origin: the first 64 KiB write
+ * the write into OPFS fails (Firefox ESR 140 and 153 with 20 MiB for the origin: the first 64 KiB write
  * already returns 0 bytes), the load still succeeds from the network, nothing is kept
  * (no entry, the partial file removed: usage back where it was) and the engine says why.
  */

@@ -22,6 +22,6 @@ const CHROMIUM_OWN = [/^CONNECT [a-z0-9.-]+\.(google\.com|googleapis\.com|gstati
 
 export const SUPPORT = Object.freeze({
   chromium: Object.freeze({ label: 'Chromium', tier: 'relaxed-simd', relaxedProbe: 'exact', threads: 'yes', cache: 'opfs', performanceMemory: true, ownBackground: CHROMIUM_OWN }),
-  firefox: Object.freeze({ label: 'Firefox ESR', tier: 'simd128', relaxedProbe: 'no-validate', threads: 'yes', cache: 'opfs', performanceMemory: false, ownBackground: [] }),
+  firefox: Object.freeze({ label: 'Firefox ESR', tier: 'relaxed-simd', relaxedProbe: 'exact', threads: 'yes', cache: 'opfs', performanceMemory: false, ownBackground: [] }),
   webkit: Object.freeze({ label: 'WebKitGTK', tier: 'simd128', relaxedProbe: 'no-validate', threads: 'no', cache: 'none', performanceMemory: false, ownBackground: [] }),
 });
