@@ -235,7 +235,7 @@ pub struct PlanesAct {
     pub b_off: Vec<u16>,
     /// Per block: 0xFF at the known bytes (`k ≥ 16 - c`), else 0.
     pub mask: Vec<[u8; 16]>,
-    /// Per block (padded to a multiple of four): what the wasm pass 1 and four-row full head
+    /// Per block: what the wasm pass 1 and four-row full head
     /// read (`planes_simd128::Pass1Block`).
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     pub simd: Vec<super::planes_simd128::Pass1Block>,
@@ -248,7 +248,7 @@ impl PlanesAct {
     /// Bytes held for a row of `nb` blocks.
     pub fn bytes_for(nb: usize) -> usize {
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        let simd = nb.next_multiple_of(4) * super::planes_simd128::PASS1_BLOCK_BYTES + nb.div_ceil(4) * super::planes_simd128::PASS1_QUAD_BYTES;
+        let simd = nb * super::planes_simd128::PASS1_BLOCK_BYTES + nb.div_ceil(4) * super::planes_simd128::PASS1_QUAD_BYTES;
         #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
         let simd = 0;
         nb * (QK + 5 * 4 + 1 + 2 * 2 + 16) + simd

@@ -6,8 +6,8 @@
 use core::arch::wasm32::*;
 
 use super::float::read_f16;
-use super::planes::{rest16, Pass1, PlanesAct, PASS1_ROWS};
-use super::simd128::{f16_bits_to_f32x4, hsum, ld, reduce4};
+use super::planes::{lanes_total, rest16, Pass1, PlanesAct, PASS1_ROWS};
+use super::simd128::{f16_bits_to_f32x4, hsum, ld, reduce4, store4};
 
 /// i32x4 partial sums of Σ_k lo(v_k)·q[k] + hi(v_k)·q[k+16] (`q0`, `q1`: q's two halves).
 /// In the relaxed build, two relaxed dots: the nibbles (0..15) are the 7-bit operand, so every
@@ -63,7 +63,7 @@ fn known_l(a: &[u8], x: &PlanesAct, blk: usize) -> v128 {
 pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
     let nb = x.nb;
     let groups = nb.div_ceil(4);
-    let (blocks, quads) = (&x.simd[..4 * groups], &x.quads[..groups]);
+    let (blocks, quads) = (&x.simd[..nb], &x.quads[..groups]);
     assert!(nb > 0 && a.len() >= x.o0 + x.o_off[nb - 1] as usize + x.c[nb - 1] as usize, "a whole A part");
     let p = a.as_ptr();
     let (s32, s2) = (i16x8_splat(32), i16x8_splat(2));
@@ -83,31 +83,29 @@ pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
     let neg0 = f32x4_splat(-0.0);
     let (mut a2, mut e1, mut t) = (neg0, neg0, neg0);
     // One group: `pass1_block_int` in lane j (block 4g + j) from its sums `v`, then the float
-    // terms; lanes without a block (`live`) add −0.0, the exact identity of f32 addition.
-    let add = |g: usize, v: [v128; 4], a2: &mut v128, e1: &mut v128, t: &mut v128| {
+    // terms; in a short last group (`tail`), lanes without a block (`live`) add −0.0, the
+    // exact identity of f32 addition.
+    let add = |g: usize, v: [v128; 4], tail: bool, a2: &mut v128, e1: &mut v128, t: &mut v128| {
         let q = &quads[g];
         let ai = i32x4_add(reduce4(v[0], v[1], v[2], v[3]), q.cst);
         // SAFETY: 8 bytes at 8·g ≤ 2·nb + 6 ≤ 18·nb: inside the A part (the scales, and for
         // lanes past the row's last block h-plane bytes, discarded by `live`).
         let dw = f16_bits_to_f32x4(u32x4_extend_low_u16x8(unsafe { v128_load64_zero(p.add(8 * g) as *const u64) }));
-        let keep = |v: v128| v128_bitselect(v, neg0, q.live);
+        let keep = |v: v128| if tail { v128_bitselect(v, neg0, q.live) } else { v };
         *a2 = f32x4_add(*a2, keep(f32x4_mul(f32x4_convert_i32x4(ai), f32x4_mul(dw, q.dx))));
         let dwa = f32x4_abs(dw);
         *e1 = f32x4_add(*e1, keep(f32x4_mul(dwa, q.m)));
         *t = f32x4_add(*t, keep(f32x4_mul(dwa, q.n)));
     };
     for g in 0..nb / 4 {
-        add(g, [block(4 * g), block(4 * g + 1), block(4 * g + 2), block(4 * g + 3)], &mut a2, &mut e1, &mut t);
+        add(g, [block(4 * g), block(4 * g + 1), block(4 * g + 2), block(4 * g + 3)], false, &mut a2, &mut e1, &mut t);
     }
     if nb % 4 != 0 {
         let g = nb / 4;
         let v = core::array::from_fn(|j| if 4 * g + j < nb { block(4 * g + j) } else { i32x4_splat(0) });
-        add(g, v, &mut a2, &mut e1, &mut t);
+        add(g, v, true, &mut a2, &mut e1, &mut t);
     }
-    let total = |v: v128| {
-        (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<1>(v)) + (f32x4_extract_lane::<2>(v) + f32x4_extract_lane::<3>(v))
-    };
-    Pass1 { a2: total(a2), e1: total(e1), t: total(t) }
+    Pass1 { a2: lanes_total(store4(a2)), e1: lanes_total(store4(e1)), t: lanes_total(store4(t)) }
 }
 
 /// One block of the activation as pass 1 and the four-row full head read it, made once per
@@ -179,8 +177,7 @@ pub struct Pass1Quad {
 /// Bytes of one [`Pass1Quad`] (the memory ledger counts them in `PlanesAct::bytes_for`).
 pub const PASS1_QUAD_BYTES: usize = core::mem::size_of::<Pass1Quad>();
 
-/// `x`'s blocks for the pass-1 kernels into `out` (padded with empty blocks to a multiple of
-/// four) and their scalars four by four into `quads`.
+/// `x`'s blocks for the pass-1 kernels into `out` and their scalars four by four into `quads`.
 pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>, quads: &mut Vec<Pass1Quad>) {
     out.clear();
     quads.clear();
@@ -208,10 +205,6 @@ pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>, qua
         // The window ends at the block's last known byte; it starts at ≥ 18·nb − 16 > 0.
         let known_at = if cb == 0 { 0 } else { x.o0 + x.o_off[blk] as usize + cb - 16 };
         out.push(Pass1Block { h, l, dx: x.dx[blk], full_cst: -128 * x.sum[blk], known_at: known_at as u32 });
-    }
-    let zero = [i32x4_splat(0); 4];
-    while out.len() % 4 != 0 {
-        out.push(Pass1Block { h: zero, l: zero, dx: 0.0, full_cst: 0, known_at: 0 });
     }
 }
 
