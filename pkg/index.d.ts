@@ -792,8 +792,8 @@ export interface CompletionUsage {
    * screened output head (see `head`). */
   decode_weight_bytes_per_token?: number;
   /** Which output head the decode steps used: `path` 'screened' (about half the head's bytes
-   * read, the same tokens), 'full' (every logit: logprobs, structured output, penalties, pure
-   * temperature or top-p sampling) or 'mixed'; step counts and candidate rows per screened step. */
+   * read, the same tokens), 'full' (every logit: logprobs, structured output, top-p sampling
+   * without top-k) or 'mixed'; step counts and candidate rows per screened step. */
   head?: {
     path: 'screened' | 'full' | 'mixed';
     screened_steps: number;

@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use crate::metrics::{Clock, GenerationMetrics, HeadUse};
-use crate::ops::screen::{check_against_full, Screened};
+use crate::ops::screen::{check_against_full, Ask, Screened};
 use crate::exec::Exec;
 use crate::model::{ForwardScratch, HParams, LogitRows, Model, ModelError};
 use crate::sampling::{Sampler, SamplerConfig};
@@ -76,6 +76,10 @@ impl From<TokenizerError> for EngineError {
         EngineError::Tokenizer(e)
     }
 }
+
+/// Decode steps on the full head after a screened step fell back (too many candidates: it read
+/// more than the full head alone). Tokens are the same either way; this only saves bytes.
+const SCREEN_BACKOFF: usize = 8;
 
 /// Which output head decode steps use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -149,6 +153,8 @@ pub struct Session {
     screened: bool,
     sparse: Screened,
     head_mode: HeadMode,
+    /// Decode steps left on the full head after a screened step fell back (`SCREEN_BACKOFF`).
+    screen_backoff: usize,
     max_batch: usize,
     clock: Clock,
     metrics: GenerationMetrics,
@@ -187,6 +193,7 @@ impl Session {
             scored: Vec::new(),
             screened: false,
             sparse: Screened::default(),
+            screen_backoff: 0,
             head_mode: HeadMode::Auto,
             max_batch: opts.max_batch.max(1),
             clock: opts.clock,
@@ -403,6 +410,7 @@ impl Session {
             self.metrics = fresh_metrics(&self.model);
             self.gen_start = t0;
             self.in_prompt = true;
+            self.screen_backoff = 0;
         }
         let mut batch: Vec<u32> = Vec::with_capacity(ids.len() + 1);
         batch.extend(self.pending);
@@ -486,21 +494,33 @@ impl Session {
             let need = match self.head_mode {
                 HeadMode::Full => None,
                 _ if !may_screen || !self.model.has_screened_head() => None,
-                _ => self.sampler.screen_need(&self.tokens, n_vocab),
+                _ if self.screen_backoff > 0 => {
+                    self.screen_backoff -= 1;
+                    None
+                }
+                _ => self.sampler.screen_need(n_vocab),
             };
             let head = if let Some(need) = need {
                 let model = &self.model;
                 let check = self.head_mode == HeadMode::Checked;
-                model.forward_screened(t, &mut self.kv, &mut self.scratch, need, &mut self.sparse, &mut self.out, check)?;
+                // The penalized recent tokens: computed exactly by the screen, ranked penalized.
+                self.sampler.penalized(&self.tokens);
+                let sampler = &self.sampler;
+                let value = |i: usize, z: f32| sampler.penalized_logit(i, z);
+                let ask = Ask { need, adjusted: sampler.penalized_now(), value: &value };
+                model.forward_screened(t, &mut self.kv, &mut self.scratch, ask, &mut self.sparse, &mut self.out, check)?;
                 if check {
-                    if let Err(e) = check_against_full(&self.sparse, &self.out) {
+                    if let Err(e) = check_against_full(&self.sparse, &self.out, ask) {
                         panic!("screened head bound violated at position {}: {e}", self.tokens.len());
                     }
                 }
                 if self.sparse.fell_back {
-                    // Every logit was computed: sampled as the full head's.
+                    // Every logit was computed: sampled as the full head's. Such a step reads
+                    // pass 1 and the whole head; where the candidates are that many, the next
+                    // ones likely are too: a few steps on the full head first.
                     std::mem::swap(&mut self.logits, &mut self.out);
                     self.screened = false;
+                    self.screen_backoff = SCREEN_BACKOFF;
                 } else {
                     self.logits.clear();
                     self.screened = true;
@@ -522,7 +542,7 @@ impl Session {
                 // Unreachable: a screened forward pass is always sampled in the same call.
                 return Err(EngineError::NothingToDecode);
             }
-            self.sampler.sample_candidates(&self.sparse.ids, &self.sparse.logits, &self.tokens)
+            self.sampler.sample_candidates(&self.sparse.ids, &self.sparse.logits, &self.tokens, self.model.n_vocab())
         } else {
             if self.logits.is_empty() {
                 return Err(EngineError::NothingToDecode);

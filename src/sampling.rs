@@ -3,7 +3,11 @@
 //! the same tokens on every target for the same logits.
 //!
 //! The stages run in llama.cpp's default order: penalties → top-k → top-p → min-p →
-//! temperature → draw. (Stop sequences are the engine's concern: they need text.)
+//! temperature → draw. (Stop sequences are the engine's concern: they need text.) Pure
+//! temperature sampling (no top-k, top-p or min-p) draws by Gumbel-max (`gumbel`), which the
+//! screened output head can serve; the other draws are by the inverse CDF over the kept set.
+
+pub mod gumbel;
 
 pub use crate::ops::screen::Need;
 
@@ -59,6 +63,18 @@ impl SamplerConfig {
     fn has_penalties(&self) -> bool {
         self.penalty_last_n > 0
             && (self.repeat_penalty != 1.0 || self.presence_penalty != 0.0 || self.frequency_penalty != 0.0)
+    }
+
+    /// Temperature sampling over the whole vocabulary (`n_vocab` tokens): no top-k, top-p or
+    /// min-p stage cuts the set. Drawn by Gumbel-max.
+    fn is_pure_temperature(&self, n_vocab: usize) -> bool {
+        !self.is_greedy() && (self.top_k == 0 || self.top_k >= n_vocab) && self.top_p >= 1.0 && self.min_p <= 0.0
+    }
+
+    /// A logit under the penalties, for a token seen `count` times in the recent window.
+    fn penalize(&self, l: f32, count: f32) -> f32 {
+        let l = if l <= 0.0 { l * self.repeat_penalty } else { l / self.repeat_penalty };
+        l - (count * self.frequency_penalty + self.presence_penalty)
     }
 }
 
@@ -120,12 +136,17 @@ pub struct Sampler {
     rng: Rng,
     cand: Vec<(u32, f32)>,
     recent: Vec<u32>,
+    /// The tokens the penalties change at this step (ascending, each once) and their counts.
+    penalized: Vec<u32>,
+    counts: Vec<u32>,
+    /// Gumbel-max's candidate indices into `cand`.
+    gumbel_rows: Vec<u32>,
 }
 
 impl Sampler {
     pub fn new(cfg: SamplerConfig) -> Sampler {
         let rng = Rng::new(cfg.seed);
-        Sampler { cfg, rng, cand: Vec::new(), recent: Vec::new() }
+        Sampler { cfg, rng, cand: Vec::new(), recent: Vec::new(), penalized: Vec::new(), counts: Vec::new(), gumbel_rows: Vec::new() }
     }
 
     pub fn config(&self) -> &SamplerConfig {
@@ -134,7 +155,8 @@ impl Sampler {
 
     /// Bytes of the reusable buffers (the candidate list, recent tokens for the penalties).
     pub fn bytes(&self) -> usize {
-        self.cand.capacity() * std::mem::size_of::<(u32, f32)>() + 4 * self.recent.capacity()
+        self.cand.capacity() * std::mem::size_of::<(u32, f32)>()
+            + 4 * (self.recent.capacity() + self.penalized.capacity() + self.counts.capacity() + self.gumbel_rows.capacity())
     }
 
     /// Restarts the RNG from `seed` (a fresh run with the same seed repeats its draws).
@@ -145,12 +167,12 @@ impl Sampler {
 
     /// What the screened head must deliver for [`sample_candidates`](Self::sample_candidates)
     /// to pick exactly the token [`sample`](Self::sample) would from all `n_vocab` logits, or
-    /// `None` when this configuration needs every logit: penalties, pure temperature sampling
-    /// (its draw sums over the whole vocabulary) and top-p without top-k.
-    pub fn screen_need(&self, history: &[u32], n_vocab: usize) -> Option<Need> {
-        if self.cfg.has_penalties() && !history.is_empty() {
-            return None;
-        }
+    /// `None` when this configuration needs every logit: top-p without top-k (its cut sums
+    /// over the whole vocabulary). The logits it is about are the penalized ones: the tokens
+    /// the penalties change ([`penalized`](Self::penalized)) are computed exactly by the screen
+    /// and ranked by [`penalized_logit`](Self::penalized_logit). Pure temperature sampling
+    /// asks for Gumbel-max's candidates under the key its next draw will use.
+    pub fn screen_need(&self, n_vocab: usize) -> Option<Need> {
         if self.cfg.is_greedy() {
             return Some(Need::Max);
         }
@@ -158,46 +180,75 @@ impl Sampler {
             // top-p, min-p and the draw then only see the top-k set.
             return Some(Need::TopK(self.cfg.top_k));
         }
-        if self.cfg.top_p >= 1.0 && self.cfg.min_p > 0.0 {
+        if self.cfg.top_p < 1.0 {
+            return None;
+        }
+        if self.cfg.min_p > 0.0 {
             return Some(Need::Floor(self.cfg.min_p.ln()));
         }
-        None
+        Some(Need::Gumbel { t: self.cfg.temperature, key: self.rng.clone().next_u64() })
     }
 
-    /// Picks the next token from a subset of the logits (`ids` ascending, `logits` theirs)
-    /// that holds every token [`screen_need`](Self::screen_need) asked for: the same token,
-    /// and the same RNG draws, as [`sample`](Self::sample) on all logits.
-    pub fn sample_candidates(&mut self, ids: &[u32], logits: &[f32], history: &[u32]) -> u32 {
-        debug_assert!(self.screen_need(history, usize::MAX).is_some());
+    /// The tokens the penalties change at the next sample after `history` (ascending, each
+    /// once; empty without penalties): the screened head computes these rows exactly.
+    pub fn penalized(&mut self, history: &[u32]) -> &[u32] {
+        self.penalized.clear();
+        self.counts.clear();
+        if self.cfg.has_penalties() {
+            let last = &history[history.len().saturating_sub(self.cfg.penalty_last_n)..];
+            self.recent.clear();
+            self.recent.extend_from_slice(last);
+            self.recent.sort_unstable();
+            for chunk in self.recent.chunk_by(|a, b| a == b) {
+                self.penalized.push(chunk[0]);
+                self.counts.push(chunk.len() as u32);
+            }
+        }
+        &self.penalized
+    }
+
+    /// The tokens of the last [`penalized`](Self::penalized) call.
+    pub fn penalized_now(&self) -> &[u32] {
+        &self.penalized
+    }
+
+    /// The value the sampler ranks token `penalized()[i]` by, given its logit `z`.
+    pub fn penalized_logit(&self, i: usize, z: f32) -> f32 {
+        self.cfg.penalize(z, self.counts[i] as f32)
+    }
+
+    /// Picks the next token from a subset of the `n_vocab` logits (`ids` ascending, `logits`
+    /// theirs) that holds every token [`screen_need`](Self::screen_need) asked for: the same
+    /// token, and the same RNG draws, as [`sample`](Self::sample) on all logits.
+    pub fn sample_candidates(&mut self, ids: &[u32], logits: &[f32], history: &[u32], n_vocab: usize) -> u32 {
+        debug_assert!(self.screen_need(n_vocab).is_some());
         debug_assert!(ids.windows(2).all(|w| w[0] < w[1]));
-        if ids.is_empty() {
-            return 0;
-        }
-        if self.cfg.is_greedy() {
-            // `ids` ascend, so the first best here is the first best in id order, as `sample`.
-            return ids[argmax(logits) as usize];
-        }
         self.cand.clear();
         self.cand.extend(ids.iter().copied().zip(logits.iter().copied()));
-        self.filter_and_draw()
+        self.rank(history, n_vocab)
     }
 
     /// Picks the next token from `logits` given the tokens so far (`history`: prompt and
     /// generated; the penalties look at its last `penalty_last_n`).
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
-        if logits.is_empty() {
-            return 0;
-        }
         let penalize = self.cfg.has_penalties() && !history.is_empty();
         if self.cfg.is_greedy() && !penalize {
             return argmax(logits);
         }
         self.cand.clear();
         self.cand.extend(logits.iter().enumerate().map(|(i, &l)| (i as u32, l)));
-        if penalize {
-            self.apply_penalties(history);
+        self.rank(history, logits.len())
+    }
+
+    /// Penalties, then greedy, Gumbel-max or the filters and the draw, on `cand` (ids
+    /// ascending: all `n_vocab` tokens, or a subset holding every token that can be picked).
+    fn rank(&mut self, history: &[u32], n_vocab: usize) -> u32 {
+        if self.cand.is_empty() {
+            return 0;
         }
+        self.apply_penalties(history);
         if self.cfg.is_greedy() {
+            // Ids ascend, so the first best is the first best in id order.
             let mut best = 0;
             for i in 1..self.cand.len() {
                 if self.cand[i].1 > self.cand[best].1 {
@@ -206,7 +257,27 @@ impl Sampler {
             }
             return self.cand[best].0;
         }
+        if self.cfg.is_pure_temperature(n_vocab) {
+            return self.gumbel_max();
+        }
         self.filter_and_draw()
+    }
+
+    /// Gumbel-max over `cand` under the next RNG draw as its key: the largest `l / t + g` (the
+    /// first in id order on ties; the first candidate when none has a finite score).
+    fn gumbel_max(&mut self) -> u32 {
+        let (t, key) = (self.cfg.temperature, self.rng.next_u64());
+        let cand = &self.cand;
+        gumbel::candidates(cand.len(), |i| (cand[i].1 as f64, cand[i].1 as f64), |i| cand[i].0, t, key, usize::MAX, &mut self.gumbel_rows);
+        let mut best = (cand[0].0, f64::NEG_INFINITY);
+        for &i in &self.gumbel_rows {
+            let (id, l) = cand[i as usize];
+            let s = gumbel::score(l as f64, t, gumbel::noise(key, id));
+            if s > best.1 {
+                best = (id, s);
+            }
+        }
+        best.0
     }
 
     /// top-k → top-p → min-p → the draw, on `cand`. Each stage's result depends only on the
@@ -219,29 +290,14 @@ impl Sampler {
         self.draw()
     }
 
+    /// The penalties on `cand` (ids ascending); a penalized token absent from a subset is one
+    /// the screen found cannot be picked.
     fn apply_penalties(&mut self, history: &[u32]) {
-        let last = &history[history.len().saturating_sub(self.cfg.penalty_last_n)..];
-        self.recent.clear();
-        self.recent.extend_from_slice(last);
-        self.recent.sort_unstable();
-        let mut i = 0;
-        while i < self.recent.len() {
-            let id = self.recent[i];
-            let mut j = i;
-            while j < self.recent.len() && self.recent[j] == id {
-                j += 1;
+        self.penalized(history);
+        for (k, &id) in self.penalized.iter().enumerate() {
+            if let Ok(i) = self.cand.binary_search_by_key(&id, |c| c.0) {
+                self.cand[i].1 = self.cfg.penalize(self.cand[i].1, self.counts[k] as f32);
             }
-            let count = (j - i) as f32;
-            if let Some(c) = self.cand.get_mut(id as usize) {
-                let l = &mut c.1;
-                if *l <= 0.0 {
-                    *l *= self.cfg.repeat_penalty;
-                } else {
-                    *l /= self.cfg.repeat_penalty;
-                }
-                *l -= count * self.cfg.frequency_penalty + self.cfg.presence_penalty;
-            }
-            i = j;
         }
     }
 

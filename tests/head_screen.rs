@@ -4,8 +4,10 @@
 //!   `HeadMode::Checked` (every step also computes the full head and asserts that each candidate's
 //!   logit is bit-equal and every other logit below the threshold) equal, token for token, the
 //!   same model loaded without the re-layout (`ModelOptions { screened_head: false }`, today's
-//!   Q8_0 kernels) on the full head, for greedy, seeded top-k, seeded min-p and the default chain;
-//!   configurations that need every logit (penalties, pure temperature) run the full head.
+//!   Q8_0 kernels) on the full head, for greedy, seeded top-k, seeded min-p, the default chain,
+//!   pure temperature (Gumbel-max: the full head's run is the unscreened Gumbel-max reference)
+//!   and repetition penalties (the penalized rows computed exactly); top-p without top-k, which
+//!   needs every logit, runs the full head.
 //! - The real model (Gemma 3 270M, tied Q8_0 head): a few prompts, greedy and seeded, checked.
 //! - `cargo test --release --test head_screen -- --ignored --nocapture`: the long campaign
 //!   (≥ 2,000 greedy tokens over many prompts, checked on every step), with the candidate
@@ -59,13 +61,23 @@ fn samplers() -> Vec<(&'static str, SamplerConfig, bool)> {
     let chain = SamplerConfig { seed: 11, ..SamplerConfig::default() };
     let penalties = SamplerConfig { repeat_penalty: 1.3, ..SamplerConfig::greedy() };
     let pure_temp = SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1.0, min_p: 0.0, seed: 5, ..SamplerConfig::default() };
+    let cold = SamplerConfig { temperature: 0.35, seed: 9, ..pure_temp.clone() };
+    let hot_penalized = SamplerConfig { temperature: 1.6, repeat_penalty: 1.2, presence_penalty: 0.3, frequency_penalty: 0.2, seed: 13, ..pure_temp.clone() };
+    // The demo page's defaults for a base model (www/catalog.js): the default top-k 40 with a
+    // repetition penalty.
+    let demo = SamplerConfig { temperature: 0.7, top_p: 0.95, min_p: 0.05, repeat_penalty: 1.1, seed: 17, ..SamplerConfig::default() };
+    let top_p_only = SamplerConfig { temperature: 0.8, top_k: 0, top_p: 0.9, min_p: 0.0, seed: 19, ..SamplerConfig::default() };
     vec![
         ("greedy", SamplerConfig::greedy(), true),
         ("min-p", min_p, true),
         ("top-k", top_k, true),
         ("default chain", chain, true),
-        ("penalties", penalties, false),
-        ("pure temperature", pure_temp, false),
+        ("penalties", penalties, true),
+        ("pure temperature", pure_temp, true),
+        ("pure temperature 0.35", cold, true),
+        ("pure temperature 1.6 with penalties", hot_penalized, true),
+        ("demo defaults", demo, true),
+        ("top-p without top-k", top_p_only, false),
     ]
 }
 
@@ -132,35 +144,41 @@ fn real_model_picks_the_full_heads_tokens() {
     }
     for (what, sampler, _) in samplers().into_iter().filter(|s| s.2 && s.0 != "greedy") {
         let want = run(&plain, &tok, PROMPTS[5], sampler.clone(), HeadMode::Full, 10, real_exec());
-        let got = run(&screened, &tok, PROMPTS[5], sampler, HeadMode::Checked, 10, real_exec());
+        let got = run(&screened, &tok, PROMPTS[5], sampler.clone(), HeadMode::Checked, 10, real_exec());
         assert_eq!(got.ids, want.ids, "{what}");
+        // The screen pays: fewer weight bytes per step than the full head (a step that falls
+        // back reads pass 1 and the whole head: more).
+        let auto = run(&screened, &tok, PROMPTS[5], sampler, HeadMode::Auto, 10, real_exec());
+        assert_eq!(auto.ids, want.ids, "{what}");
+        let m = &auto.metrics;
+        assert!(m.decode_weight_bytes_per_token < plain.decode_weight_bytes() * 3 / 4, "{what}: {}", m.summary());
     }
 }
 
-/// The long campaign (run once, by hand; prints its figures).
-#[test]
-#[ignore]
-fn real_model_long_campaign() {
-    let Some(path) = common::real_model() else { return };
+/// One campaign: every prompt, `per` tokens each, with `sampler` (seeded per prompt), the
+/// screened model checked on every step against the full head and its tokens equal to the
+/// plain model's on the full head. Prints and returns the tokens compared.
+fn campaign(what: &str, sampler: &SamplerConfig, per: usize) -> usize {
+    let Some(path) = common::real_model() else { return 0 };
     let (screened, tok) = load(&path, true);
     let (plain, _) = load(&path, false);
-    let per: usize = std::env::var("EDGELLM_SCREEN_TOKENS_PER_PROMPT").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     let mut all = Vec::new();
     let (mut tokens, mut fallbacks, mut steps, mut bytes) = (0usize, 0usize, 0usize, 0u64);
     for (i, prompt) in PROMPTS.iter().enumerate() {
-        let want = run(&plain, &tok, prompt, SamplerConfig::greedy(), HeadMode::Full, per, real_exec());
-        let got = run(&screened, &tok, prompt, SamplerConfig::greedy(), HeadMode::Checked, per, real_exec());
-        assert_eq!(got.ids, want.ids, "prompt {i}");
+        let sampler = SamplerConfig { seed: sampler.seed + i as u64, ..sampler.clone() };
+        let want = run(&plain, &tok, prompt, sampler.clone(), HeadMode::Full, per, real_exec());
+        let got = run(&screened, &tok, prompt, sampler, HeadMode::Checked, per, real_exec());
+        assert_eq!(got.ids, want.ids, "{what}: prompt {i}");
         tokens += got.ids.len();
         fallbacks += got.metrics.head_fallback_steps;
         steps += got.metrics.head_screened_steps;
         bytes += got.metrics.decode_weight_bytes_total;
         all.extend(got.candidates);
-        eprintln!("prompt {i}: {} tokens identical; {}", got.ids.len(), got.metrics.summary());
+        eprintln!("{what}, prompt {i}: {} tokens identical; {}", got.ids.len(), got.metrics.summary());
     }
     all.sort_unstable();
     eprintln!(
-        "campaign: {tokens} greedy tokens identical over {} prompts; {steps} screened steps, {fallbacks} fell back; candidates median {} p90 {} p99 {} max {}; weights {:.1} MB per decode step (full head: {:.1} MB)",
+        "campaign ({what}): {tokens} tokens identical over {} prompts; {steps} screened steps, {fallbacks} fell back; candidates median {} p90 {} p99 {} max {}; weights {:.1} MB per decode step (full head: {:.1} MB)",
         PROMPTS.len(),
         all[all.len() / 2],
         all[all.len() * 9 / 10],
@@ -169,5 +187,43 @@ fn real_model_long_campaign() {
         bytes as f64 / steps as f64 / 1e6,
         plain.decode_weight_bytes() as f64 / 1e6
     );
-    assert!(tokens >= 2000);
+    tokens
+}
+
+fn tokens_per_prompt(default: usize) -> usize {
+    std::env::var("EDGELLM_SCREEN_TOKENS_PER_PROMPT").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The long greedy campaign (run once, by hand; prints its figures).
+#[test]
+#[ignore]
+fn real_model_long_campaign() {
+    if common::real_model().is_none() {
+        return;
+    }
+    assert!(campaign("greedy", &SamplerConfig::greedy(), tokens_per_prompt(200)) >= 2000);
+}
+
+/// The sampled campaign (by hand): pure temperature (Gumbel-max) at three temperatures, and
+/// penalized sampling, each seeded, each step checked.
+#[test]
+#[ignore]
+fn real_model_sampled_campaign() {
+    if common::real_model().is_none() {
+        return;
+    }
+    let per = tokens_per_prompt(100);
+    let pure = SamplerConfig { top_k: 0, top_p: 1.0, min_p: 0.0, seed: 100, ..SamplerConfig::default() };
+    let demo = SamplerConfig { temperature: 0.7, top_p: 0.95, min_p: 0.05, repeat_penalty: 1.1, seed: 200, ..SamplerConfig::default() };
+    let mut total = 0;
+    for (what, sampler) in [
+        ("pure temperature 1.0", SamplerConfig { temperature: 1.0, ..pure.clone() }),
+        ("pure temperature 0.7", SamplerConfig { temperature: 0.7, ..pure.clone() }),
+        ("pure temperature 1.5", SamplerConfig { temperature: 1.5, ..pure.clone() }),
+        ("demo defaults (top-k 40, top-p 0.95, min-p 0.05, T 0.7, repetition penalty 1.1)", demo),
+        ("greedy, repetition penalty 1.3", SamplerConfig { repeat_penalty: 1.3, ..SamplerConfig::greedy() }),
+    ] {
+        total += campaign(what, &sampler, per);
+    }
+    assert!(total >= 5 * PROMPTS.len() * per / 2);
 }

@@ -1,6 +1,6 @@
 //! The sampler on hand-made logits: each stage alone, their order, penalties, seeding.
 
-use edgellm::sampling::{argmax, Rng, Sampler, SamplerConfig};
+use edgellm::sampling::{argmax, gumbel, Rng, Sampler, SamplerConfig};
 
 fn cfg() -> SamplerConfig {
     // Everything off, temperature 1: a plain draw from softmax(logits).
@@ -178,4 +178,46 @@ fn degenerate_inputs_do_not_panic() {
     let mut s = Sampler::new(c);
     let id = s.sample(&[1.0, 2.0], &[99, 5000]);
     assert!(id < 2);
+}
+
+#[test]
+fn gumbel_noise_reference_values() {
+    // splitmix64 output id + 1 from seed key, top 52 bits, u = (bits + ½) / 2^52, -ln(-ln u);
+    // values from an independent Python implementation.
+    for (key, id, want) in [(0u64, 0u32, 2.0868436769674386f64), (12345, 7, 0.17365865474946762), (u64::MAX, 262_143, 1.7376712688329976)] {
+        let got = gumbel::noise(key, id);
+        assert!((got - want).abs() < 1e-12, "noise({key}, {id}) = {got}, want {want}");
+    }
+}
+
+#[test]
+fn pure_temperature_is_gumbel_max_over_every_logit() {
+    // The reference, written out: each step's key is the next RNG draw, the token the argmax of
+    // z / T + noise(key, id) (the first on ties); penalties first.
+    let logits: Vec<f32> = (0..3000).map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * 9.0).collect();
+    for (t, repeat, seed) in [(1.0f32, 1.0f32, 1u64), (0.4, 1.0, 2), (2.5, 1.3, 3)] {
+        let c = SamplerConfig { temperature: t, repeat_penalty: repeat, seed, ..cfg() };
+        let mut s = Sampler::new(c);
+        let mut rng = Rng::new(seed);
+        let mut history = vec![5u32, 17, 17];
+        for step in 0..40 {
+            let key = rng.next_u64();
+            let mut z = logits.clone();
+            if repeat != 1.0 {
+                for &id in &[5u32, 17] {
+                    let l = &mut z[id as usize];
+                    *l = if *l <= 0.0 { *l * repeat } else { *l / repeat };
+                }
+            }
+            let mut best = (0u32, f64::NEG_INFINITY);
+            for (id, &l) in z.iter().enumerate() {
+                let score = l as f64 / t as f64 + gumbel::noise(key, id as u32);
+                if score > best.1 {
+                    best = (id as u32, score);
+                }
+            }
+            assert_eq!(s.sample(&logits, &history), best.0, "T {t} step {step}");
+            history.truncate(3);
+        }
+    }
 }

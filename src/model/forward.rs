@@ -5,7 +5,7 @@
 use crate::exec::Exec;
 use crate::kv::KvCache;
 use crate::ops::{attention_on, gelu_tanh_f16, matmul_on, rms_norm_in_place, rms_norm_into, silu, AttentionParams};
-use crate::ops::screen::{screened_head, Need, ScreenScratch, Screened};
+use crate::ops::screen::{screened_head, Ask, ScreenScratch, Screened};
 use crate::ops::{AttentionScratch, MatmulScratch};
 
 use super::scratch::{self, Widths};
@@ -54,7 +54,7 @@ pub(crate) enum HeadOut<'a> {
     /// The screened head on the one selected row (see `ops::screen`); the dense buffer gets
     /// every logit when the screen falls back, and also otherwise with `check` (the full head
     /// computed too, to check the screen against).
-    Screened { need: Need, out: &'a mut Screened, dense: &'a mut Vec<f32>, check: bool },
+    Screened { ask: Ask<'a>, out: &'a mut Screened, dense: &'a mut Vec<f32>, check: bool },
 }
 
 impl ForwardScratch {
@@ -131,7 +131,7 @@ impl Model {
         token: u32,
         kv: &mut KvCache,
         s: &mut ForwardScratch,
-        need: Need,
+        ask: Ask<'_>,
         out: &mut Screened,
         dense: &mut Vec<f32>,
         check: bool,
@@ -139,7 +139,7 @@ impl Model {
         if !self.has_screened_head() {
             return Err(ModelError::BadRequest("this model's output head is not screened".into()));
         }
-        self.run(&[token], kv, s, LogitRows::Last, HeadOut::Screened { need, out, dense, check })
+        self.run(&[token], kv, s, LogitRows::Last, HeadOut::Screened { ask, out, dense, check })
     }
 
     pub(crate) fn run(&self, tokens: &[u32], kv: &mut KvCache, s: &mut ForwardScratch, rows: LogitRows<'_>, head: HeadOut<'_>) -> Result<(), ModelError> {
@@ -305,10 +305,10 @@ impl Model {
                 out.clear();
                 out.extend_from_slice(xn);
             }
-            HeadOut::Screened { need, out, dense, check } => {
+            HeadOut::Screened { ask, out, dense, check } => {
                 // `forward_screened` checked the head (no soft-capping: the screen's threshold
                 // is on the raw dot).
-                screened_head(exec, out_w, &xn[..d], need, screen, out, dense)?;
+                screened_head(exec, out_w, &xn[..d], ask, screen, out, dense)?;
                 if check && !out.fell_back {
                     dense.resize(hp.n_vocab, 0.0);
                     matmul_on(exec, out_w, &xn[..d], dense, mm)?;

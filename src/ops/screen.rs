@@ -14,6 +14,7 @@ use crate::exec::{Exec, SharedMut};
 use crate::gguf::GgmlType;
 use crate::quant::planes::{self, Pass1, PlanesAct};
 use crate::quant::{self, QuantError};
+use crate::sampling::gumbel;
 
 use super::Weight;
 
@@ -27,6 +28,29 @@ pub enum Need {
     /// Every token whose logit can be ≥ `max + ln_p` evaluated in f32 as the sampler does
     /// (min-p with `ln_p = min_p.ln()`, ≤ 0).
     Floor(f32),
+    /// Every token that can have the largest Gumbel-max score at temperature `t` under the
+    /// noise keyed `key` (pure temperature sampling: `sampling::gumbel`).
+    Gumbel { t: f32, key: u64 },
+}
+
+/// What the sampler asks of one screened step: the logits it needs, and the rows it ranks by
+/// another value than their logit (the recent tokens, under repetition penalties): those are
+/// computed exactly and ranked by `value(i, logit)` (`i`: the index in `adjusted`, ascending).
+#[derive(Clone, Copy)]
+pub struct Ask<'a> {
+    pub need: Need,
+    pub adjusted: &'a [u32],
+    pub value: &'a dyn Fn(usize, f32) -> f32,
+}
+
+impl Ask<'static> {
+    /// `need` on the raw logits.
+    pub fn plain(need: Need) -> Ask<'static> {
+        fn same(_: usize, z: f32) -> f32 {
+            z
+        }
+        Ask { need, adjusted: &[], value: &same }
+    }
 }
 
 /// How many rows ahead pass 1 prefetches (AVX2; the wasm kernel reads rows in address order):
@@ -36,6 +60,14 @@ const PREFETCH_ROWS: usize = 2 * planes::PASS1_ROWS;
 
 /// Above this share of the vocabulary as candidates, the full head is cheaper: computed instead.
 const MAX_CANDIDATE_SHARE: usize = 8; // 1/8
+
+/// Gumbel-max: how many of the best candidates are computed exactly before the rest are
+/// filtered against their scores.
+const GUMBEL_EXACT_CANDIDATES: usize = 4;
+
+/// Top-k: how many rows per wanted token are computed exactly (those with the best upper
+/// bounds) before the threshold is taken.
+const TOPK_EXACT_FACTOR: usize = 2;
 
 /// Reusable buffers of the screen.
 #[derive(Default, Debug)]
@@ -71,7 +103,8 @@ pub struct Screened {
     /// The candidates were too many (or a bound was not finite): every row was computed, into
     /// the caller's dense buffer (`ids` and `logits` are then empty).
     pub fell_back: bool,
-    /// The threshold every left-out row's exact logit is below.
+    /// The threshold every left-out row's value is below: its exact logit, or the value the
+    /// sampler ranks it by (`Ask::adjusted`, a Gumbel-max score).
     pub threshold: f64,
     /// Weight bytes of the head this step read (pass 1, and the rows computed in full).
     pub bytes_read: usize,
@@ -139,7 +172,7 @@ fn f32_down(v: f64) -> f32 {
 /// candidate ids and exact logits for `need`, pass 1 split over `exec`'s threads (results do
 /// not depend on the thread count); when it falls back, every logit in `dense`. `false` when
 /// `w` is not plane-laid-out.
-pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], need: Need, s: &mut ScreenScratch, out: &mut Screened, dense: &mut Vec<f32>) -> Result<bool, QuantError> {
+pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut ScreenScratch, out: &mut Screened, dense: &mut Vec<f32>) -> Result<bool, QuantError> {
     let Some((layout, data)) = w.planes() else { return Ok(false) };
     let n_out = layout.n_out;
     quant::quantize_activation(GgmlType::Q8_0, xn, &mut s.act)?;
@@ -182,8 +215,25 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], need: Need, s: &mut Sc
     out.logits.reserve_exact(cap);
     out.fell_back = false;
     let pass1_bytes = n_out * layout.pass1_row_bytes();
-    let row_full = |r: usize| full(&data[layout.a_at(r)..], &data[layout.b_at(r)..], &s.x);
-    // The best estimate's exact logit (the first best on ties).
+    // Every exact row computed is counted (the step's bytes).
+    let rows_read = std::cell::Cell::new(0usize);
+    let row_full = |r: usize| {
+        rows_read.set(rows_read.get() + 1);
+        full(&data[layout.a_at(r)..], &data[layout.b_at(r)..], &s.x)
+    };
+    // Rows known exactly get their value as the estimate and a zero bound (a pass-1 bound is
+    // never zero: its absolute term is positive), so `est ± err` bounds every row:
+    // - the adjusted rows, ranked by their value (the sampler adjusts their logits itself);
+    let adjusted = ask.adjusted;
+    let is_adjusted = |j: usize| adjusted.binary_search(&(j as u32)).is_ok();
+    for (i, &j) in adjusted.iter().enumerate() {
+        let j = j as usize;
+        if j < n_out {
+            s.est[j] = (ask.value)(i, row_full(j));
+            s.err[j] = 0.0;
+        }
+    }
+    // - the best estimate's row (the first best on ties), whose exact value lifts the threshold.
     let mut kstar = 0usize;
     let mut finite = true;
     for (j, (&a, &e)) in s.est.iter().zip(&s.err).enumerate() {
@@ -192,16 +242,45 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], need: Need, s: &mut Sc
             kstar = j;
         }
     }
-    let zstar = row_full(kstar);
-    finite &= zstar.is_finite();
-    let lo = |j: usize| if j == kstar { zstar as f64 } else { s.est[j] as f64 - s.err[j] as f64 };
-    let threshold = if !finite {
+    if s.err[kstar] != 0.0 {
+        s.est[kstar] = row_full(kstar);
+        s.err[kstar] = 0.0;
+        finite &= s.est[kstar].is_finite();
+    }
+    if let (Need::TopK(k), true) = (ask.need, finite) {
+        // Top-k's threshold is the k-th largest lower bound: with the rows whose upper bounds
+        // are best computed exactly first (most are candidates either way), it sits at or
+        // near the true k-th logit instead of a bound's width below it — in the dense part
+        // of the distribution, where a bound's width can hold tens of thousands of rows.
+        let m = (k.saturating_mul(TOPK_EXACT_FACTOR)).clamp(1, n_out / (2 * MAX_CANDIDATE_SHARE) + 1).min(n_out);
+        s.lo.clear();
+        s.lo.extend(s.est.iter().zip(&s.err).map(|(&a, &e)| a + e));
+        let (_, mth, _) = s.lo.select_nth_unstable_by(m - 1, |a, b| b.total_cmp(a));
+        let mth = *mth;
+        let mut left = m;
+        for j in 0..n_out {
+            if left == 0 {
+                break;
+            }
+            if s.est[j] + s.err[j] >= mth {
+                left -= 1;
+                if s.err[j] != 0.0 {
+                    s.est[j] = row_full(j);
+                    s.err[j] = 0.0;
+                    finite &= s.est[j].is_finite();
+                }
+            }
+        }
+    }
+    let mut threshold = if !finite {
         f64::NAN
     } else {
-        let max_lo = (0..n_out).map(lo).fold(f64::NEG_INFINITY, f64::max);
-        match need {
-            Need::Max => max_lo,
-            Need::Floor(ln_p) => (f32_down(max_lo) + ln_p) as f64,
+        let (est, err) = (&s.est, &s.err);
+        let lo = |j: usize| est[j] as f64 - err[j] as f64;
+        let max_lo = || (0..n_out).map(lo).fold(f64::NEG_INFINITY, f64::max);
+        match ask.need {
+            Need::Max => max_lo(),
+            Need::Floor(ln_p) => (f32_down(max_lo()) + ln_p) as f64,
             Need::TopK(k) => {
                 let k = k.clamp(1, n_out);
                 s.lo.clear();
@@ -209,16 +288,40 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], need: Need, s: &mut Sc
                 let (_, kth, _) = s.lo.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
                 *kth as f64
             }
+            Need::Gumbel { t, key } => {
+                let bounds = |j: usize| (lo(j), est[j] as f64 + err[j] as f64);
+                gumbel::candidates(n_out, bounds, |j| j as u32, t, key, cap - 1, &mut out.ids)
+            }
         }
     };
-    out.threshold = threshold;
-    if threshold.is_finite() {
-        for j in 0..n_out {
-            if s.est[j] as f64 + s.err[j] as f64 >= threshold {
-                out.ids.push(j as u32);
+    match ask.need {
+        _ if !threshold.is_finite() => {}
+        Need::Gumbel { t, key } => {
+            // Tighten the threshold (from lower bounds) with the exact scores of the candidates
+            // whose upper scores are best: each is a candidate either way, so computing it now
+            // costs nothing more, and each can drop many others.
+            let up_score = |est: &[f32], err: &[f32], j: u32| gumbel::score(est[j as usize] as f64 + err[j as usize] as f64, t, gumbel::noise(key, j));
+            for _ in 0..GUMBEL_EXACT_CANDIDATES {
+                let (est, err) = (&s.est, &s.err);
+                let best = out.ids.iter().copied().filter(|&j| err[j as usize] != 0.0).max_by(|&a, &b| up_score(est, err, a).total_cmp(&up_score(est, err, b)));
+                let Some(j) = best else { break };
+                let z = row_full(j as usize);
+                s.est[j as usize] = z;
+                s.err[j as usize] = 0.0;
+                threshold = threshold.max(gumbel::score(z as f64, t, gumbel::noise(key, j)));
+                let (est, err) = (&s.est, &s.err);
+                out.ids.retain(|&j| up_score(est, err, j) >= threshold);
+            }
+        }
+        _ => {
+            for j in 0..n_out {
+                if s.est[j] as f64 + s.err[j] as f64 >= threshold {
+                    out.ids.push(j as u32);
+                }
             }
         }
     }
+    out.threshold = threshold;
     if !threshold.is_finite() || out.ids.len() > n_out / MAX_CANDIDATE_SHARE {
         out.fell_back = true;
         out.ids.clear();
@@ -234,18 +337,21 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], need: Need, s: &mut Sc
         out.bytes_read = pass1_bytes + layout.bytes();
         return Ok(true);
     }
+    // Each candidate's logit: known already where it was computed exactly, except an adjusted
+    // row's (its estimate is its adjusted value; the sampler adjusts the raw logit itself).
     for &j in &out.ids {
         let j = j as usize;
-        out.logits.push(if j == kstar { zstar } else { row_full(j) });
+        out.logits.push(if s.err[j] == 0.0 && !is_adjusted(j) { s.est[j] } else { row_full(j) });
     }
-    out.bytes_read = pass1_bytes + out.ids.len() * layout.row_bytes();
+    out.bytes_read = pass1_bytes + rows_read.get() * layout.row_bytes();
     Ok(true)
 }
 
-/// Debug check of one screened step against the full head's logits `full`: every candidate's
-/// logit is bit-equal to the full head's, and every other row's is below the threshold.
-/// Returns a description of the first violation.
-pub fn check_against_full(sc: &Screened, full: &[f32]) -> Result<(), String> {
+/// Debug check of one screened step (asked `ask`) against the full head's logits `full`: every
+/// candidate's logit is bit-equal to the full head's, and every other row's value (its
+/// adjusted value, its Gumbel-max score) is below the threshold. Returns a description of the
+/// first violation.
+pub fn check_against_full(sc: &Screened, full: &[f32], ask: Ask<'_>) -> Result<(), String> {
     if sc.fell_back {
         return Ok(());
     }
@@ -257,8 +363,18 @@ pub fn check_against_full(sc: &Screened, full: &[f32]) -> Result<(), String> {
                 return Err(format!("candidate {j}: screened logit {got} != full head's {z}"));
             }
             next += 1;
-        } else if (z as f64) >= sc.threshold {
-            return Err(format!("row {j} left out with logit {z} >= threshold {}", sc.threshold));
+        } else {
+            let v = match ask.adjusted.binary_search(&(j as u32)) {
+                Ok(i) => (ask.value)(i, z),
+                Err(_) => z,
+            };
+            let v = match ask.need {
+                Need::Gumbel { t, key } => gumbel::score(v as f64, t, gumbel::noise(key, j as u32)),
+                _ => v as f64,
+            };
+            if v >= sc.threshold {
+                return Err(format!("row {j} left out with logit {z} (ranked at {v}) >= threshold {}", sc.threshold));
+            }
         }
     }
     if next != sc.ids.len() {
@@ -317,16 +433,29 @@ mod tests {
             matmul(&plain, &x, &mut full, &mut MatmulScratch::default()).unwrap();
             matmul_on_planes(&threads, &planes, &x, &mut full_planes);
             assert_eq!(bits(&full), bits(&full_planes), "the plane layout's full head is the Q8_0 head");
-            for need in [Need::Max, Need::TopK(1), Need::TopK(40), Need::Floor(0.05f32.ln())] {
-                let mut one = Screened::default();
-                assert!(screened_head(&Exec::Serial, &planes, &x, need, &mut s, &mut one, &mut Vec::new()).unwrap());
-                check_against_full(&one, &full).unwrap_or_else(|e| panic!("{need:?}: {e}"));
-                if need == Need::Max {
-                    assert!(!one.fell_back && one.bytes_read < planes.bytes() * 6 / 10, "{} candidates", one.ids.len());
+            let gumbel = |t: f32| Need::Gumbel { t, key: 0x5EED ^ seed as u64 };
+            // Penalized rows: the best few of the full head's and some others, ranked lower
+            // (a repetition penalty's shape: positive logits shrink, all move down).
+            let mut best: Vec<u32> = (0..n_out as u32).collect();
+            best.sort_by(|&a, &b| full[b as usize].total_cmp(&full[a as usize]));
+            let mut adjusted: Vec<u32> = best[..3].iter().copied().chain([5, 77, 2999]).collect();
+            adjusted.sort_unstable();
+            adjusted.dedup();
+            let value = |_: usize, z: f32| (if z > 0.0 { z / 1.3 } else { z * 1.3 }) - 0.4;
+            let penalized = Ask { need: Need::Max, adjusted: &adjusted, value: &value };
+            for need in [Need::Max, Need::TopK(1), Need::TopK(40), Need::Floor(0.05f32.ln()), gumbel(1.0), gumbel(0.4), gumbel(3.0)] {
+                for ask in [Ask::plain(need), Ask { need, ..penalized }] {
+                    let what = format!("{need:?}, {} adjusted rows", ask.adjusted.len());
+                    let mut one = Screened::default();
+                    assert!(screened_head(&Exec::Serial, &planes, &x, ask, &mut s, &mut one, &mut Vec::new()).unwrap());
+                    check_against_full(&one, &full, ask).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    if matches!(need, Need::Max | Need::TopK(_) | Need::Gumbel { t: 1.0, .. }) {
+                        assert!(!one.fell_back && one.bytes_read < planes.bytes() * 6 / 10, "{what}: {} candidates", one.ids.len());
+                    }
+                    let mut two = Screened::default();
+                    screened_head(&threads, &planes, &x, ask, &mut s, &mut two, &mut Vec::new()).unwrap();
+                    assert_eq!(one, two, "{what}: threads change nothing");
                 }
-                let mut two = Screened::default();
-                screened_head(&threads, &planes, &x, need, &mut s, &mut two, &mut Vec::new()).unwrap();
-                assert_eq!(one, two, "{need:?}: threads change nothing");
             }
         }
     }
@@ -340,7 +469,7 @@ mod tests {
         x[7] = f32::INFINITY;
         let mut out = Screened::default();
         let mut dense = Vec::new();
-        screened_head(&Exec::Serial, &planes, &x, Need::Max, &mut ScreenScratch::default(), &mut out, &mut dense).unwrap();
+        screened_head(&Exec::Serial, &planes, &x, Ask::plain(Need::Max), &mut ScreenScratch::default(), &mut out, &mut dense).unwrap();
         assert!(out.fell_back);
         assert_eq!(dense.len(), n_out);
         let mut full = vec![0.0; n_out];
