@@ -312,6 +312,7 @@ usage: ./build.sh <command>
   bench   edgellm vs wllama side by side in headless Chromium [--rounds N] [--sustained S]
           [--simd auto|relaxed|simd128|both] (both: edgellm-relaxed and edgellm-simd128 each round)
           [--threads 1,2] (each engine at each count, on a cross-origin isolated page)
+          [--sampling greedy|chain|demo] (both engines sampling alike: llama.cpp's default chain, the demo's defaults)
   bench --chat  a 10-turn chat (Chromium + edgellm serve): prompt/reused tokens and TTFT per turn,
           session restore vs prefill of ~2,000 tokens [--only chromium|server] [--tokens 64]
 USAGE

@@ -1,12 +1,17 @@
 // Side-by-side benchmark, one run: edgellm (../pkg) and wllama (npm @wllama/wllama, llama.cpp in
-// wasm) on the same GGUF, the same prompt, greedy, in the same headless Chromium (playwright-core
+// wasm) on the same GGUF, the same prompt and sampling, in the same headless Chromium (playwright-core
 // + /usr/bin/chromium), alternating engines for several rounds, each round on a fresh (cold)
 // browser profile with no model cache. Everything is served from 127.0.0.1; Chromium is kept off
 // every other host.
 //
 //   node bench/run.mjs [--rounds N] [--tokens 128] [--prompt-tokens 128] [--sustained S]
 //                      [--model path.gguf] [--only edgellm|wllama] [--simd auto|relaxed|simd128|both]
-//                      [--threads 1,2]
+//                      [--threads 1,2] [--sampling greedy|chain|demo]
+//
+// --sampling: greedy (default); chain = llama.cpp's default chain (T 0.8, top-k 40, top-p 0.95,
+// min-p 0.05: an edgellm request with no sampling fields); demo = the demo page's base-model
+// defaults (T 0.7, top-p 0.95, min-p 0.05, repetition penalty 1.1), both seeded (bench/page.html
+// holds each engine's settings).
 //
 // Each round ends with bench/membw.mjs, a memory-bandwidth probe in a Worker of a fresh browser:
 // the decode traffic is reported as a share of what one wasm thread streams in the same minutes.
@@ -48,6 +53,11 @@ const PROMPT_TOKENS = +opt('prompt-tokens', 128);
 const SUSTAINED = +opt('sustained', 0);
 const ONLY = opt('only', null);
 const SIMD = opt('simd', 'auto');
+const SAMPLING = opt('sampling', 'greedy');
+if (!['greedy', 'chain', 'demo'].includes(SAMPLING)) {
+  console.error(`bench: --sampling must be greedy, chain or demo (got ${SAMPLING})`);
+  process.exit(2);
+}
 if (!['auto', 'relaxed', 'simd128', 'both'].includes(SIMD)) {
   console.error(`bench: --simd must be auto, relaxed, simd128 or both (got ${SIMD})`);
   process.exit(2);
@@ -139,7 +149,7 @@ async function runOnce(engine, origin, prompt) {
     await page.waitForFunction(() => window.benchReady, null, { timeout: 30_000 });
     const { base, threads } = runOf(engine);
     const fn = base in EDGELLM_RUNS ? 'runEdgellm' : 'runWllama';
-    const r = await page.evaluate(([fn, o]) => window[fn](o), [fn, { modelUrl: `${origin}/model.gguf`, wasmUrl: `${origin}/wllama.wasm`, prompt, nPredict: N_PREDICT, sustainedS: SUSTAINED, simd: EDGELLM_RUNS[base], threads }]);
+    const r = await page.evaluate(([fn, o]) => window[fn](o), [fn, { modelUrl: `${origin}/model.gguf`, wasmUrl: `${origin}/wllama.wasm`, prompt, nPredict: N_PREDICT, sustainedS: SUSTAINED, simd: EDGELLM_RUNS[base], threads, sampling: SAMPLING }]);
     for (const pid of rendererPids(profile)) peakRss = Math.max(peakRss, rssMb(pid));
     r.rss_mb = peakRss;
     return r;
@@ -186,7 +196,7 @@ const median = (xs) => {
 const server = await startServer();
 const origin = `http://127.0.0.1:${server.address().port}`;
 const { prompt, counted } = promptOfTokens(PROMPT_TOKENS);
-console.log(`bench: ${path.basename(MODEL)}, prompt ${counted || '~' + PROMPT_TOKENS} tokens, ${N_PREDICT} greedy tokens, ${ROUNDS} rounds, Chromium ${execFileSync(CHROMIUM, ['--version'], { encoding: 'utf8' }).trim()}`);
+console.log(`bench: ${path.basename(MODEL)}, prompt ${counted || '~' + PROMPT_TOKENS} tokens, ${N_PREDICT} ${SAMPLING === 'greedy' ? 'greedy' : `sampled (${SAMPLING})`} tokens, ${ROUNDS} rounds, Chromium ${execFileSync(CHROMIUM, ['--version'], { encoding: 'utf8' }).trim()}`);
 console.log(`loadavg before: ${fs.readFileSync('/proc/loadavg', 'utf8').trim()}`);
 const bases = (ONLY ? [ONLY] : ['edgellm', 'wllama']).flatMap((e) => (e === 'edgellm' ? Object.keys(EDGELLM_RUNS) : [e]));
 // A run's name: the engine (and tier), then `@Nt` with --threads.

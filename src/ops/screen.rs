@@ -290,12 +290,14 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
             }
             Need::Gumbel { t, key } => {
                 let bounds = |j: usize| (lo(j), est[j] as f64 + err[j] as f64);
-                gumbel::candidates(n_out, bounds, |j| j as u32, t, key, cap - 1, &mut out.ids)
+                gumbel::candidates(n_out, bounds, |j| j as u32, t, key, n_out / MAX_CANDIDATE_SHARE, &mut out.ids)
             }
         }
     };
     match ask.need {
         _ if !threshold.is_finite() => {}
+        // The search stopped past the most candidates a step keeps: it falls back below.
+        Need::Gumbel { .. } if out.ids.len() > n_out / MAX_CANDIDATE_SHARE => {}
         Need::Gumbel { t, key } => {
             // Tighten the threshold (from lower bounds) with the exact scores of the candidates
             // whose upper scores are best: each is a candidate either way, so computing it now

@@ -187,6 +187,18 @@ mod tests {
     }
 
     #[test]
+    fn past_the_limit_the_search_stops_with_one_more() {
+        // Wide bounds on a flat distribution: many rows can win.
+        let mut out = Vec::new();
+        let (n, key) = (5000, 3);
+        candidates(n, |i| (-2.0 + (i % 7) as f64 * 0.01, 2.0), |i| i as u32, 1.0, key, usize::MAX, &mut out);
+        let all = out.clone();
+        assert!(all.len() > 20, "{}", all.len());
+        candidates(n, |i| (-2.0 + (i % 7) as f64 * 0.01, 2.0), |i| i as u32, 1.0, key, 20, &mut out);
+        assert_eq!(out, all[..21], "the first 21 candidates, then it stops");
+    }
+
+    #[test]
     fn non_finite_rows_never_win() {
         let mut out = Vec::new();
         let z = [f64::NEG_INFINITY, 1.0, f64::NAN, 0.5];
