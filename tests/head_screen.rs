@@ -163,7 +163,7 @@ fn campaign(what: &str, sampler: &SamplerConfig, per: usize) -> usize {
     let (screened, tok) = load(&path, true);
     let (plain, _) = load(&path, false);
     let mut all = Vec::new();
-    let (mut tokens, mut fallbacks, mut steps, mut bytes) = (0usize, 0usize, 0usize, 0u64);
+    let (mut tokens, mut fallbacks, mut steps, mut full_steps, mut bytes) = (0usize, 0usize, 0usize, 0usize, 0u64);
     for (i, prompt) in PROMPTS.iter().enumerate() {
         let sampler = SamplerConfig { seed: sampler.seed + i as u64, ..sampler.clone() };
         let want = run(&plain, &tok, prompt, sampler.clone(), HeadMode::Full, per, real_exec());
@@ -172,19 +172,20 @@ fn campaign(what: &str, sampler: &SamplerConfig, per: usize) -> usize {
         tokens += got.ids.len();
         fallbacks += got.metrics.head_fallback_steps;
         steps += got.metrics.head_screened_steps;
+        full_steps += got.metrics.head_full_steps;
         bytes += got.metrics.decode_weight_bytes_total;
         all.extend(got.candidates);
         eprintln!("{what}, prompt {i}: {} tokens identical; {}", got.ids.len(), got.metrics.summary());
     }
     all.sort_unstable();
     eprintln!(
-        "campaign ({what}): {tokens} tokens identical over {} prompts; {steps} screened steps, {fallbacks} fell back; candidates median {} p90 {} p99 {} max {}; weights {:.1} MB per decode step (full head: {:.1} MB)",
+        "campaign ({what}): {tokens} tokens identical over {} prompts; {steps} screened steps ({fallbacks} fell back), {full_steps} on the full head after a fallback; candidates median {} p90 {} p99 {} max {}; weights {:.1} MB per decode step (full head: {:.1} MB)",
         PROMPTS.len(),
         all[all.len() / 2],
         all[all.len() * 9 / 10],
         all[all.len() * 99 / 100],
         all[all.len() - 1],
-        bytes as f64 / steps as f64 / 1e6,
+        bytes as f64 / (steps + full_steps) as f64 / 1e6,
         plain.decode_weight_bytes() as f64 / 1e6
     );
     tokens
@@ -223,7 +224,11 @@ fn real_model_sampled_campaign() {
         ("demo defaults (top-k 40, top-p 0.95, min-p 0.05, T 0.7, repetition penalty 1.1)", demo),
         ("greedy, repetition penalty 1.3", SamplerConfig { repeat_penalty: 1.3, ..SamplerConfig::greedy() }),
     ] {
+        // EDGELLM_SCREEN_ONLY=text: only the samplers whose name contains it.
+        if std::env::var("EDGELLM_SCREEN_ONLY").is_ok_and(|only| !what.contains(&only)) {
+            continue;
+        }
         total += campaign(what, &sampler, per);
     }
-    assert!(total >= 5 * PROMPTS.len() * per / 2);
+    assert!(total >= PROMPTS.len() * per / 2);
 }

@@ -58,8 +58,12 @@ impl Ask<'static> {
 /// streaming as fast as the body's four-row kernels; two leaves room for slower memory).
 const PREFETCH_ROWS: usize = 2 * planes::PASS1_ROWS;
 
-/// Above this share of the vocabulary as candidates, the full head is cheaper: computed instead.
-const MAX_CANDIDATE_SHARE: usize = 8; // 1/8
+/// Above this share of the vocabulary as candidates, every row is computed instead. Pass 1 reads
+/// ~55 % of the head, so a step's screen reads less than the full head up to ~45 % of the rows
+/// as candidates; a quarter keeps a margin for pass 2's scattered rows, and a step that falls
+/// back reads pass 1 and the whole head (top-k 40 on Gemma 3 has steps with ~27k candidates,
+/// past an eighth).
+const MAX_CANDIDATE_SHARE: usize = 4; // 1/4
 
 /// Gumbel-max: how many of the best candidates are computed exactly before the rest are
 /// filtered against their scores.
@@ -89,7 +93,7 @@ impl ScreenScratch {
 /// What the screen's scratch grows to for a head `n_in` wide with `n_vocab` rows (the memory
 /// ledger's figure; the plane-layout full head's prepared activation row included): its
 /// estimates, bounds and lower bounds (f32 per row), the candidates (id and logit, at most
-/// 1/8 of the rows) and two prepared activation rows.
+/// 1/4 of the rows) and two prepared activation rows.
 pub fn scratch_bytes(n_in: usize, n_vocab: usize) -> usize {
     let nb = n_in / 32;
     12 * n_vocab + 8 * (n_vocab / MAX_CANDIDATE_SHARE + 1) + 34 * nb + 2 * PlanesAct::bytes_for(nb)
