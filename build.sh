@@ -76,8 +76,12 @@ cmd_model() {
 # Built by `demo` and `test` after `build` (the demo page is isolated, so it runs threads; the
 # tests check it against one thread); build-std compiles std too: ~2 min on 2 cores the first
 # time, seconds when the target dir is warm.
+# --initial-memory: the glue creates the imported memory with the module's initial size, and one
+# glue serves both tiers; left to the linker, that size is the tier's static data + stack
+# rounded up to a 64 KiB page, and the two tiers can land on different pages (25 vs 26 seen).
 THREADS_RUSTFLAGS="-C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128 \
 -C link-arg=--shared-memory -C link-arg=--import-memory -C link-arg=--max-memory=4294967296 \
+-C link-arg=--initial-memory=2097152 \
 -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size -C link-arg=--export=__tls_align \
 -C link-arg=--export=__tls_base"
 cmd_build_threads() {
