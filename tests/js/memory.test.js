@@ -88,6 +88,9 @@ test('estimate vs measured after load and after a generation that fills the KV; 
     const t0 = performance.now();
     const out = await e.completions.create({ prompt, max_tokens: 8, temperature: 0.7, seed: 3 });
     const ms = performance.now() - t0;
+    // That request's decode steps went through the screened head; top-p without top-k needs
+    // every logit (the full head's dense buffers): after both, every path's buffers are in use.
+    await e.completions.create({ prompt, max_tokens: 2, temperature: 0.7, top_k: 0, top_p: 0.9, seed: 3 });
     return { loaded, generated: e.memory(), usage: out.usage, ms, events };
   }, { url: URL_, kv: KV });
   const L = r.loaded;
