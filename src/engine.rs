@@ -504,10 +504,10 @@ impl Session {
                 let model = &self.model;
                 let check = self.head_mode == HeadMode::Checked;
                 // The penalized recent tokens: computed exactly by the screen, ranked penalized.
-                self.sampler.penalized(&self.tokens);
+                self.sampler.prepare_penalized(&self.tokens);
                 let sampler = &self.sampler;
                 let value = |i: usize, z: f32| sampler.penalized_logit(i, z);
-                let ask = Ask { need, adjusted: sampler.penalized_now(), value: &value };
+                let ask = Ask { need, adjusted: sampler.penalized(), value: &value };
                 model.forward_screened(t, &mut self.kv, &mut self.scratch, ask, &mut self.sparse, &mut self.out, check)?;
                 if check {
                     if let Err(e) = check_against_full(&self.sparse, &self.out, ask) {

@@ -189,9 +189,10 @@ impl Sampler {
         Some(Need::Gumbel { t: self.cfg.temperature, key: self.rng.clone().next_u64() })
     }
 
-    /// The tokens the penalties change at the next sample after `history` (ascending, each
-    /// once; empty without penalties): the screened head computes these rows exactly.
-    pub fn penalized(&mut self, history: &[u32]) -> &[u32] {
+    /// Finds the tokens the penalties change at the next sample after `history` (ascending,
+    /// each once; none without penalties), read by [`penalized`](Self::penalized): the
+    /// screened head computes these rows exactly.
+    pub fn prepare_penalized(&mut self, history: &[u32]) {
         self.penalized.clear();
         self.counts.clear();
         if self.cfg.has_penalties() {
@@ -204,11 +205,10 @@ impl Sampler {
                 self.counts.push(chunk.len() as u32);
             }
         }
-        &self.penalized
     }
 
-    /// The tokens of the last [`penalized`](Self::penalized) call.
-    pub fn penalized_now(&self) -> &[u32] {
+    /// The tokens of the last [`prepare_penalized`](Self::prepare_penalized).
+    pub fn penalized(&self) -> &[u32] {
         &self.penalized
     }
 
@@ -293,7 +293,7 @@ impl Sampler {
     /// The penalties on `cand` (ids ascending); a penalized token absent from a subset is one
     /// the screen found cannot be picked.
     fn apply_penalties(&mut self, history: &[u32]) {
-        self.penalized(history);
+        self.prepare_penalized(history);
         for (k, &id) in self.penalized.iter().enumerate() {
             if let Ok(i) = self.cand.binary_search_by_key(&id, |c| c.0) {
                 self.cand[i].1 = self.cfg.penalize(self.cand[i].1, self.counts[k] as f32);
