@@ -48,6 +48,29 @@ async function loadViaUi(url, timeout = 180_000) {
   }));
 }
 
+/** Sends GREEDY_PROMPT as a raw greedy turn through the page; resolves when the reply is done. */
+async function generateViaUi() {
+  await page.evaluate(() => (window.__longTasks.length = 0));
+  await page.check('#raw');
+  await page.fill('#temperature', '0');
+  await page.fill('#max-tokens', String(GREEDY_TOKENS));
+  await page.fill('#prompt', GREEDY_PROMPT);
+  // Count the DOM updates of the reply as they stream in.
+  await page.evaluate(() => {
+    window.__deltas = 0;
+    if (window.__deltaObserver) window.__deltaObserver.disconnect();
+    window.__deltaObserver = new MutationObserver(() => window.__deltas++);
+    window.__deltaObserver.observe(document.getElementById('transcript'), { subtree: true, characterData: true, childList: true });
+  });
+  await page.click('#send');
+  await page.waitForFunction(() => document.body.dataset.state === 'generating', null, { timeout: 10_000 }).catch(() => {});
+  await page.waitForFunction(() => document.body.dataset.state === 'ready', null, { timeout: 300_000 });
+  return page.evaluate(() => {
+    const msgs = document.querySelectorAll('#transcript .msg.assistant');
+    return { text: msgs[msgs.length - 1].textContent, usage: window.edgellmApp.lastUsage, deltas: window.__deltas, longTasks: window.__longTasks.slice(), err: window.edgellmApp.lastError, shown: document.getElementById('u-decode').textContent };
+  });
+}
+
 function assertMonotonic(progress, total) {
   assert.ok(progress.length >= 2, `progress events: ${progress.length}`);
   for (let i = 1; i < progress.length; i++) {
@@ -59,6 +82,23 @@ function assertMonotonic(progress, total) {
 }
 
 const longOnes = (tasks) => tasks.filter((t) => t.duration > LONG_TASK_MS);
+
+/**
+ * Runs a measured step (`run(attempt)` resolves with an object holding `longTasks`) and, if the
+ * page saw a long task, runs it once more and returns the second result, which the caller checks.
+ * Why: quiet, the page's longest main-thread task during a load is ~30 ms and during generation
+ * less (measured 2026-12-03 with a MessageChannel gap probe); on a shared 2-core machine another
+ * process can stretch one of those past 50 ms (seen in CI, and reproduced with one busy core
+ * beside the suite). A task that is really long is long in both runs, so the check still fails.
+ */
+async function steady(what, run) {
+  const first = await run(0);
+  const long = longOnes(first.longTasks);
+  if (long.length === 0) return first;
+  console.log(`# ${what}: long tasks ${JSON.stringify(long)} in the first run; running the step once more`);
+  report[`${what}_first_run_long_tasks`] = long.length;
+  return run(1);
+}
 
 before(async () => {
   if (skip) return;
@@ -106,9 +146,18 @@ test('the long-task observer works (harness self-check)', { skip }, async () => 
 });
 
 test('load by URL: monotonic progress to the file size, no long task on the page', { skip }, async () => {
-  const t0 = Date.now();
-  const r = await loadViaUi('/models/good.gguf');
-  report.load_network_ms = Date.now() - t0;
+  const r = await steady('load_network', async (attempt) => {
+    if (attempt > 0) {
+      // The second run must download again: a fresh page, the cache emptied.
+      await openPage();
+      await page.evaluate(() => window.edgellmApp.engine.cache.clear());
+      srv.resetStats();
+    }
+    const t0 = Date.now();
+    const out = await loadViaUi('/models/good.gguf');
+    report.load_network_ms = Date.now() - t0;
+    return out;
+  });
   assert.equal(r.state, 'ready', JSON.stringify(r.error));
   assert.equal(r.model.source, 'network');
   assert.equal(r.model.file_size, MODEL_SIZE);
@@ -123,23 +172,8 @@ test('load by URL: monotonic progress to the file size, no long task on the page
 
 test('streamed generation in the page; greedy output equals the native CLI; no long task', { skip: noCli }, async () => {
   const want = nativeGreedy();
-  await page.evaluate(() => (window.__longTasks.length = 0));
-  await page.check('#raw');
-  await page.fill('#temperature', '0');
-  await page.fill('#max-tokens', String(GREEDY_TOKENS));
-  await page.fill('#prompt', GREEDY_PROMPT);
-  // Count the DOM updates of the reply as they stream in.
-  await page.evaluate(() => {
-    window.__deltas = 0;
-    new MutationObserver(() => window.__deltas++).observe(document.getElementById('transcript'), { subtree: true, characterData: true, childList: true });
-  });
-  await page.click('#send');
-  await page.waitForFunction(() => document.body.dataset.state === 'generating', null, { timeout: 10_000 }).catch(() => {});
-  await page.waitForFunction(() => document.body.dataset.state === 'ready', null, { timeout: 300_000 });
-  const r = await page.evaluate(() => {
-    const msgs = document.querySelectorAll('#transcript .msg.assistant');
-    return { text: msgs[msgs.length - 1].textContent, usage: window.edgellmApp.lastUsage, deltas: window.__deltas, longTasks: window.__longTasks.slice(), err: window.edgellmApp.lastError, shown: document.getElementById('u-decode').textContent };
-  });
+  // Raw turns are left out of the chat context, so a second run of the step gives the same reply.
+  const r = await steady('generate', generateViaUi);
   assert.equal(r.err, null);
   assert.equal(r.text, want.text);
   assert.ok(r.deltas >= 3, `the reply streamed in ${r.deltas} DOM updates`);
@@ -194,11 +228,14 @@ test('abort mid-generation settles within 100 ms, chunks stop, the next request 
 });
 
 test('after a reload the model comes from the cache with zero network bytes', { skip }, async () => {
-  await openPage();
-  srv.resetStats();
-  const t0 = Date.now();
-  const r = await loadViaUi('/models/good.gguf');
-  report.load_cache_ms = Date.now() - t0;
+  const r = await steady('load_cache', async () => {
+    await openPage();
+    srv.resetStats();
+    const t0 = Date.now();
+    const out = await loadViaUi('/models/good.gguf');
+    report.load_cache_ms = Date.now() - t0;
+    return out;
+  });
   assert.equal(r.state, 'ready', JSON.stringify(r.error));
   assert.equal(r.model.source, 'cache');
   assert.equal(r.model.sha256, MODEL_SHA256);
@@ -241,13 +278,16 @@ test('404, non-GGUF, truncated GGUF and a cut connection give typed errors; a go
 });
 
 test('load from a File chosen in the page', { skip }, async () => {
-  await page.evaluate(() => (window.__longTasks.length = 0));
-  const t0 = Date.now();
-  await page.setInputFiles('#model-file', MODEL);
-  await page.waitForFunction(() => document.body.dataset.state === 'loading', null, { timeout: 10_000 }).catch(() => {});
-  await page.waitForFunction(() => ['ready', 'empty'].includes(document.body.dataset.state), null, { timeout: 180_000 });
-  report.load_file_ms = Date.now() - t0;
-  const r = await page.evaluate(() => ({ model: window.edgellmApp.lastModel, progress: window.edgellmApp.progress, longTasks: window.__longTasks.slice(), error: window.edgellmApp.lastError }));
+  const r = await steady('load_file', async (attempt) => {
+    if (attempt > 0) await openPage(); // a fresh page: its file input takes the same file again
+    await page.evaluate(() => (window.__longTasks.length = 0));
+    const t0 = Date.now();
+    await page.setInputFiles('#model-file', MODEL);
+    await page.waitForFunction(() => document.body.dataset.state === 'loading', null, { timeout: 10_000 }).catch(() => {});
+    await page.waitForFunction(() => ['ready', 'empty'].includes(document.body.dataset.state), null, { timeout: 180_000 });
+    report.load_file_ms = Date.now() - t0;
+    return page.evaluate(() => ({ model: window.edgellmApp.lastModel, progress: window.edgellmApp.progress, longTasks: window.__longTasks.slice(), error: window.edgellmApp.lastError }));
+  });
   assert.equal(r.model && r.model.source, 'file', JSON.stringify(r.error));
   assert.equal(r.model.sha256, MODEL_SHA256);
   assertMonotonic(r.progress, MODEL_SIZE);
