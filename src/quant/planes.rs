@@ -504,7 +504,7 @@ mod tests {
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn simd_tier_is_bit_identical_to_scalar() {
         let (pass1, pass1_n, full) = kernels();
-        for (case, (n_in, n_out)) in [(32, 7), (64, 9), (640, 40), (256, 300), (96, 24)].into_iter().enumerate() {
+        for (case, (n_in, n_out)) in [(32, 7), (64, 9), (640, 40), (256, 300), (96, 24), (160, 12)].into_iter().enumerate() {
             let mut q8 = q8_matrix(n_in, n_out, 100 + case as u32);
             let row = n_in / QK * Q8_0_BYTES;
             // Edge rows: every quant -128 / 127 / 0 / -1.
@@ -522,8 +522,13 @@ mod tests {
                 }
             }
             // Case 4: a block with 20 outliers (more than 8 known bytes), one with a single
-            // outlier, one with none.
-            let outl: Vec<usize> = if case == 4 { (0..20).chain([40]).collect() } else { (0..n_in).filter(|d| (d * 7 + case) % 11 == 0).take(32).collect() };
+            // outlier, one with none. Case 5: four blocks with 4 known bytes each (7 and 8
+            // outliers), the most one window of a group holds, then a lone block with 3.
+            let outl: Vec<usize> = match case {
+                4 => (0..20).chain([40]).collect(),
+                5 => (0..128).filter(|d| d % 4 == 1 && *d != 5 && *d != 69).chain([130, 140, 150, 155, 159]).collect(),
+                _ => (0..n_in).filter(|d| (d * 7 + case) % 11 == 0).take(32).collect(),
+            };
             let layout = PlaneLayout::new(n_in, n_out, &outl);
             let mut planes = q8.clone();
             layout.relayout_in_place(&mut planes);

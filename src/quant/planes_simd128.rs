@@ -7,6 +7,7 @@ use core::arch::wasm32::*;
 
 use super::float::read_f16;
 use super::planes::{lanes_total, rest16, Pass1, PlanesAct, PASS1_ROWS};
+use super::q8::QK;
 use super::simd128::{f16_bits_to_f32x4, hsum, ld, reduce4, store4};
 
 /// i32x4 partial sums of Σ_k lo(v_k)·q[k] + hi(v_k)·q[k+16] (`q0`, `q1`: q's two halves).
@@ -67,8 +68,9 @@ pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
     assert!(nb > 0 && a.len() >= x.o0 + x.o_off[nb - 1] as usize + x.c[nb - 1] as usize, "a whole A part");
     let p = a.as_ptr();
     let (s32, s2) = (i16x8_splat(32), i16x8_splat(2));
-    // Block `blk`'s integer sums: its h plane, and its known window where it has known bytes
-    // (the 16 bytes ending at its last known byte; the operand is zero at the others).
+    // Block `blk`'s integer sums: its h plane, and its own known window where it has known
+    // bytes and the row's known bytes are not read a group at a time (`Pass1Quad::known`):
+    // the 16 bytes ending at its last known byte, the operand zero at the others.
     // SAFETY (the loads): block `blk < nb`'s h plane is at 2·nb + 16·blk, inside the A part,
     // and its known window ends inside it (asserted above: at most at the A part's end).
     let block = |blk: usize| -> v128 {
@@ -87,7 +89,15 @@ pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
     // exact identity of f32 addition.
     let add = |g: usize, v: [v128; 4], tail: bool, a2: &mut v128, e1: &mut v128, t: &mut v128| {
         let q = &quads[g];
-        let ai = i32x4_add(reduce4(v[0], v[1], v[2], v[3]), q.cst);
+        let mut ai = i32x4_add(reduce4(v[0], v[1], v[2], v[3]), q.cst);
+        if q.known_at != 0 {
+            // The group's known bytes in one window, each block's moved into its lane's four
+            // bytes (`Pass1Quad::known_idx`): the window's i32 lanes are the blocks' sums.
+            // SAFETY: the window ends at the group's last known byte, inside the A part
+            // (asserted above), and starts after the scales (`prepare_pass1_blocks`).
+            let w = i8x16_swizzle(unsafe { v128_load(p.add(q.known_at as usize) as *const v128) }, q.known_idx);
+            ai = i32x4_add(ai, nibs(w, &q.known, s2));
+        }
         // SAFETY: 8 bytes at 8·g ≤ 2·nb + 6 ≤ 18·nb: inside the A part (the scales, and for
         // lanes past the row's last block h-plane bytes, discarded by `live`).
         let dw = f16_bits_to_f32x4(u32x4_extend_low_u16x8(unsafe { v128_load64_zero(p.add(8 * g) as *const u64) }));
@@ -128,7 +138,8 @@ pub struct Pass1Block {
     /// `−128·Σq`: the exact dot's (`full_block_int`).
     full_cst: i32,
     /// Where the known window starts in a row's `A` part; 0 for a block without known bytes
-    /// (a window starts after the scales).
+    /// (a window starts after the scales) and where the group's window reads them
+    /// (`Pass1Quad::known`).
     known_at: u32,
 }
 
@@ -167,6 +178,14 @@ fn operand(q: &dyn Fn(usize, bool) -> i8, weight: i16) -> [v128; 4] {
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(16))]
 pub struct Pass1Quad {
+    /// Where all blocks' known bytes go through one window per group (every block of the row
+    /// has at most 4 known bytes): the pass-1 operand of that window (laid out as
+    /// `Pass1Block::l`, lane j's four bytes = block 4g + j's known bytes), the swizzle that
+    /// moves the loaded bytes there (0x80: a zero byte), and where the 16-byte load starts
+    /// (0: the group has no known bytes, or the blocks' own windows are used).
+    known: [v128; 4],
+    known_idx: v128,
+    known_at: u32,
     dx: v128,
     m: v128,
     n: v128,
@@ -181,10 +200,35 @@ pub const PASS1_QUAD_BYTES: usize = core::mem::size_of::<Pass1Quad>();
 pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>, quads: &mut Vec<Pass1Quad>) {
     out.clear();
     quads.clear();
+    // One known window per group when every block's known bytes fit its lane's four bytes.
+    let grouped = x.c[..x.nb].iter().all(|&c| c <= 4);
     for g in 0..x.nb.div_ceil(4) {
         let lane = |j: usize, f: &dyn Fn(usize) -> u32| if 4 * g + j < x.nb { f(4 * g + j) } else { 0 };
         let v = |f: &dyn Fn(usize) -> u32| u32x4(lane(0, f), lane(1, f), lane(2, f), lane(3, f));
+        let blocks = 4 * g..(4 * g + 4).min(x.nb);
+        let cg: usize = blocks.clone().map(|b| x.c[b] as usize).sum();
+        // The group's known bytes are consecutive in the known section, from block 4g's on.
+        let start = x.o0 + x.o_off[4 * g] as usize;
+        let (mut idx, mut known_q) = ([0x80u8; 16], [0i8; QK]);
+        let on = grouped && cg > 0;
+        for b in blocks.clone().filter(|_| on) {
+            let (j, cb) = (b - 4 * g, x.c[b] as usize);
+            for r in 0..cb {
+                // Lane j's byte r is the block's plane byte k = 16 - c + r: the window
+                // (16 bytes ending at the group's last known byte) holds it at this index.
+                idx[4 * j + r] = (16 - cg + (x.o_off[b] as usize - x.o_off[4 * g] as usize) + r) as u8;
+                let k = 16 - cb + r;
+                known_q[4 * j + r] = x.qxp[b][k];
+                known_q[4 * j + r + 16] = x.qxp[b][k + 16];
+            }
+        }
+        let kq = |k: usize, hi: bool| known_q[k + 16 * hi as usize];
         quads.push(Pass1Quad {
+            known: operand(&kq, 2),
+            // SAFETY: 16 readable bytes.
+            known_idx: unsafe { v128_load(idx.as_ptr() as *const v128) },
+            // The window ends at the group's last known byte; it starts at ≥ 18·nb − 16 > 0.
+            known_at: if on { (start + cg - 16) as u32 } else { 0 },
             dx: v(&|b| x.dx[b].to_bits()),
             m: v(&|b| x.m[b].to_bits()),
             n: v(&|b| x.n[b].to_bits()),
@@ -203,7 +247,7 @@ pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>, qua
         let h = operand(&hq, 32);
         let l = operand(&lq, 2);
         // The window ends at the block's last known byte; it starts at ≥ 18·nb − 16 > 0.
-        let known_at = if cb == 0 { 0 } else { x.o0 + x.o_off[blk] as usize + cb - 16 };
+        let known_at = if cb == 0 || grouped { 0 } else { x.o0 + x.o_off[blk] as usize + cb - 16 };
         out.push(Pass1Block { h, l, dx: x.dx[blk], full_cst: -128 * x.sum[blk], known_at: known_at as u32 });
     }
 }
