@@ -213,8 +213,6 @@ pub(super) fn vec_dot_q4_1_q8_1(w: &[u8], a: &[u8], n: usize) -> f32 {
 }
 
 pub(super) fn vec_dot_q5_0_q8_0(w: &[u8], a: &[u8], n: usize) -> f32 {
-    let m4 = u8x16_splat(0x0f);
-    let e16 = i8x16_splat(16);
     // scalar: sumf += (dx * dy) * sumi as f32
     dot_q8_0_family(
         w,
@@ -222,10 +220,7 @@ pub(super) fn vec_dot_q5_0_q8_0(w: &[u8], a: &[u8], n: usize) -> f32 {
         n / QK,
         Q5_0_BYTES,
         |x, y| {
-            let qh = qh_at(x, 2);
-            let b = ld(x, 6);
-            let lo = i8x16_sub(v128_or(v128_and(b, m4), qh_bits16(qh, 0)), e16);
-            let hi = i8x16_sub(v128_or(u8x16_shr(b, 4), qh_bits16(qh, 16)), e16);
+            let (lo, hi) = unpack_q5_0(x);
             i32x4_add(dot_i8(lo, ld(y, 2)), dot_i8(hi, ld(y, 18)))
         },
         |s, dx, dy| f32x4_mul(f32x4_mul(dx, dy), s),
@@ -643,12 +638,26 @@ pub(super) fn unpack_q8_0(x: &[u8]) -> (v128, v128) {
 #[inline(always)]
 fn unpack_q5_0(x: &[u8]) -> (v128, v128) {
     let m4 = u8x16_splat(0x0f);
-    let e16 = i8x16_splat(16);
     let qh = qh_at(x, 2);
     let b = ld(x, 6);
-    let lo = i8x16_sub(v128_or(v128_and(b, m4), qh_bits16(qh, 0)), e16);
-    let hi = i8x16_sub(v128_or(u8x16_shr(b, 4), qh_bits16(qh, 16)), e16);
+    let lo = v128_or(v128_and(b, m4), qh_minus16(qh, 0));
+    let hi = v128_or(u8x16_shr(b, 4), qh_minus16(qh, 16));
     (lo, hi)
+}
+
+/// 16 i8 lanes of −16 where bit k of the little-endian u32 `qh` is clear, else 0, for
+/// k = base..base+16 (`v`: `qh` in every u32 lane, from `qh_at`): OR-ed with a nibble n
+/// (0..15) it gives Q5_0's quant n + 16·bit − 16 in one step (−16 = 0xF0, n's bits apart).
+#[inline(always)]
+fn qh_minus16(v: v128, base: u32) -> v128 {
+    let sel = if base == 0 {
+        i8x16_swizzle(v, i8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1))
+    } else {
+        i8x16_swizzle(v, i8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3))
+    };
+    let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    let clear = i8x16_eq(v128_and(sel, bit), i8x16_splat(0));
+    v128_and(clear, u8x16_splat(0xF0))
 }
 
 #[inline(always)]
