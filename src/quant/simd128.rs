@@ -51,18 +51,33 @@ pub(super) fn hsum(v: v128) -> i32 {
     i32x4_extract_lane::<0>(v)
 }
 
-/// 16 i8 lanes of (bit k of the little-endian u32 `qh`) << 4, for k = base..base+16 (`v`: `qh`
-/// in every u32 lane, from `qh_at`).
+/// Lane i (0..16) holds bit k = base + i of the little-endian u32 `qh` where it sits in its
+/// byte (0 or 1 << k % 8), paired with that mask (`v`: `qh` in every u32 lane, from `qh_at`).
 #[inline(always)]
-pub(super) fn qh_bits16(v: v128, base: u32) -> v128 {
+fn qh_lane_bits(v: v128, base: u32) -> (v128, v128) {
     let sel = if base == 0 {
         i8x16_swizzle(v, i8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1))
     } else {
         i8x16_swizzle(v, i8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3))
     };
     let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-    let set = i8x16_eq(v128_and(sel, bit), bit);
-    v128_and(set, u8x16_splat(0x10))
+    (v128_and(sel, bit), bit)
+}
+
+/// 16 i8 lanes of (bit k of the little-endian u32 `qh`) << 4, for k = base..base+16.
+#[inline(always)]
+pub(super) fn qh_bits16(v: v128, base: u32) -> v128 {
+    let (b, bit) = qh_lane_bits(v, base);
+    v128_and(i8x16_eq(b, bit), u8x16_splat(0x10))
+}
+
+/// 16 i8 lanes of −16 where bit k of `qh` is clear, else 0, for k = base..base+16: OR-ed with
+/// a nibble n (0..15) it gives Q5_0's quant n + 16·bit − 16 in one step (−16 = 0xF0, n's bits
+/// apart).
+#[inline(always)]
+fn qh_minus16(v: v128, base: u32) -> v128 {
+    let (b, _) = qh_lane_bits(v, base);
+    v128_and(i8x16_eq(b, i8x16_splat(0)), u8x16_splat(0xF0))
 }
 
 /// The little-endian u32 at `b[at..at + 4]` in every u32 lane (one `v128.load32_splat`).
@@ -643,21 +658,6 @@ fn unpack_q5_0(x: &[u8]) -> (v128, v128) {
     let lo = v128_or(v128_and(b, m4), qh_minus16(qh, 0));
     let hi = v128_or(u8x16_shr(b, 4), qh_minus16(qh, 16));
     (lo, hi)
-}
-
-/// 16 i8 lanes of −16 where bit k of the little-endian u32 `qh` is clear, else 0, for
-/// k = base..base+16 (`v`: `qh` in every u32 lane, from `qh_at`): OR-ed with a nibble n
-/// (0..15) it gives Q5_0's quant n + 16·bit − 16 in one step (−16 = 0xF0, n's bits apart).
-#[inline(always)]
-fn qh_minus16(v: v128, base: u32) -> v128 {
-    let sel = if base == 0 {
-        i8x16_swizzle(v, i8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1))
-    } else {
-        i8x16_swizzle(v, i8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3))
-    };
-    let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-    let clear = i8x16_eq(v128_and(sel, bit), i8x16_splat(0));
-    v128_and(clear, u8x16_splat(0xF0))
 }
 
 #[inline(always)]
