@@ -8,7 +8,7 @@ use core::arch::wasm32::*;
 use super::float::read_f16;
 use super::planes::{lanes_total, rest16, Pass1, PlanesAct, PASS1_ROWS};
 use super::q8::QK;
-use super::simd128::{f16_bits_to_f32x4, hsum, ld, reduce4, store4};
+use super::simd128::{f16_bits_to_f32x4, f16x4_low_to_f32x4, hsum, ld, reduce4, store4};
 
 /// i32x4 partial sums of Σ_k lo(v_k)·q[k] + hi(v_k)·q[k+16] (`q0`, `q1`: q's two halves).
 /// In the relaxed build, two relaxed dots: the nibbles (0..15) are the 7-bit operand, so every
@@ -100,7 +100,7 @@ pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
         }
         // SAFETY: 8 bytes at 8·g ≤ 2·nb + 6 ≤ 18·nb: inside the A part (the scales, and for
         // lanes past the row's last block h-plane bytes, discarded by `live`).
-        let dw = f16_bits_to_f32x4(u32x4_extend_low_u16x8(unsafe { v128_load64_zero(p.add(8 * g) as *const u64) }));
+        let dw = f16x4_low_to_f32x4(unsafe { v128_load64_zero(p.add(8 * g) as *const u64) });
         let keep = |v: v128| if tail { v128_bitselect(v, neg0, q.live) } else { v };
         *a2 = f32x4_add(*a2, keep(f32x4_mul(f32x4_convert_i32x4(ai), f32x4_mul(dw, q.dx))));
         let dwa = f32x4_abs(dw);
