@@ -211,15 +211,17 @@ pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>, qua
         let start = x.o0 + x.o_off[4 * g] as usize;
         let (mut idx, mut known_q) = ([0x80u8; 16], [0i8; QK]);
         let on = grouped && cg > 0;
-        for b in blocks.clone().filter(|_| on) {
-            let (j, cb) = (b - 4 * g, x.c[b] as usize);
-            for r in 0..cb {
-                // Lane j's byte r is the block's plane byte k = 16 - c + r: the window
-                // (16 bytes ending at the group's last known byte) holds it at this index.
-                idx[4 * j + r] = (16 - cg + (x.o_off[b] as usize - x.o_off[4 * g] as usize) + r) as u8;
-                let k = 16 - cb + r;
-                known_q[4 * j + r] = x.qxp[b][k];
-                known_q[4 * j + r + 16] = x.qxp[b][k + 16];
+        if on {
+            for b in blocks {
+                let (j, cb) = (b - 4 * g, x.c[b] as usize);
+                for r in 0..cb {
+                    // Lane j's byte r is the block's plane byte k = 16 - c + r: the window
+                    // (16 bytes ending at the group's last known byte, cg ≤ 16) holds it here.
+                    idx[4 * j + r] = (16 - cg + (x.o_off[b] as usize - x.o_off[4 * g] as usize) + r) as u8;
+                    let k = 16 - cb + r;
+                    known_q[4 * j + r] = x.qxp[b][k];
+                    known_q[4 * j + r + 16] = x.qxp[b][k + 16];
+                }
             }
         }
         let kq = |k: usize, hi: bool| known_q[k + 16 * hi as usize];
