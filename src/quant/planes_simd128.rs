@@ -8,7 +8,7 @@ use core::arch::wasm32::*;
 use super::float::read_f16;
 use super::planes::{lanes_total, rest16, Pass1, PlanesAct, PASS1_ROWS};
 use super::q8::QK;
-use super::simd128::{f16_bits_to_f32x4, f16x4_low_to_f32x4, hsum, ld, reduce4, store4};
+use super::simd128::{f16x4_low_to_f32x4, hsum, ld, reduce4, store4};
 
 /// i32x4 partial sums of Σ_k lo(v_k)·q[k] + hi(v_k)·q[k+16] (`q0`, `q1`: q's two halves).
 /// In the relaxed build, two relaxed dots: the nibbles (0..15) are the 7-bit operand, so every
@@ -281,16 +281,16 @@ fn nibs(v: v128, q: &[v128; 4], scale: v128) -> v128 {
 }
 
 /// The f32 scales of block `blk` of the four rows at `p` (`ra` apart), lane k = row k: the f16s
-/// gathered by `v128.load16_lane`, converted as `f16_bits_to_f32x4`.
+/// gathered by `v128.load16_lane` into the low i16 lanes, converted by `f16x4_low_to_f32x4`.
 ///
 /// # Safety
 /// The four rows' first `2·blk + 2` bytes are readable.
 #[inline(always)]
 unsafe fn scales4(p: *const u8, ra: usize, blk: usize) -> v128 {
     let z = v128_load16_lane::<0>(u32x4_splat(0), p.add(2 * blk) as *const u16);
-    let z = v128_load16_lane::<2>(z, p.add(ra + 2 * blk) as *const u16);
-    let z = v128_load16_lane::<4>(z, p.add(2 * ra + 2 * blk) as *const u16);
-    f16_bits_to_f32x4(v128_load16_lane::<6>(z, p.add(3 * ra + 2 * blk) as *const u16))
+    let z = v128_load16_lane::<1>(z, p.add(ra + 2 * blk) as *const u16);
+    let z = v128_load16_lane::<2>(z, p.add(2 * ra + 2 * blk) as *const u16);
+    f16x4_low_to_f32x4(v128_load16_lane::<3>(z, p.add(3 * ra + 2 * blk) as *const u16))
 }
 
 /// Pass 1 of [`PASS1_ROWS`] consecutive rows, one after the other (`pass1_row`): one ascending

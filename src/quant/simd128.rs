@@ -124,9 +124,9 @@ pub(super) fn f16x4_low_to_f32x4(raw: v128) -> v128 {
     v
 }
 
-/// The f16 at byte `at` of each of four blocks, converted by `f16_bits_to_f32x4`: the four halves are
-/// gathered straight into the u32 lanes with `v128.load16_lane` (one instruction each) instead
-/// of being assembled from bytes.
+/// The f16 at byte `at` of each of four blocks, converted by `f16x4_low_to_f32x4`: the four halves
+/// are gathered straight into the low i16 lanes with `v128.load16_lane` (one instruction each)
+/// instead of being assembled from bytes.
 #[inline(always)]
 pub(super) fn f16x4_at(x0: &[u8], x1: &[u8], x2: &[u8], x3: &[u8], at: usize) -> v128 {
     let (s0, s1, s2, s3) = (&x0[at..at + 2], &x1[at..at + 2], &x2[at..at + 2], &x3[at..at + 2]);
@@ -134,11 +134,11 @@ pub(super) fn f16x4_at(x0: &[u8], x1: &[u8], x2: &[u8], x3: &[u8], at: usize) ->
     let h = unsafe {
         let v = i32x4_splat(0);
         let v = v128_load16_lane::<0>(v, s0.as_ptr() as *const u16);
-        let v = v128_load16_lane::<2>(v, s1.as_ptr() as *const u16);
-        let v = v128_load16_lane::<4>(v, s2.as_ptr() as *const u16);
-        v128_load16_lane::<6>(v, s3.as_ptr() as *const u16)
+        let v = v128_load16_lane::<1>(v, s1.as_ptr() as *const u16);
+        let v = v128_load16_lane::<2>(v, s2.as_ptr() as *const u16);
+        v128_load16_lane::<3>(v, s3.as_ptr() as *const u16)
     };
-    f16_bits_to_f32x4(h)
+    f16x4_low_to_f32x4(h)
 }
 
 /// The four f32 at `d[at..at + 4]` as an f32x4.

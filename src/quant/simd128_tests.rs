@@ -145,6 +145,58 @@ fn extreme_integer_sums_match_scalar_bits() {
     }
 }
 
+/// Inf and NaN f16 scales (weights or activations, mixed with finite ones block by block and row
+/// by row, so a group of four holds both): the kernels' fast f16 conversion must hand such a
+/// group to the general one. The result is compared as bits, every NaN as one value (wasm does
+/// not fix a NaN's payload through arithmetic).
+#[wasm_bindgen_test]
+fn nonfinite_scales_match_scalar() {
+    let bits = |v: f32| if v.is_nan() { u32::MAX } else { v.to_bits() };
+    let cycle = [f32::INFINITY, 1.5, f32::NEG_INFINITY, -0.0, f32::NAN, 65504.0, 5.96e-8, 0.25, 2.0];
+    let mut rng = Rng(17);
+    for ty in TYPES {
+        let a_ty = vec_dot_type(ty);
+        let scalar = vec_dot_kernel_scalar(ty).unwrap();
+        let n = if ty.block_size() == 32 { 9 * 32 } else { 512 };
+        let (rb, ab) = (blocks(ty, n), blocks(a_ty, n));
+        for (on_w, start) in [(true, 0), (true, 4), (false, 2)] {
+            let mut w = rng.bytes(X4_ROWS * rb);
+            let mut a = rng.bytes(ab);
+            set_scales(a_ty, &mut a, &mut || rng.scale());
+            set_scales(ty, &mut w, &mut || rng.scale());
+            let mut k = start;
+            let mut next = || {
+                k += 1;
+                cycle[k % cycle.len()]
+            };
+            if on_w {
+                // Rows 1 and 6 get the non-finite cycle; the others keep finite scales.
+                for r in [1, 6] {
+                    set_scales(ty, &mut w[r * rb..(r + 1) * rb], &mut next);
+                }
+            } else if a_ty != Q8_K {
+                set_scales(a_ty, &mut a, &mut next);
+            }
+            let what = format!("on_w={on_w} start={start}");
+            for r in 0..X4_ROWS {
+                let (got, want) = (vec_dot_kernel(ty).unwrap()(&w[r * rb..(r + 1) * rb], &a, n), scalar(&w[r * rb..(r + 1) * rb], &a, n));
+                assert_eq!(bits(got), bits(want), "{ty} dot {what} row {r}: {got} vs {want}");
+            }
+            if let Some(rows4) = vec_dot_rows4_kernel(ty) {
+                let mut buf = Vec::new();
+                let act = rows4.prepare(&a, n, &mut buf);
+                for r0 in [0, 4, X4_ROWS - 4] {
+                    let got = (rows4.dot)(&w[r0 * rb..], rb, act, n);
+                    for (k, g) in got.iter().enumerate() {
+                        let want = scalar(&w[(r0 + k) * rb..(r0 + k + 1) * rb], &a, n);
+                        assert_eq!(bits(*g), bits(want), "{ty} rows4 {what} rows {r0}.. k={k}: {g} vs {want}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Rows in the weight matrices of `x4_kernels_match_scalar_bits`: rows4 runs on the slices from
 /// row 0 (the next four rows follow: touched ahead), from row 4 (seven rows: too few to touch)
 /// and from row 7 (the last four rows exactly, as the matmul's last group).
