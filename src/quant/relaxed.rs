@@ -14,13 +14,15 @@
 //!   7-bit operand, the activation the signed one. Where the format subtracts an offset (Q4_0 8,
 //!   Q5_0 16, Q6_K 32) it is put back exactly as `−off · Σa`: for Q4_0 / Q5_0 decode once per
 //!   block of the prepared activation, added after the four rows' sums are reduced; for their
-//!   prefill in i16 lanes, as a relaxed dot of the activation with `splat(off)`; for Q6_K as the
-//!   accumulator's start value; Q4_K's mins use the activation's block sums, as the scalar
-//!   kernel does.
-//! - Where the sums fit i16 lanes (Q4_0 / Q5_0: ≤ 2·2·128·31), the kernels use the i16 form
-//!   `i16x8.relaxed_dot_i8x16_i7x16_s` (one `pmaddubsw` on x86 without VNNI) and widen once,
-//!   rather than the i32 form, which V8 lowers there to several (`pmaddubsw`, `pmaddwd` against
-//!   ones, an add): measured in Chromium, Q5_0-heavy prefill 1.24×, greedy decode 1.045×.
+//!   prefill in i16 lanes, as a relaxed dot of the activation with `splat(off)`; for Q6_K from
+//!   the Q8_K activation's 16-element sums times the scales; Q4_K's mins use the activation's
+//!   block sums, as the scalar kernel does.
+//! - Where a pair of products fits i16 (every format but Q8_0, whose split halves use the i32
+//!   form), the kernels use the i16 form `i16x8.relaxed_dot_i8x16_i7x16_s` (one `pmaddubsw` on
+//!   x86 without VNNI) and widen once (Q4_0 / Q5_0: `extadd_pairwise`; Q6_K: `dot_i16x8` against
+//!   the scale, which widens and weights in one), rather than the i32 form, which V8 lowers
+//!   there to several (`pmaddubsw`, `pmaddwd` against ones, an add): measured in Chromium,
+//!   Q5_0-heavy prefill 1.24×, greedy decode 1.045×.
 //! - Q8_0 (signed weights): the activation is split into `max(a, 0)` and `max(−a, 0)`, both
 //!   0..=127, and Σ w·a = Σ w·a⁺ − Σ w·a⁻. −128 has no 7-bit magnitude: a block whose activation
 //!   holds −128 (only degenerate, subnormal inputs quantize to it) takes the widening path.
@@ -36,7 +38,7 @@ use super::q4::Q4_0_BYTES;
 use super::q5::Q5_0_BYTES;
 use super::q6_k::Q6_K_BYTES;
 use super::q8::Q8_0_BYTES;
-use super::q8_k::{Q8KBlock, Q8_K_BYTES, QK_K, QS_AT};
+use super::q8_k::{Q8KBlock, BSUMS_AT, Q8_K_BYTES, QK_K, QS_AT};
 use super::simd128::{
     blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, hsum, ld, ld_f32x4, q6_k_unsigned, qh_at,
     qh_bits16, reduce4, rows4_of, store4, Ahead,
@@ -294,23 +296,23 @@ fn unsigned_q6_k(x: &[u8]) -> [v128; 16] {
     u
 }
 
-/// `−32 · Σ a` over each 16-element group of a Q8_K activation block (i32x4 partials).
+/// Σ_g sc_g · Σ (u − 32)·a for one weight block (`u` its unsigned quants, `sc` its 16 signed
+/// scales) and one activation block, as i32x4 partial sums: per group one
+/// `i16x8.relaxed_dot_i8x16_i7x16_s` (a pair ≤ 2·63·128 = 16,128 in magnitude: exact) and one
+/// `i32x4.dot_i16x8_s` against the group's scale splat in i16 lanes (a lane ≤ 2·16,128·128;
+/// the splat measured faster than a swizzle of the widened scales), then the offset
+/// −32·Σ_g sc_g·bsum_g from the Q8_K block's bsums (its 16-element sums, which the quantizer
+/// writes) in two more `dot_i16x8` (|Σ| ≤ 256·63·128·128 < 2^31 throughout).
 #[inline(always)]
-fn q6_k_starts(yb: &[u8]) -> [v128; 16] {
-    let off = i8x16_splat(32);
-    core::array::from_fn(|g| i32x4_neg(rdot(ld(yb, QS_AT + 16 * g), off, i32x4_splat(0))))
-}
-
-/// Σ_g sc_g · Σ (u − 32)·a for one weight block (`u` its unsigned quants) and one activation
-/// block (`starts` from `q6_k_starts`), as i32x4 partial sums.
-#[inline(always)]
-fn q6_k_isum(u: &[v128; 16], sc: &[u8], yb: &[u8], starts: &[v128; 16]) -> v128 {
+fn q6_k_isum(u: &[v128; 16], sc: &[u8], yb: &[u8]) -> v128 {
+    let (sl, sh) = (i16x8_extend_low_i8x16(ld(sc, 0)), i16x8_extend_high_i8x16(ld(sc, 0)));
     let mut acc = i32x4_splat(0);
     for g in 0..16 {
-        let p = rdot(ld(yb, QS_AT + 16 * g), u[g], starts[g]);
-        acc = i32x4_add(acc, i32x4_mul(p, i32x4_splat(sc[g] as i8 as i32)));
+        let p = i16x8_relaxed_dot_i8x16_i7x16(ld(yb, QS_AT + 16 * g), u[g]);
+        acc = i32x4_add(acc, i32x4_dot_i16x8(p, i16x8_splat(sc[g] as i8 as i16)));
     }
-    acc
+    let off = i32x4_add(i32x4_dot_i16x8(sl, ld(yb, BSUMS_AT)), i32x4_dot_i16x8(sh, ld(yb, BSUMS_AT + 16)));
+    i32x4_sub(acc, i32x4_shl(off, 5))
 }
 
 pub(super) fn rows4_q6_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
@@ -324,9 +326,8 @@ pub(super) fn rows4_q6_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
         sink = ahead.touch::<Q6_K_BYTES>(i, sink);
         let yb = &a[i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES];
         let yd = f32x4_splat(Q8KBlock::new(yb).d);
-        let starts = q6_k_starts(yb);
         let x = blocks4(&r, i, Q6_K_BYTES);
-        let d = |x: &[u8]| q6_k_isum(&unsigned_q6_k(x), &x[192..208], yb, &starts);
+        let d = |x: &[u8]| q6_k_isum(&unsigned_q6_k(x), &x[192..208], yb);
         let isum = f32x4_convert_i32x4(reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3])));
         let dx = f16x4_at(x[0], x[1], x[2], x[3], 208);
         // scalar: sumf += (read_f16(x, 208) * y.d) * isum as f32

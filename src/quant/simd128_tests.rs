@@ -52,11 +52,18 @@ impl Rng {
     }
 }
 
+/// Sets the scale fields of every block of `row`; a Q8_K activation also gets its bsums (the
+/// sums of each 16 quants: derived data, which the quantizer always writes and kernels read).
 fn set_scales(ty: GgmlType, row: &mut [u8], f: &mut dyn FnMut() -> f32) {
     let ts = ty.type_size() as usize;
     if ty == Q8_K {
+        use super::q8_k::{BSUMS_AT, QS_AT};
         for b in row.chunks_exact_mut(ts) {
             b[0..4].copy_from_slice(&f().to_le_bytes());
+            for j in 0..16 {
+                let s: i32 = b[QS_AT + 16 * j..QS_AT + 16 * j + 16].iter().map(|&q| q as i8 as i32).sum();
+                b[BSUMS_AT + 2 * j..BSUMS_AT + 2 * j + 2].copy_from_slice(&(s as i16).to_le_bytes());
+            }
         }
         return;
     }
