@@ -35,6 +35,7 @@ use core::arch::wasm32::*;
 
 use super::float::{read_f16, read_f32};
 use super::q4::Q4_0_BYTES;
+use super::q4_k::Q4_K_BYTES;
 use super::q5::Q5_0_BYTES;
 use super::q6_k::Q6_K_BYTES;
 use super::q8::Q8_0_BYTES;
@@ -275,10 +276,83 @@ pub(super) fn toks8_q4_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) ->
 
 // ---- k-quants × Q8_K activations ----
 
-// Q4_K decodes one row at a time on the SIMD128 kernel in this build too: a four-row relaxed
-// kernel measured slower (Node, relaxed build, same minutes: ~1,030 perf samples per 128 tokens
-// against ~600-670 for `simd128::vec_dot_q4_k_q8_k`; in Chromium 1.10-1.78 GB/s against
-// 1.36-1.94), while Q6_K's four-row kernel stays ahead (~455-480 against ~540-600).
+/// A Q4_K block's eight 6-bit scales (u8 lanes 0..8) and mins (lanes 8..16), `q4_k::scale_min`
+/// on all sixteen lanes at once from the 12 packed bytes at `x[4..16]`: each lane takes its low
+/// bits from the packed byte the first swizzle picks (the whole 6 bits, the low nibble, or for
+/// mins 4..8 the high nibble) and, for sub-blocks 4..8, bits 4..6 from the top two bits of the
+/// byte the second swizzle picks. Bit-identical scales, so bit-identical results (the twin
+/// tests run every Q4_K kernel against the scalar one).
+#[inline(always)]
+fn q4_k_scales_mins(x: &[u8]) -> v128 {
+    let s = ld(x, 4); // the 12 packed bytes, then 4 quant bytes that no index selects
+    let low = i8x16_swizzle(s, u8x16(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    let z = 0x80; // a swizzle index that yields 0
+    let high = i8x16_swizzle(s, u8x16(z, z, z, z, 0, 1, 2, 3, z, z, z, z, 4, 5, 6, 7));
+    // Mins 4..8 take the high nibble of their byte, everything else the low bits.
+    let nib_hi = u8x16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff);
+    let keep = u8x16(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15);
+    let low = v128_and(v128_bitselect(u8x16_shr(low, 4), low, nib_hi), keep);
+    v128_or(low, v128_and(u8x16_shr(high, 2), u8x16_splat(0x30)))
+}
+
+/// The 16 u8 lanes of `v`.
+#[inline(always)]
+fn store_u8(v: v128) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    // SAFETY: `b` is 16 writable bytes; v128.store has no alignment requirement.
+    unsafe { v128_store(b.as_mut_ptr() as *mut v128, v) };
+    b
+}
+
+/// One Q4_K block × one Q8_K block: (Σ_j sc_j·Σ q·a, Σ_j m_j·(bsum_2j + bsum_2j+1)) as i32x4
+/// partial sums, exact: per sub-block of 32 two i16 relaxed dots (the nibbles 0..15 the 7-bit
+/// operand; four products ≤ 4·15·128 = 7,680 per i16 lane), weighted and widened by one
+/// `dot_i16x8` against the sub-block's scale splat in i16 lanes; the mins by `dot_i16x8` of
+/// the bsums against the mins, each repeated for its two 16-element halves.
+#[inline(always)]
+fn q4_k_isum(x: &[u8], yb: &[u8]) -> (v128, v128) {
+    let sm = q4_k_scales_mins(x);
+    let smb = store_u8(sm);
+    let m4 = u8x16_splat(0x0f);
+    let mut acc = i32x4_splat(0);
+    for c in 0..4 {
+        let (b0, b1) = (ld(x, 16 + 32 * c), ld(x, 32 + 32 * c));
+        let q = QS_AT + 64 * c;
+        let lo = i16x8_add(
+            i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q), v128_and(b0, m4)),
+            i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 16), v128_and(b1, m4)),
+        );
+        let hi = i16x8_add(
+            i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 32), u8x16_shr(b0, 4)),
+            i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 48), u8x16_shr(b1, 4)),
+        );
+        let splat = |j: usize| i16x8_splat(smb[j] as i16);
+        acc = i32x4_add(acc, i32x4_add(i32x4_dot_i16x8(lo, splat(2 * c)), i32x4_dot_i16x8(hi, splat(2 * c + 1))));
+    }
+    let z = 0x80;
+    let m_lo = i8x16_swizzle(sm, u8x16(8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z));
+    let m_hi = i8x16_swizzle(sm, u8x16(12, z, 12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15, z));
+    let summs = i32x4_add(i32x4_dot_i16x8(ld(yb, BSUMS_AT), m_lo), i32x4_dot_i16x8(ld(yb, BSUMS_AT + 16), m_hi));
+    (acc, summs)
+}
+
+/// Q4_K × Q8_K, one row: `q4_k_isum` per block, its lanes totalled, then the scalar expression.
+/// Decode runs Q4_K a row at a time: a four-row kernel on `q4_k_isum` measured no faster than
+/// this one (Chromium, 63 MB of rows, same run: 1.37–2.35 GB/s against 1.79–2.63), which is
+/// 1.08–1.29× the SIMD128 kernel (1.43–2.24 GB/s); an earlier four-row kernel on the i32
+/// relaxed dot was slower than SIMD128's one-row kernel too.
+pub(super) fn vec_dot_q4_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
+    let nb = n / QK_K;
+    let (w, a) = (&w[..nb * Q4_K_BYTES], &a[..nb * Q8_K_BYTES]);
+    let mut sumf = 0f32;
+    for (x, yb) in w.chunks_exact(Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
+        let (isum, summs) = q4_k_isum(x, yb);
+        let yd = Q8KBlock::new(yb).d;
+        let (d, dmin) = (read_f16(x, 0) * yd, read_f16(x, 2) * yd);
+        sumf += d * hsum(isum) as f32 - dmin * hsum(summs) as f32;
+    }
+    sumf
+}
 
 /// Q6_K: the sixteen 16-element groups' unsigned quants (0..63, offset 32), in group order
 /// (group g covers elements 16g..16g+16 and has scale `sc[g]`).

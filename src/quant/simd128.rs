@@ -334,6 +334,8 @@ fn vec_dot_q45_k(
     sumf
 }
 
+// The relaxed build dispatches `relaxed::vec_dot_q4_k_q8_k` instead.
+#[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
 pub(super) fn vec_dot_q4_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
     let zero = i32x4_splat(0);
     vec_dot_q45_k(w, a, n, Q4_K_BYTES, 16, |_, _| [zero; 4])
