@@ -379,7 +379,8 @@ fn unsigned_q6_k(x: &[u8]) -> [v128; 16] {
 /// writes) in two more `dot_i16x8` (|Σ| ≤ 256·63·128·128 < 2^31 throughout).
 #[inline(always)]
 fn q6_k_isum(u: &[v128; 16], sc: &[u8], yb: &[u8]) -> v128 {
-    let (sl, sh) = (i16x8_extend_low_i8x16(ld(sc, 0)), i16x8_extend_high_i8x16(ld(sc, 0)));
+    let s = ld(sc, 0);
+    let (sl, sh) = (i16x8_extend_low_i8x16(s), i16x8_extend_high_i8x16(s));
     let mut acc = i32x4_splat(0);
     for g in 0..16 {
         let p = i16x8_relaxed_dot_i8x16_i7x16(ld(yb, QS_AT + 16 * g), u[g]);
