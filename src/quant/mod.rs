@@ -297,7 +297,7 @@ impl Rows4Kernel {
 }
 
 /// The four-weight-rows kernel for `w_ty` where this build has one (SIMD128 builds: Q4_0,
-/// Q5_0, Q8_0; the relaxed-SIMD build also Q4_K and Q6_K; AVX2 CPUs: every quantized type);
+/// Q5_0, Q8_0; the relaxed-SIMD build also Q6_K; AVX2 CPUs: every quantized type);
 /// lengths as for `VecDotKernel`, validated once by the caller.
 pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<Rows4Kernel> {
     #[cfg(target_arch = "x86_64")]

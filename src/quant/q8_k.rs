@@ -52,10 +52,17 @@ pub(super) fn quantize_q8_k(x: &[f32], dst: &mut [u8]) {
         for (o, &v) in yb[QS_AT..QS_AT + QK_K].iter_mut().zip(q.iter()) {
             *o = v as u8;
         }
-        for j in 0..16 {
-            let s: i32 = q[16 * j..16 * j + 16].iter().map(|&v| v as i32).sum();
-            yb[BSUMS_AT + 2 * j..BSUMS_AT + 2 * j + 2].copy_from_slice(&(s as i16).to_le_bytes());
-        }
+        write_bsums(yb);
+    }
+}
+
+/// Writes a Q8_K block's bsums from its quants: the sum of each 16 consecutive quants, as i16
+/// (|Σ| ≤ 16·128). Kernels read them in place of summing the quants (Q4_K's mins, the relaxed
+/// Q6_K's offset), so every block must carry them.
+pub(super) fn write_bsums(yb: &mut [u8]) {
+    for j in 0..16 {
+        let s: i32 = yb[QS_AT + 16 * j..QS_AT + 16 * j + 16].iter().map(|&q| q as i8 as i32).sum();
+        yb[BSUMS_AT + 2 * j..BSUMS_AT + 2 * j + 2].copy_from_slice(&(s as i16).to_le_bytes());
     }
 }
 

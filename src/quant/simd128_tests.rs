@@ -57,13 +57,9 @@ impl Rng {
 fn set_scales(ty: GgmlType, row: &mut [u8], f: &mut dyn FnMut() -> f32) {
     let ts = ty.type_size() as usize;
     if ty == Q8_K {
-        use super::q8_k::{BSUMS_AT, QS_AT};
         for b in row.chunks_exact_mut(ts) {
             b[0..4].copy_from_slice(&f().to_le_bytes());
-            for j in 0..16 {
-                let s: i32 = b[QS_AT + 16 * j..QS_AT + 16 * j + 16].iter().map(|&q| q as i8 as i32).sum();
-                b[BSUMS_AT + 2 * j..BSUMS_AT + 2 * j + 2].copy_from_slice(&(s as i16).to_le_bytes());
-            }
+            super::q8_k::write_bsums(b);
         }
         return;
     }
