@@ -242,6 +242,10 @@ pub struct PlanesAct {
     /// Per four blocks: their scalars as lanes (`planes_simd128::Pass1Quad`).
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     pub quads: Vec<super::planes_simd128::Pass1Quad>,
+    /// Some block's known bytes are read through its own window (`Pass1Block::known_at`),
+    /// not its group's.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    pub simd_blockwise: bool,
 }
 
 impl PlanesAct {
@@ -303,7 +307,7 @@ impl PlanesAct {
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         {
             let (mut simd, mut quads) = (core::mem::take(&mut self.simd), core::mem::take(&mut self.quads));
-            super::planes_simd128::prepare_pass1_blocks(self, &mut simd, &mut quads);
+            self.simd_blockwise = super::planes_simd128::prepare_pass1_blocks(self, &mut simd, &mut quads);
             (self.simd, self.quads) = (simd, quads);
         }
     }

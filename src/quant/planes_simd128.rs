@@ -8,7 +8,7 @@ use core::arch::wasm32::*;
 use super::float::read_f16;
 use super::planes::{lanes_total, rest16, Pass1, PlanesAct, PASS1_ROWS};
 use super::q8::QK;
-use super::simd128::{f16x4_low_to_f32x4, hsum, ld, reduce4, store4};
+use super::simd128::{f16x4_low_to_f32x4, f16x4_low_to_f32x4_k, hsum, ld, opaque, reduce4, store4, F16K};
 
 /// i32x4 partial sums of Σ_k lo(v_k)·q[k] + hi(v_k)·q[k+16] (`q0`, `q1`: q's two halves).
 /// In the relaxed build, two relaxed dots: the nibbles (0..15) are the 7-bit operand, so every
@@ -63,47 +63,89 @@ fn known_l(a: &[u8], x: &PlanesAct, blk: usize) -> v128 {
 /// rows ahead for it stalled retirement (about a third of pass 1's time on a 2-core EPYC VM).
 pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
     let nb = x.nb;
+    assert!(nb > 0 && a.len() >= x.o0 + x.o_off[nb - 1] as usize + x.c[nb - 1] as usize, "a whole A part");
+    let k = Pass1Consts::new();
+    // SAFETY: `a` holds a whole A part (asserted above).
+    let [a2, e1, t] = if x.simd_blockwise { unsafe { row_sums::<true>(a.as_ptr(), x, &k) } } else { unsafe { row_sums::<false>(a.as_ptr(), x, &k) } };
+    Pass1 { a2: lanes_total(store4(a2)), e1: lanes_total(store4(e1)), t: lanes_total(store4(t)) }
+}
+
+/// The constants of pass 1's loop, made once per call (`opaque`).
+struct Pass1Consts {
+    s32: v128,
+    s2: v128,
+    nib: v128,
+    neg0: v128,
+    abs: v128,
+    f16: F16K,
+}
+
+impl Pass1Consts {
+    #[inline(always)]
+    fn new() -> Pass1Consts {
+        Pass1Consts {
+            s32: opaque(i16x8_splat(32)),
+            s2: opaque(i16x8_splat(2)),
+            nib: opaque(NIB_MASK),
+            neg0: opaque(f32x4_splat(-0.0)),
+            abs: opaque(u32x4_splat(0x7fff_ffff)),
+            f16: F16K::hoisted(),
+        }
+    }
+}
+
+/// Pass 1's three sums of the row whose A part starts at `p`, in four lanes each (lane `j`:
+/// blocks `j, j + 4, ...`, `planes::Pass1`), before [`lanes_total`]. `BLOCKWISE`: some block
+/// reads its known bytes through its own window (`Pass1Block::known_at`) rather than its
+/// group's (`Pass1Quad::known`): two loops, so the usual one tests nothing per block.
+///
+/// # Safety
+/// `p` starts a whole A part of `x`'s layout: `x.o0 + x.o_off[nb - 1] + x.c[nb - 1]` readable
+/// bytes (`nb = x.nb > 0`).
+#[inline(always)]
+unsafe fn row_sums<const BLOCKWISE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1Consts) -> [v128; 3] {
+    let nb = x.nb;
     let groups = nb.div_ceil(4);
     let (blocks, quads) = (&x.simd[..nb], &x.quads[..groups]);
-    assert!(nb > 0 && a.len() >= x.o0 + x.o_off[nb - 1] as usize + x.c[nb - 1] as usize, "a whole A part");
-    let p = a.as_ptr();
-    let (s32, s2) = (i16x8_splat(32), i16x8_splat(2));
+    let (s32, s2, nib, neg0) = (k.s32, k.s2, k.nib, k.neg0);
     // Block `blk`'s integer sums: its h plane, and its own known window where it has known
     // bytes and the row's known bytes are not read a group at a time (`Pass1Quad::known`):
     // the 16 bytes ending at its last known byte, the operand zero at the others.
     // SAFETY (the loads): block `blk < nb`'s h plane is at 2·nb + 16·blk, inside the A part,
-    // and its known window ends inside it (asserted above: at most at the A part's end).
+    // and its known window ends inside it (at most at the A part's end); `blk < nb =
+    // blocks.len()` at every call.
     let block = |blk: usize| -> v128 {
-        let b = &blocks[blk];
-        let s = nibs(unsafe { v128_load(p.add(nb * 2 + blk * 16) as *const v128) }, &b.h, s32);
-        if b.known_at == 0 {
+        let b = unsafe { blocks.get_unchecked(blk) };
+        let s = nibs(unsafe { v128_load(p.add(nb * 2 + blk * 16) as *const v128) }, &b.h, s32, nib);
+        if !BLOCKWISE || b.known_at == 0 {
             s
         } else {
-            i32x4_add(s, nibs(unsafe { v128_load(p.add(b.known_at as usize) as *const v128) }, &b.l, s2))
+            i32x4_add(s, nibs(unsafe { v128_load(p.add(b.known_at as usize) as *const v128) }, &b.l, s2, nib))
         }
     };
-    let neg0 = f32x4_splat(-0.0);
     let (mut a2, mut e1, mut t) = (neg0, neg0, neg0);
     // One group: `pass1_block_int` in lane j (block 4g + j) from its sums `v`, then the float
     // terms; in a short last group (`tail`), lanes without a block (`live`) add −0.0, the
     // exact identity of f32 addition.
     let add = |g: usize, v: [v128; 4], tail: bool, a2: &mut v128, e1: &mut v128, t: &mut v128| {
-        let q = &quads[g];
+        // SAFETY: g < groups = quads.len() at every call.
+        let q = unsafe { quads.get_unchecked(g) };
         let mut ai = i32x4_add(reduce4(v[0], v[1], v[2], v[3]), q.cst);
-        if q.known_at != 0 {
+        if !BLOCKWISE && q.known_at != 0 {
             // The group's known bytes in one window, each block's moved into its lane's four
             // bytes (`Pass1Quad::known_idx`): the window's i32 lanes are the blocks' sums.
-            // SAFETY: the window ends at the group's last known byte, inside the A part
-            // (asserted above), and starts after the scales (`prepare_pass1_blocks`).
+            // SAFETY: the window ends at the group's last known byte, inside the A part, and
+            // starts after the scales (`prepare_pass1_blocks`).
             let w = i8x16_swizzle(unsafe { v128_load(p.add(q.known_at as usize) as *const v128) }, q.known_idx);
-            ai = i32x4_add(ai, nibs(w, &q.known, s2));
+            ai = i32x4_add(ai, nibs(w, &q.known, s2, nib));
         }
         // SAFETY: 8 bytes at 8·g ≤ 2·nb + 6 ≤ 18·nb: inside the A part (the scales, and for
         // lanes past the row's last block h-plane bytes, discarded by `live`).
-        let dw = f16x4_low_to_f32x4(unsafe { v128_load64_zero(p.add(8 * g) as *const u64) });
+        let dw = f16x4_low_to_f32x4_k(unsafe { v128_load64_zero(p.add(8 * g) as *const u64) }, &k.f16);
         let keep = |v: v128| if tail { v128_bitselect(v, neg0, q.live) } else { v };
         *a2 = f32x4_add(*a2, keep(f32x4_mul(f32x4_convert_i32x4(ai), f32x4_mul(dw, q.dx))));
-        let dwa = f32x4_abs(dw);
+        // |dw| (`f32x4_abs`, its mask made once).
+        let dwa = v128_and(dw, k.abs);
         *e1 = f32x4_add(*e1, keep(f32x4_mul(dwa, q.m)));
         *t = f32x4_add(*t, keep(f32x4_mul(dwa, q.n)));
     };
@@ -115,7 +157,18 @@ pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
         let v = core::array::from_fn(|j| if 4 * g + j < nb { block(4 * g + j) } else { i32x4_splat(0) });
         add(g, v, true, &mut a2, &mut e1, &mut t);
     }
-    Pass1 { a2: lanes_total(store4(a2)), e1: lanes_total(store4(e1)), t: lanes_total(store4(t)) }
+    [a2, e1, t]
+}
+
+/// [`lanes_total`] of four rows' lane sums at once, lane k = row k's: the 4×4 transpose, then
+/// `(l0 + l1) + (l2 + l3)` lane by lane — the same additions in the same order.
+#[inline(always)]
+fn lanes_total4(r0: v128, r1: v128, r2: v128, r3: v128) -> v128 {
+    let (t0, t1) = (i32x4_shuffle::<0, 4, 1, 5>(r0, r1), i32x4_shuffle::<0, 4, 1, 5>(r2, r3));
+    let (t2, t3) = (i32x4_shuffle::<2, 6, 3, 7>(r0, r1), i32x4_shuffle::<2, 6, 3, 7>(r2, r3));
+    let (l0, l1) = (i32x4_shuffle::<0, 1, 4, 5>(t0, t1), i32x4_shuffle::<2, 3, 6, 7>(t0, t1));
+    let (l2, l3) = (i32x4_shuffle::<0, 1, 4, 5>(t2, t3), i32x4_shuffle::<2, 3, 6, 7>(t2, t3));
+    f32x4_add(f32x4_add(l0, l1), f32x4_add(l2, l3))
 }
 
 /// One block of the activation as pass 1 and the four-row full head read it, made once per
@@ -196,8 +249,9 @@ pub struct Pass1Quad {
 /// Bytes of one [`Pass1Quad`] (the memory ledger counts them in `PlanesAct::bytes_for`).
 pub const PASS1_QUAD_BYTES: usize = core::mem::size_of::<Pass1Quad>();
 
-/// `x`'s blocks for the pass-1 kernels into `out` and their scalars four by four into `quads`.
-pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>, quads: &mut Vec<Pass1Quad>) {
+/// `x`'s blocks for the pass-1 kernels into `out` and their scalars four by four into `quads`;
+/// whether some block reads its known bytes through its own window (`Pass1Block::known_at`).
+pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>, quads: &mut Vec<Pass1Quad>) -> bool {
     out.clear();
     quads.clear();
     // One known window per group when every block's known bytes fit its lane's four bytes.
@@ -252,28 +306,37 @@ pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>, qua
         let known_at = if cb == 0 || grouped { 0 } else { x.o0 + x.o_off[blk] as usize + cb - 16 };
         out.push(Pass1Block { h, l, dx: x.dx[blk], full_cst: -128 * x.sum[blk], known_at: known_at as u32 });
     }
+    out.iter().any(|b| b.known_at != 0)
 }
 
+/// The mask [`nibs`] cuts nibbles with: relaxed, every byte's low nibble; SIMD128, every u16
+/// lane's.
+#[cfg(target_feature = "relaxed-simd")]
+const NIB_MASK: v128 = u8x16(15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15);
+#[cfg(not(target_feature = "relaxed-simd"))]
+const NIB_MASK: v128 = u16x8(15, 15, 15, 15, 15, 15, 15, 15);
+
 /// i32x4 partial sums of Σ nibble·quant·weight over the 16 bytes `v` with one of a block's
-/// prepared operands (`q`; `scale`: the relaxed build's weight, ×32 or ×2, in i16 lanes).
+/// prepared operands (`q`; `scale`: the relaxed build's weight, ×32 or ×2, in i16 lanes;
+/// `nib`: [`NIB_MASK`], made once by the caller).
 /// Every step is exact: relaxed, an i16 lane sums four nibble·quant products (≤ 4·15·128 =
 /// 7,680 in magnitude) before `dot_i16x8` weights them in i32; SIMD128, the i16 lanes hold
 /// quant·weight (≤ 4,096) and `dot_i16x8` multiplies and sums in i32.
 #[inline(always)]
-fn nibs(v: v128, q: &[v128; 4], scale: v128) -> v128 {
+fn nibs(v: v128, q: &[v128; 4], scale: v128, nib: v128) -> v128 {
     #[cfg(target_feature = "relaxed-simd")]
     {
         // The nibbles are the 7-bit operand: exact on every lowering (no i16 saturation
         // either: a lane of one dot is ≤ 2·15·128 in magnitude).
-        let lo = v128_and(v, u8x16_splat(0x0F));
-        let hi = v128_and(u16x8_shr(v, 4), u8x16_splat(0x0F));
+        let lo = v128_and(v, nib);
+        let hi = v128_and(u16x8_shr(v, 4), nib);
         let p = i16x8_add(i16x8_relaxed_dot_i8x16_i7x16(q[0], lo), i16x8_relaxed_dot_i8x16_i7x16(q[1], hi));
         i32x4_dot_i16x8(p, scale)
     }
     #[cfg(not(target_feature = "relaxed-simd"))]
     {
         let _ = scale;
-        let m = u16x8_splat(0x000F);
+        let m = nib;
         let (a, b) = (v128_and(v, m), v128_and(u16x8_shr(v, 4), m));
         let (c, d) = (v128_and(u16x8_shr(v, 8), m), u16x8_shr(v, 12));
         i32x4_add(i32x4_add(i32x4_dot_i16x8(a, q[0]), i32x4_dot_i16x8(b, q[1])), i32x4_add(i32x4_dot_i16x8(c, q[2]), i32x4_dot_i16x8(d, q[3])))
@@ -293,10 +356,29 @@ unsafe fn scales4(p: *const u8, ra: usize, blk: usize) -> v128 {
     f16x4_low_to_f32x4(v128_load16_lane::<3>(z, p.add(3 * ra + 2 * blk) as *const u16))
 }
 
-/// Pass 1 of [`PASS1_ROWS`] consecutive rows, one after the other (`pass1_row`): one ascending
-/// stream, no touches ahead (`_ahead` is for the kernels that prefetch).
+/// Pass 1 of [`PASS1_ROWS`] consecutive rows (A parts `ra` apart at `a`), one after the other
+/// (`row_sums`): one ascending stream, no touches ahead (`_ahead` is for the kernels that
+/// prefetch). The constants and checks are made once for all the rows, and four rows' sums
+/// are totalled together (`lanes_total4`): a row of Gemma 3's head is only 20 blocks, and
+/// per-row work was about a third of pass 1.
 pub(super) fn pass1_rows(a: &[u8], ra: usize, _ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
-    core::array::from_fn(|k| pass1_row(&a[k * ra..], x))
+    let nb = x.nb;
+    assert!(nb > 0 && a.len() >= (PASS1_ROWS - 1) * ra + x.o0 + x.o_off[nb - 1] as usize + x.c[nb - 1] as usize, "whole A parts");
+    let k = Pass1Consts::new();
+    let mut out = [Pass1 { a2: 0.0, e1: 0.0, t: 0.0 }; PASS1_ROWS];
+    for (r4, o) in out.chunks_exact_mut(4).enumerate() {
+        let mut s = [[i32x4_splat(0); 3]; 4];
+        for (i, si) in s.iter_mut().enumerate() {
+            // SAFETY: row 4·r4 + i < PASS1_ROWS starts a whole A part (asserted above).
+            let p = unsafe { a.as_ptr().add((4 * r4 + i) * ra) };
+            *si = if x.simd_blockwise { unsafe { row_sums::<true>(p, x, &k) } } else { unsafe { row_sums::<false>(p, x, &k) } };
+        }
+        let [a2, e1, t] = [0, 1, 2].map(|f| store4(lanes_total4(s[0][f], s[1][f], s[2][f], s[3][f])));
+        for (i, oi) in o.iter_mut().enumerate() {
+            *oi = Pass1 { a2: a2[i], e1: e1[i], t: t[i] };
+        }
+    }
+    out
 }
 
 pub(super) fn full_row(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
@@ -342,6 +424,7 @@ pub(super) fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct
     let (w_h, w_l) = (i16x8_splat(16), i16x8_splat(1));
     #[cfg(not(target_feature = "relaxed-simd"))]
     let (w_h, w_l) = (i16x8_splat(0), i16x8_splat(0));
+    let nib = opaque(NIB_MASK);
     let mut acc = f32x4_splat(0.0);
     for (blk, bl) in blocks.iter().enumerate() {
         for line in 2 * blk..2 * blk + 2 {
@@ -369,7 +452,7 @@ pub(super) fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct
                 let rest = v128_load(pb.add(k * rb + bo) as *const v128);
                 (v128_load(row.add(nb * 2 + blk * 16) as *const v128), v128_bitselect(known, rest, mask))
             };
-            let (sh, sl) = (nibs(h, &bl.h, w_h), nibs(l, &bl.h, w_l));
+            let (sh, sl) = (nibs(h, &bl.h, w_h, nib), nibs(l, &bl.h, w_l, nib));
             // SIMD128's operands carry pass 1's ×32: every lane is a multiple of 32, so the
             // shifts below are exact (16·sh and 1·sl).
             #[cfg(not(target_feature = "relaxed-simd"))]

@@ -41,8 +41,8 @@ use super::q6_k::Q6_K_BYTES;
 use super::q8::Q8_0_BYTES;
 use super::q8_k::{Q8KBlock, BSUMS_AT, Q8_K_BYTES, QK_K, QS_AT};
 use super::simd128::{
-    blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, hsum, ld, ld_f32x4, q6_k_unsigned, qh_at,
-    qh_bits16, reduce4, rows4_of, store4, Ahead,
+    blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, f16x4_at_k, hsum, ld, ld_f32x4, opaque, q6_k_unsigned_k,
+    qh_at, qh_bits16_k, reduce4, rows4_of, store4, Ahead, NibMasks, F16K, QhK,
 };
 
 const QK: usize = 32;
@@ -122,18 +122,40 @@ pub(super) fn rows4_q8_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
 
 /// Q5_0: the 5-bit quants 0..31 (offset 16) as two u8x16 (elements 0..16, 16..32).
 #[inline(always)]
-fn unsigned_q5_0(x: &[u8]) -> (v128, v128) {
-    let m4 = u8x16_splat(0x0f);
+fn unsigned_q5_0(x: &[u8], k: &NibK) -> (v128, v128) {
     let qh = qh_at(x, 2);
     let b = ld(x, 6);
-    (v128_or(v128_and(b, m4), qh_bits16(qh, 0)), v128_or(u8x16_shr(b, 4), qh_bits16(qh, 16)))
+    (v128_or(v128_and(b, k.m4), qh_bits16_k(qh, 0, &k.qh)), v128_or(u8x16_shr(b, 4), qh_bits16_k(qh, 16, &k.qh)))
 }
 
 /// Q4_0: the nibbles 0..15 (offset 8).
 #[inline(always)]
-fn unsigned_q4_0(x: &[u8]) -> (v128, v128) {
+fn unsigned_q4_0(x: &[u8], k: &NibK) -> (v128, v128) {
     let b = ld(x, 2);
-    (v128_and(b, u8x16_splat(0x0f)), u8x16_shr(b, 4))
+    (v128_and(b, k.m4), u8x16_shr(b, 4))
+}
+
+/// The constants of the nibble unpacking (`unsigned_q5_0`, `unsigned_q4_0`) and of the i16 →
+/// i32 widening, made once per call of a kernel (`simd128::opaque`: LLVM would rebuild each at
+/// every use, three instructions each in V8's code).
+struct NibK {
+    m4: v128,
+    qh: QhK,
+    ones: v128,
+}
+
+impl NibK {
+    #[inline(always)]
+    fn new() -> NibK {
+        NibK { m4: opaque(u8x16_splat(0x0f)), qh: QhK::hoisted(), ones: opaque(i16x8_splat(1)) }
+    }
+
+    /// i16 lanes summed in pairs into i32 (`i32x4_extadd_pairwise_i16x8`, as one `pmaddwd`
+    /// against the hoisted ones).
+    #[inline(always)]
+    fn widen(&self, p: v128) -> v128 {
+        i32x4_dot_i16x8(p, self.ones)
+    }
 }
 
 /// Σ a·u over a block's 32 elements as i16x8 lanes (two pairs of products each), `u` in 0..=31:
@@ -190,9 +212,10 @@ fn rows4_unsigned_family<const WB: usize>(
     rb: usize,
     p: &[u8],
     nb: usize,
-    unpack: impl Fn(&[u8]) -> (v128, v128),
+    unpack: impl Fn(&[u8], &NibK) -> (v128, v128),
     comb: impl Fn(v128, v128, v128) -> v128,
 ) -> [f32; 4] {
+    let (k, f16k) = (NibK::new(), F16K::hoisted());
     let r = rows4_of(w, rb, nb * WB);
     let ahead = Ahead::new(w, rb, nb * WB);
     let mut sink = 0;
@@ -204,12 +227,12 @@ fn rows4_unsigned_family<const WB: usize>(
         let (al, ah) = (ld(y, 0), ld(y, 16));
         let x = blocks4(&r, i, WB);
         let d = |x: &[u8]| {
-            let (ul, uh) = unpack(x);
-            i32x4_extadd_pairwise_i16x8(pair_dot(al, ah, ul, uh))
+            let (ul, uh) = unpack(x, &k);
+            k.widen(pair_dot(al, ah, ul, uh))
         };
         // The offset term (the i32 at 32, in every lane) is the same for the four rows.
         let s = i32x4_add(reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3])), qh_at(y, 32));
-        let dx = f16x4_at(x[0], x[1], x[2], x[3], 0);
+        let dx = f16x4_at_k(x[0], x[1], x[2], x[3], 0, &f16k);
         let dy = f32x4_splat(read_f32(y, 36));
         acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
     }
@@ -229,9 +252,10 @@ fn toks_unsigned_family<const T: usize>(
     nb: usize,
     wb: usize,
     off: i8,
-    unpack: impl Fn(&[u8]) -> (v128, v128),
+    unpack: impl Fn(&[u8], &NibK) -> (v128, v128),
     comb: impl Fn(v128, v128, v128) -> v128,
 ) -> [f32; T] {
+    let k = NibK::new();
     let w = &w[..nb * wb];
     let q = Q8_0_BYTES;
     let ar: [&[u8]; T] = core::array::from_fn(|k| &a[k * ab..k * ab + nb * q]);
@@ -239,12 +263,12 @@ fn toks_unsigned_family<const T: usize>(
     let mut acc = [f32x4_splat(0.0); 2];
     for i in 0..nb {
         let x = &w[i * wb..(i + 1) * wb];
-        let (ul, uh) = unpack(x);
+        let (ul, uh) = unpack(x, &k);
         let dx = f32x4_splat(read_f16(x, 0));
         let ys: [&[u8]; T] = core::array::from_fn(|k| &ar[k][i * q..(i + 1) * q]);
         let d = |y: &[u8]| {
             let (al, ah) = (ld(y, 2), ld(y, 18));
-            i32x4_extadd_pairwise_i16x8(i16x8_sub(pair_dot(al, ah, ul, uh), pair_dot(al, ah, off, off)))
+            k.widen(i16x8_sub(pair_dot(al, ah, ul, uh), pair_dot(al, ah, off, off)))
         };
         for g in 0..T / 4 {
             let y4 = &ys[4 * g..4 * g + 4];
@@ -283,16 +307,44 @@ pub(super) fn toks8_q4_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) ->
 /// byte the second swizzle picks. Bit-identical scales, so bit-identical results (the twin
 /// tests run every Q4_K kernel against the scalar one).
 #[inline(always)]
-fn q4_k_scales_mins(x: &[u8]) -> v128 {
+fn q4_k_scales_mins(x: &[u8], k: &Q4KK) -> v128 {
     let s = ld(x, 4); // the 12 packed bytes, then 4 quant bytes that no index selects
-    let low = i8x16_swizzle(s, u8x16(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-    let z = 0x80; // a swizzle index that yields 0
-    let high = i8x16_swizzle(s, u8x16(z, z, z, z, 0, 1, 2, 3, z, z, z, z, 4, 5, 6, 7));
-    // Mins 4..8 take the high nibble of their byte, everything else the low bits.
-    let nib_hi = u8x16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff);
-    let keep = u8x16(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15);
-    let low = v128_and(v128_bitselect(u8x16_shr(low, 4), low, nib_hi), keep);
-    v128_or(low, v128_and(u8x16_shr(high, 2), u8x16_splat(0x30)))
+    let low = i8x16_swizzle(s, k.sel_low);
+    let high = i8x16_swizzle(s, k.sel_high);
+    // Mins 4..8 take the high nibble of their byte, everything else the low bits (a u16 shift:
+    // the bits it moves across bytes are masked off by `keep`).
+    let low = v128_and(v128_bitselect(u16x8_shr(low, 4), low, k.nib_hi), k.keep);
+    v128_or(low, v128_and(u16x8_shr(high, 2), k.x30))
+}
+
+/// The constants of the relaxed Q4_K kernel, made once per call (`simd128::opaque`).
+struct Q4KK {
+    sel_low: v128,
+    sel_high: v128,
+    nib_hi: v128,
+    keep: v128,
+    x30: v128,
+    m4: v128,
+    /// The swizzles that widen mins 0..4 and 4..8 to i16 lanes, each twice (`q4_k_isum`).
+    mins_lo: v128,
+    mins_hi: v128,
+}
+
+impl Q4KK {
+    #[inline(always)]
+    fn new() -> Q4KK {
+        let z = 0x80; // a swizzle index that yields 0
+        Q4KK {
+            sel_low: opaque(u8x16(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11)),
+            sel_high: opaque(u8x16(z, z, z, z, 0, 1, 2, 3, z, z, z, z, 4, 5, 6, 7)),
+            nib_hi: opaque(u8x16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff)),
+            keep: opaque(u8x16(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15)),
+            x30: opaque(u8x16_splat(0x30)),
+            m4: opaque(u8x16_splat(0x0f)),
+            mins_lo: opaque(u8x16(8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z)),
+            mins_hi: opaque(u8x16(12, z, 12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15, z)),
+        }
+    }
 }
 
 /// The 16 u8 lanes of `v`.
@@ -310,10 +362,10 @@ fn store_u8(v: v128) -> [u8; 16] {
 /// `dot_i16x8` against the sub-block's scale splat in i16 lanes; the mins by `dot_i16x8` of
 /// the bsums against the mins, each repeated for its two 16-element halves.
 #[inline(always)]
-fn q4_k_isum(x: &[u8], yb: &[u8]) -> (v128, v128) {
-    let sm = q4_k_scales_mins(x);
+fn q4_k_isum(x: &[u8], yb: &[u8], k: &Q4KK) -> (v128, v128) {
+    let sm = q4_k_scales_mins(x, k);
     let smb = store_u8(sm);
-    let m4 = u8x16_splat(0x0f);
+    let m4 = k.m4;
     let mut acc = i32x4_splat(0);
     for c in 0..4 {
         let (b0, b1) = (ld(x, 16 + 32 * c), ld(x, 32 + 32 * c));
@@ -322,16 +374,16 @@ fn q4_k_isum(x: &[u8], yb: &[u8]) -> (v128, v128) {
             i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q), v128_and(b0, m4)),
             i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 16), v128_and(b1, m4)),
         );
+        // High nibbles by a u16 shift and the mask (the bytes of `u8x16_shr`, which V8 lowers
+        // to the same shift and a mask it builds each time).
         let hi = i16x8_add(
-            i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 32), u8x16_shr(b0, 4)),
-            i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 48), u8x16_shr(b1, 4)),
+            i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 32), v128_and(u16x8_shr(b0, 4), m4)),
+            i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 48), v128_and(u16x8_shr(b1, 4), m4)),
         );
         let splat = |j: usize| i16x8_splat(smb[j] as i16);
         acc = i32x4_add(acc, i32x4_add(i32x4_dot_i16x8(lo, splat(2 * c)), i32x4_dot_i16x8(hi, splat(2 * c + 1))));
     }
-    let z = 0x80;
-    let m_lo = i8x16_swizzle(sm, u8x16(8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z));
-    let m_hi = i8x16_swizzle(sm, u8x16(12, z, 12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15, z));
+    let (m_lo, m_hi) = (i8x16_swizzle(sm, k.mins_lo), i8x16_swizzle(sm, k.mins_hi));
     let summs = i32x4_add(i32x4_dot_i16x8(ld(yb, BSUMS_AT), m_lo), i32x4_dot_i16x8(ld(yb, BSUMS_AT + 16), m_hi));
     (acc, summs)
 }
@@ -344,9 +396,10 @@ fn q4_k_isum(x: &[u8], yb: &[u8]) -> (v128, v128) {
 pub(super) fn vec_dot_q4_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
     let nb = n / QK_K;
     let (w, a) = (&w[..nb * Q4_K_BYTES], &a[..nb * Q8_K_BYTES]);
+    let k = Q4KK::new();
     let mut sumf = 0f32;
     for (x, yb) in w.chunks_exact(Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
-        let (isum, summs) = q4_k_isum(x, yb);
+        let (isum, summs) = q4_k_isum(x, yb, &k);
         let yd = Q8KBlock::new(yb).d;
         let (d, dmin) = (read_f16(x, 0) * yd, read_f16(x, 2) * yd);
         sumf += d * hsum(isum) as f32 - dmin * hsum(summs) as f32;
@@ -357,12 +410,12 @@ pub(super) fn vec_dot_q4_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
 /// Q6_K: the sixteen 16-element groups' unsigned quants (0..63, offset 32), in group order
 /// (group g covers elements 16g..16g+16 and has scale `sc[g]`).
 #[inline(always)]
-fn unsigned_q6_k(x: &[u8]) -> [v128; 16] {
+fn unsigned_q6_k(x: &[u8], k: &NibMasks) -> [v128; 16] {
     let mut u = [i32x4_splat(0); 16];
     for h in 0..2 {
         for (j, l0) in [0usize, 16].into_iter().enumerate() {
             // element e = 128h + 32s + l0 + l (l < 16) lies in group e / 16 = 8h + 2s + j
-            for (s, v) in q6_k_unsigned(x, h, l0).into_iter().enumerate() {
+            for (s, v) in q6_k_unsigned_k(x, h, l0, k).into_iter().enumerate() {
                 u[8 * h + 2 * s + j] = v;
             }
         }
@@ -396,15 +449,16 @@ pub(super) fn rows4_q6_k(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let ahead = Ahead::new(w, rb, nb * Q6_K_BYTES);
     let mut sink = 0;
     let a = &a[..nb * Q8_K_BYTES];
+    let (k, f16k) = (NibMasks::hoisted(), F16K::hoisted());
     let mut sumf = f32x4_splat(0.0);
     for i in 0..nb {
         sink = ahead.touch::<Q6_K_BYTES>(i, sink);
         let yb = &a[i * Q8_K_BYTES..(i + 1) * Q8_K_BYTES];
         let yd = f32x4_splat(Q8KBlock::new(yb).d);
         let x = blocks4(&r, i, Q6_K_BYTES);
-        let d = |x: &[u8]| q6_k_isum(&unsigned_q6_k(x), &x[192..208], yb);
+        let d = |x: &[u8]| q6_k_isum(&unsigned_q6_k(x, &k), &x[192..208], yb);
         let isum = f32x4_convert_i32x4(reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3])));
-        let dx = f16x4_at(x[0], x[1], x[2], x[3], 208);
+        let dx = f16x4_at_k(x[0], x[1], x[2], x[3], 208, &f16k);
         // scalar: sumf += (read_f16(x, 208) * y.d) * isum as f32
         sumf = f32x4_add(sumf, f32x4_mul(f32x4_mul(dx, yd), isum));
     }

@@ -51,24 +51,55 @@ pub(super) fn hsum(v: v128) -> i32 {
     i32x4_extract_lane::<0>(v)
 }
 
+/// The constants of [`qh_bits16_k`]: the swizzles that spread `qh`'s bytes 0, 1 (2, 3) over
+/// the 16 lanes, each lane's bit within its byte, and 0x10.
+#[derive(Clone, Copy)]
+pub(super) struct QhK {
+    sel: [v128; 2],
+    bit: v128,
+    x10: v128,
+}
+
+impl QhK {
+    #[inline(always)]
+    fn plain() -> QhK {
+        QhK {
+            sel: [i8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), i8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3)],
+            bit: u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128),
+            x10: u8x16_splat(0x10),
+        }
+    }
+
+    /// Made opaque ([`opaque`]), for a loop; an opaque `bit` also keeps LLVM from turning the
+    /// byte test into `!= 0`, which V8 lowers to a compare and a negation. (Only the relaxed
+    /// build's Q5_0 kernels hoist them so far.)
+    #[cfg_attr(not(target_feature = "relaxed-simd"), allow(dead_code))]
+    #[inline(always)]
+    pub(super) fn hoisted() -> QhK {
+        let k = QhK::plain();
+        QhK { sel: [opaque(k.sel[0]), opaque(k.sel[1])], bit: opaque(k.bit), x10: opaque(k.x10) }
+    }
+}
+
 /// Lane i (0..16) holds bit k = base + i of the little-endian u32 `qh` where it sits in its
 /// byte (0 or 1 << k % 8), paired with that mask (`v`: `qh` in every u32 lane, from `qh_at`).
 #[inline(always)]
-fn qh_lane_bits(v: v128, base: u32) -> (v128, v128) {
-    let sel = if base == 0 {
-        i8x16_swizzle(v, i8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1))
-    } else {
-        i8x16_swizzle(v, i8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3))
-    };
-    let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-    (v128_and(sel, bit), bit)
+fn qh_lane_bits(v: v128, base: u32, k: &QhK) -> (v128, v128) {
+    let sel = i8x16_swizzle(v, k.sel[(base != 0) as usize]);
+    (v128_and(sel, k.bit), k.bit)
 }
 
 /// 16 i8 lanes of (bit k of the little-endian u32 `qh`) << 4, for k = base..base+16.
 #[inline(always)]
 pub(super) fn qh_bits16(v: v128, base: u32) -> v128 {
-    let (b, bit) = qh_lane_bits(v, base);
-    v128_and(i8x16_eq(b, bit), u8x16_splat(0x10))
+    qh_bits16_k(v, base, &QhK::plain())
+}
+
+/// [`qh_bits16`] with its constants made by the caller ([`QhK::hoisted`]).
+#[inline(always)]
+pub(super) fn qh_bits16_k(v: v128, base: u32, k: &QhK) -> v128 {
+    let (b, bit) = qh_lane_bits(v, base, k);
+    v128_and(i8x16_eq(b, bit), k.x10)
 }
 
 /// 16 i8 lanes of −16 where bit k of `qh` is clear, else 0, for k = base..base+16: OR-ed with
@@ -76,7 +107,7 @@ pub(super) fn qh_bits16(v: v128, base: u32) -> v128 {
 /// apart).
 #[inline(always)]
 fn qh_minus16(v: v128, base: u32) -> v128 {
-    let (b, _) = qh_lane_bits(v, base);
+    let (b, _) = qh_lane_bits(v, base, &QhK::plain());
     v128_and(i8x16_eq(b, i8x16_splat(0)), u8x16_splat(0xF0))
 }
 
@@ -108,6 +139,43 @@ pub(super) fn f16_bits_to_f32x4(h: v128) -> v128 {
     v128_or(v128_bitselect(special, mag, is_special), sign)
 }
 
+/// `v`, opaque to the compiler: for the constants of a hot loop, made once before it. LLVM's
+/// wasm backend rematerializes a `v128.const` at each use (it counts as free), and V8 then
+/// builds a splat from general registers every time (`movabs`, `vmovq`, `vpunpcklqdq`: three
+/// instructions, a fifth of pass 1's loop); an opaque value stays in a register or a spill
+/// slot that instructions read as an operand.
+#[inline(always)]
+pub(super) fn opaque(v: v128) -> v128 {
+    core::hint::black_box(v)
+}
+
+/// The constants of [`f16x4_low_to_f32x4_k`] (see [`opaque`]).
+#[derive(Clone, Copy)]
+pub(super) struct F16K {
+    /// The sign and the shifted exponent and mantissa: `0x8fff_ffff`.
+    mask: v128,
+    /// 2^112, the exponent rebias.
+    scale: v128,
+    /// The magnitude bits of f32: `0x7fff_ffff`.
+    abs: v128,
+    /// 2^16 as f32 bits: no finite f16 reaches it.
+    limit: v128,
+}
+
+impl F16K {
+    /// Made opaque: for a loop that converts scales at each step.
+    #[inline(always)]
+    pub(super) fn hoisted() -> F16K {
+        let k = F16K::plain();
+        F16K { mask: opaque(k.mask), scale: opaque(k.scale), abs: opaque(k.abs), limit: opaque(k.limit) }
+    }
+
+    #[inline(always)]
+    fn plain() -> F16K {
+        F16K { mask: u32x4_splat(0x8fff_ffff), scale: f32x4_splat(f32::from_bits(0x7780_0000)), abs: u32x4_splat(0x7fff_ffff), limit: f32x4_splat(65536.0) }
+    }
+}
+
 /// The four f16 in the low 8 bytes of `raw` as `f16_bits_to_f32x4` converts them, in fewer
 /// instructions where none is Inf or NaN: the sign-extended bits shifted into place (the sign
 /// to bit 31, its copies cleared) and rescaled by 2^112 — exact, so the same bits as the
@@ -116,9 +184,15 @@ pub(super) fn f16_bits_to_f32x4(h: v128) -> v128 {
 /// conversion.
 #[inline(always)]
 pub(super) fn f16x4_low_to_f32x4(raw: v128) -> v128 {
-    let bits = v128_and(i32x4_shl(i32x4_extend_low_i16x8(raw), 13), u32x4_splat(0x8fff_ffff));
-    let v = f32x4_mul(bits, f32x4_splat(f32::from_bits(0x7780_0000)));
-    if v128_any_true(f32x4_ge(f32x4_abs(v), f32x4_splat(65536.0))) {
+    f16x4_low_to_f32x4_k(raw, &F16K::plain())
+}
+
+/// [`f16x4_low_to_f32x4`] with its constants made by the caller ([`F16K::hoisted`]).
+#[inline(always)]
+pub(super) fn f16x4_low_to_f32x4_k(raw: v128, k: &F16K) -> v128 {
+    let bits = v128_and(i32x4_shl(i32x4_extend_low_i16x8(raw), 13), k.mask);
+    let v = f32x4_mul(bits, k.scale);
+    if v128_any_true(f32x4_ge(v128_and(v, k.abs), k.limit)) {
         return f16_bits_to_f32x4(u32x4_extend_low_u16x8(raw));
     }
     v
@@ -129,6 +203,12 @@ pub(super) fn f16x4_low_to_f32x4(raw: v128) -> v128 {
 /// instead of being assembled from bytes.
 #[inline(always)]
 pub(super) fn f16x4_at(x0: &[u8], x1: &[u8], x2: &[u8], x3: &[u8], at: usize) -> v128 {
+    f16x4_at_k(x0, x1, x2, x3, at, &F16K::plain())
+}
+
+/// [`f16x4_at`] with the conversion's constants made by the caller ([`F16K::hoisted`]).
+#[inline(always)]
+pub(super) fn f16x4_at_k(x0: &[u8], x1: &[u8], x2: &[u8], x3: &[u8], at: usize, k: &F16K) -> v128 {
     let (s0, s1, s2, s3) = (&x0[at..at + 2], &x1[at..at + 2], &x2[at..at + 2], &x3[at..at + 2]);
     // SAFETY: each `s_k` is two readable bytes; the lane loads have no alignment requirement.
     let h = unsafe {
@@ -138,7 +218,7 @@ pub(super) fn f16x4_at(x0: &[u8], x1: &[u8], x2: &[u8], x3: &[u8], at: usize) ->
         let v = v128_load16_lane::<2>(v, s2.as_ptr() as *const u16);
         v128_load16_lane::<3>(v, s3.as_ptr() as *const u16)
     };
-    f16x4_low_to_f32x4(h)
+    f16x4_low_to_f32x4_k(h, k)
 }
 
 /// The four f32 at `d[at..at + 4]` as an f32x4.
@@ -356,16 +436,45 @@ pub(super) fn vec_dot_q5_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
 /// s = 0..4 of half `h`, elements `l0..l0 + 16` of each (element 128h + 32s + l0 + l).
 #[inline(always)]
 pub(super) fn q6_k_unsigned(x: &[u8], h: usize, l0: usize) -> [v128; 4] {
-    let m4 = u8x16_splat(0x0f);
-    let m30 = u8x16_splat(0x30);
+    q6_k_unsigned_k(x, h, l0, &NibMasks::plain())
+}
+
+/// The masks of the 6-bit unpacking (`q6_k_unsigned_k`): the low nibble, bits 4..6.
+#[derive(Clone, Copy)]
+pub(super) struct NibMasks {
+    m4: v128,
+    m30: v128,
+}
+
+impl NibMasks {
+    #[inline(always)]
+    fn plain() -> NibMasks {
+        NibMasks { m4: u8x16_splat(0x0f), m30: u8x16_splat(0x30) }
+    }
+
+    /// Made opaque ([`opaque`]), for a loop. (Only the relaxed build's kernels hoist them so
+    /// far.)
+    #[cfg_attr(not(target_feature = "relaxed-simd"), allow(dead_code))]
+    #[inline(always)]
+    pub(super) fn hoisted() -> NibMasks {
+        NibMasks { m4: opaque(u8x16_splat(0x0f)), m30: opaque(u8x16_splat(0x30)) }
+    }
+}
+
+/// [`q6_k_unsigned`] with its masks made by the caller. Every shift is a u16 shift followed by
+/// a mask that clears the bits it moves across bytes: the same bytes as u8 shifts, which V8
+/// lowers to the u16 shift and a mask it builds each time.
+#[inline(always)]
+pub(super) fn q6_k_unsigned_k(x: &[u8], h: usize, l0: usize, k: &NibMasks) -> [v128; 4] {
+    let (m4, m30) = (k.m4, k.m30);
     let qa = ld(x, 64 * h + l0);
     let qb = ld(x, 64 * h + 32 + l0);
     let hb = ld(x, 128 + 32 * h + l0);
     [
-        v128_or(v128_and(qa, m4), v128_and(i8x16_shl(hb, 4), m30)),
-        v128_or(v128_and(qb, m4), v128_and(i8x16_shl(hb, 2), m30)),
-        v128_or(u8x16_shr(qa, 4), v128_and(hb, m30)),
-        v128_or(u8x16_shr(qb, 4), v128_and(u8x16_shr(hb, 2), m30)),
+        v128_or(v128_and(qa, m4), v128_and(i16x8_shl(hb, 4), m30)),
+        v128_or(v128_and(qb, m4), v128_and(i16x8_shl(hb, 2), m30)),
+        v128_or(v128_and(u16x8_shr(qa, 4), m4), v128_and(hb, m30)),
+        v128_or(v128_and(u16x8_shr(qb, 4), m4), v128_and(u16x8_shr(hb, 2), m30)),
     ]
 }
 

@@ -520,3 +520,51 @@ fn rows4_stream_throughput() {
         ));
     }
 }
+
+/// Benchmark, not a test (ignored; `--include-ignored pass1_stream`): the screen's pass 1 over
+/// a plane-layout head 640 wide, streamed from memory (90 MB, beyond every cache) and over
+/// two groups read again and again (in cache), the same rows' bytes either way: whether pass 1
+/// waits on memory or on its instructions.
+#[wasm_bindgen_test]
+#[ignore]
+fn pass1_stream_throughput() {
+    use super::planes::{kernels, PlaneLayout, PlanesAct, PASS1_ROWS, GROUP};
+    let mut rng = Rng(11);
+    let (_, pass1_n, _) = kernels();
+    for (n_in, rows) in [(640, 131072usize), (640, 2 * GROUP), (2560, 2 * GROUP / 4)] {
+        let outl: Vec<usize> = (0..n_in).filter(|d| d % 23 == 5).take(32).collect();
+        let x: Vec<f32> = (0..n_in).map(|_| rng.normal()).collect();
+        let mut a = Vec::new();
+        quantize_activation(Q8_0, &x, &mut a).unwrap();
+        let row = n_in / 32 * 34;
+        let mut w = vec![0u8; rows * row];
+        for c in w.chunks_exact_mut(8) {
+            c.copy_from_slice(&rng.next().to_le_bytes());
+        }
+        for b in w.chunks_exact_mut(34) {
+            b[0..2].copy_from_slice(&f32_to_f16(rng.scale().abs().clamp(1.0 / 4096.0, 1.0 / 16.0)).to_le_bytes());
+        }
+        let layout = PlaneLayout::new(n_in, rows, &outl);
+        layout.relayout_in_place(&mut w);
+        let mut xp = PlanesAct::default();
+        xp.prepare(&layout, &a);
+        let ra = layout.pass1_row_bytes();
+        let reps = 131072 * 640 / n_in / rows;
+        let mut times = Vec::new();
+        let mut sink = 0f32;
+        for _ in 0..7 {
+            let t0 = now();
+            for _ in 0..reps {
+                for r in (0..rows).step_by(PASS1_ROWS) {
+                    sink += pass1_n(&w[layout.a_at(r)..], ra, 0, &xp)[0].a2;
+                }
+            }
+            times.push(now() - t0);
+        }
+        std::hint::black_box(sink);
+        times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let ms = times[times.len() / 2];
+        let bytes = (reps * rows * ra) as f64;
+        log(&format!("pass1 n_in {n_in} {rows:>6} rows ({:>3} MB): {:.2} ms, {:.2} GB/s of pass-1 bytes, {:.1} ns/row", (rows * row) >> 20, ms, bytes / ms / 1e6, ms * 1e6 / (reps * rows) as f64));
+    }
+}
