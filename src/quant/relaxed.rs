@@ -125,14 +125,14 @@ pub(super) fn rows4_q8_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
 fn unsigned_q5_0(x: &[u8], k: &NibK) -> (v128, v128) {
     let qh = qh_at(x, 2);
     let b = ld(x, 6);
-    (v128_or(v128_and(b, k.m4), qh_bits16_k(qh, 0, &k.qh)), v128_or(u8x16_shr(b, 4), qh_bits16_k(qh, 16, &k.qh)))
+    (v128_or(v128_and(b, k.m4), qh_bits16_k(qh, 0, &k.qh)), v128_or(k.high_nibbles(b), qh_bits16_k(qh, 16, &k.qh)))
 }
 
 /// Q4_0: the nibbles 0..15 (offset 8).
 #[inline(always)]
 fn unsigned_q4_0(x: &[u8], k: &NibK) -> (v128, v128) {
     let b = ld(x, 2);
-    (v128_and(b, k.m4), u8x16_shr(b, 4))
+    (v128_and(b, k.m4), k.high_nibbles(b))
 }
 
 /// The constants of the nibble unpacking (`unsigned_q5_0`, `unsigned_q4_0`) and of the i16 →
@@ -148,6 +148,13 @@ impl NibK {
     #[inline(always)]
     fn new() -> NibK {
         NibK { m4: opaque(u8x16_splat(0x0f)), qh: QhK::hoisted(), ones: opaque(i16x8_splat(1)) }
+    }
+
+    /// The bytes' high nibbles: `u8x16_shr(b, 4)` as a u16 shift and the hoisted mask (V8
+    /// lowers the u8 shift to the same two instructions, building the mask each time).
+    #[inline(always)]
+    fn high_nibbles(&self, b: v128) -> v128 {
+        v128_and(u16x8_shr(b, 4), self.m4)
     }
 
     /// i16 lanes summed in pairs into i32 (`i32x4_extadd_pairwise_i16x8`, as one `pmaddwd`

@@ -71,9 +71,7 @@ impl QhK {
     }
 
     /// Made opaque ([`opaque`]), for a loop; an opaque `bit` also keeps LLVM from turning the
-    /// byte test into `!= 0`, which V8 lowers to a compare and a negation. (Only the relaxed
-    /// build's Q5_0 kernels hoist them so far.)
-    #[cfg_attr(not(target_feature = "relaxed-simd"), allow(dead_code))]
+    /// byte test into `!= 0`, which V8 lowers to a compare and a negation.
     #[inline(always)]
     pub(super) fn hoisted() -> QhK {
         let k = QhK::plain();
@@ -106,9 +104,9 @@ pub(super) fn qh_bits16_k(v: v128, base: u32, k: &QhK) -> v128 {
 /// a nibble n (0..15) it gives Q5_0's quant n + 16·bit − 16 in one step (−16 = 0xF0, n's bits
 /// apart).
 #[inline(always)]
-fn qh_minus16(v: v128, base: u32) -> v128 {
-    let (b, _) = qh_lane_bits(v, base, &QhK::plain());
-    v128_and(i8x16_eq(b, i8x16_splat(0)), u8x16_splat(0xF0))
+fn qh_minus16(v: v128, base: u32, k: &UnpackK) -> v128 {
+    let (b, _) = qh_lane_bits(v, base, &k.qh);
+    v128_and(i8x16_eq(b, i8x16_splat(0)), k.xf0)
 }
 
 /// The little-endian u32 at `b[at..at + 4]` in every u32 lane (one `v128.load32_splat`).
@@ -452,9 +450,7 @@ impl NibMasks {
         NibMasks { m4: u8x16_splat(0x0f), m30: u8x16_splat(0x30) }
     }
 
-    /// Made opaque ([`opaque`]), for a loop. (Only the relaxed build's kernels hoist them so
-    /// far.)
-    #[cfg_attr(not(target_feature = "relaxed-simd"), allow(dead_code))]
+    /// Made opaque ([`opaque`]), for a loop.
     #[inline(always)]
     pub(super) fn hoisted() -> NibMasks {
         NibMasks { m4: opaque(u8x16_splat(0x0f)), m30: opaque(u8x16_splat(0x30)) }
@@ -481,7 +477,7 @@ pub(super) fn q6_k_unsigned_k(x: &[u8], h: usize, l0: usize, k: &NibMasks) -> [v
 pub(super) fn vec_dot_q6_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
     let nb = n / QK_K;
     let (w, a) = (&w[..nb * Q6_K_BYTES], &a[..nb * Q8_K_BYTES]);
-    let e32 = i8x16_splat(32);
+    let (e32, k) = (opaque(i8x16_splat(32)), NibMasks::hoisted());
     let mut sumf = 0f32;
     for (x, yb) in w.chunks_exact(Q6_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
         let y = Q8KBlock::new(yb);
@@ -489,7 +485,7 @@ pub(super) fn vec_dot_q6_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
         let mut acc = i32x4_splat(0);
         for h in 0..2 {
             for l0 in [0usize, 16] {
-                for (s, u) in q6_k_unsigned(x, h, l0).into_iter().enumerate() {
+                for (s, u) in q6_k_unsigned_k(x, h, l0, &k).into_iter().enumerate() {
                     let e = 128 * h + 32 * s + l0;
                     let p = dot_i8(i8x16_sub(u, e32), ld(yb, QS_AT + e));
                     acc = i32x4_add(acc, i32x4_mul(p, i32x4_splat(sc[e / 16] as i8 as i32)));
@@ -688,6 +684,7 @@ fn rows4_q8_0_family<const WB: usize>(
     let ahead = Ahead::new(w, rb, nb * WB);
     let mut sink = 0;
     let a = &a[..nb * Q8_0_BYTES];
+    let f16k = F16K::hoisted();
     let mut acc = f32x4_splat(0.0);
     for i in 0..nb {
         sink = ahead.touch::<WB>(i, sink);
@@ -699,7 +696,7 @@ fn rows4_q8_0_family<const WB: usize>(
             dot_w(&p, l, h)
         };
         let s = reduce4(d(x0), d(x1), d(x2), d(x3));
-        let dx = f16x4_at(x0, x1, x2, x3, 0);
+        let dx = f16x4_at_k(x0, x1, x2, x3, 0, &f16k);
         let dy = f32x4_splat(read_f16(y, 0));
         acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
     }
@@ -777,21 +774,57 @@ pub(super) fn unpack_q8_0(x: &[u8]) -> (v128, v128) {
     (ld(x, 2), ld(x, 18))
 }
 
+/// The constants of the signed Q4_0 / Q5_0 unpacking: made once per call by the decode kernels
+/// (`UnpackK::hoisted`, see [`opaque`]), at each use elsewhere.
+pub(super) struct UnpackK {
+    m4: v128,
+    e8: v128,
+    xf0: v128,
+    qh: QhK,
+}
+
+impl UnpackK {
+    #[inline(always)]
+    fn plain() -> UnpackK {
+        UnpackK { m4: u8x16_splat(0x0f), e8: i8x16_splat(8), xf0: u8x16_splat(0xF0), qh: QhK::plain() }
+    }
+
+    #[inline(always)]
+    fn hoisted() -> UnpackK {
+        UnpackK { m4: opaque(u8x16_splat(0x0f)), e8: opaque(i8x16_splat(8)), xf0: opaque(u8x16_splat(0xF0)), qh: QhK::hoisted() }
+    }
+
+    /// The bytes' high nibbles: `u8x16_shr(b, 4)` as a u16 shift and the mask (V8 lowers the
+    /// u8 shift to the same two instructions, building the mask each time).
+    #[inline(always)]
+    fn high_nibbles(&self, b: v128) -> v128 {
+        v128_and(u16x8_shr(b, 4), self.m4)
+    }
+}
+
 #[inline(always)]
 fn unpack_q5_0(x: &[u8]) -> (v128, v128) {
-    let m4 = u8x16_splat(0x0f);
+    unpack_q5_0_k(x, &UnpackK::plain())
+}
+
+#[inline(always)]
+fn unpack_q5_0_k(x: &[u8], k: &UnpackK) -> (v128, v128) {
     let qh = qh_at(x, 2);
     let b = ld(x, 6);
-    let lo = v128_or(v128_and(b, m4), qh_minus16(qh, 0));
-    let hi = v128_or(u8x16_shr(b, 4), qh_minus16(qh, 16));
+    let lo = v128_or(v128_and(b, k.m4), qh_minus16(qh, 0, k));
+    let hi = v128_or(k.high_nibbles(b), qh_minus16(qh, 16, k));
     (lo, hi)
 }
 
 #[inline(always)]
 fn unpack_q4_0(x: &[u8]) -> (v128, v128) {
+    unpack_q4_0_k(x, &UnpackK::plain())
+}
+
+#[inline(always)]
+fn unpack_q4_0_k(x: &[u8], k: &UnpackK) -> (v128, v128) {
     let b = ld(x, 2);
-    let e8 = i8x16_splat(8);
-    (i8x16_sub(v128_and(b, u8x16_splat(0x0f)), e8), i8x16_sub(u8x16_shr(b, 4), e8))
+    (i8x16_sub(v128_and(b, k.m4), k.e8), i8x16_sub(k.high_nibbles(b), k.e8))
 }
 
 // The scalar float terms: Q8_0 `sumi * (dx*dy)`, Q4_0 `sumi * dx * dy`, Q5_0 `(dx*dy) * sumi`.
@@ -812,10 +845,12 @@ pub(super) fn rows4_q8_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     rows4_q8_0_family::<Q8_0_BYTES>(w, rb, a, n / QK, unpack_q8_0, comb_q8_0)
 }
 pub(super) fn rows4_q4_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
-    rows4_q8_0_family::<Q4_0_BYTES>(w, rb, a, n / QK, unpack_q4_0, comb_q4_0)
+    let k = UnpackK::hoisted();
+    rows4_q8_0_family::<Q4_0_BYTES>(w, rb, a, n / QK, |x| unpack_q4_0_k(x, &k), comb_q4_0)
 }
 pub(super) fn rows4_q5_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
-    rows4_q8_0_family::<Q5_0_BYTES>(w, rb, a, n / QK, unpack_q5_0, comb_q5_0)
+    let k = UnpackK::hoisted();
+    rows4_q8_0_family::<Q5_0_BYTES>(w, rb, a, n / QK, |x| unpack_q5_0_k(x, &k), comb_q5_0)
 }
 pub(super) fn toks4_q8_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 4] {
     toks4_q8_0_family(w, a, ab, dy, n / QK, Q8_0_BYTES, unpack_q8_0, comb_q8_0)
