@@ -381,7 +381,64 @@ pub(super) fn pass1_rows(a: &[u8], ra: usize, _ahead: usize, x: &PlanesAct) -> [
     out
 }
 
+/// The exact dot of one row (`a`, `b`: its A and B parts, each running on past the row; the
+/// screen's pass 2 and the fallback): each block's integer from the same nibble dots as
+/// [`full_rows4`], four blocks reduced together, then the float part block by block in the
+/// scalar kernel's order. Where a 16-byte load of the row's last B bytes would pass the end of
+/// the matrix (its last row), block by block with a copy ([`full_row_blocks`]).
 pub(super) fn full_row(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
+    let nb = x.nb;
+    if nb == 0 || b.len() < x.b_off[nb - 1] as usize + 16 || a.len() < x.o0 + x.o_off[nb - 1] as usize + x.c[nb - 1] as usize {
+        return full_row_blocks(a, b, x);
+    }
+    let blocks = &x.simd[..nb];
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    let nib = opaque(NIB_MASK);
+    #[cfg(target_feature = "relaxed-simd")]
+    let (w_h, w_l) = (opaque(i16x8_splat(16)), opaque(i16x8_splat(1)));
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    let (w_h, w_l) = (i16x8_splat(0), i16x8_splat(0));
+    // i32x4 partial sums of block `blk`'s 16·sh + sl (`full_block_int` without its constant).
+    let int = |blk: usize| -> v128 {
+        let bl = &blocks[blk];
+        let end = x.o0 + x.o_off[blk] as usize + x.c[blk] as usize;
+        // SAFETY: the A part holds the h plane at 2·nb + 16·blk and the known window ending at
+        // `end` (16 ≤ 18·nb ≤ end); the B bytes at `b_off[blk] ≤ b_off[nb − 1]` have 16
+        // readable bytes (both checked above); `mask` is 16 readable bytes.
+        let (h, l) = unsafe {
+            let mask = v128_load(x.mask[blk].as_ptr() as *const v128);
+            let known = v128_load(pa.add(end - 16) as *const v128);
+            let rest = v128_load(pb.add(x.b_off[blk] as usize) as *const v128);
+            (v128_load(pa.add(nb * 2 + blk * 16) as *const v128), v128_bitselect(known, rest, mask))
+        };
+        let (sh, sl) = (nibs(h, &bl.h, w_h, nib), nibs(l, &bl.h, w_l, nib));
+        // SIMD128's operands carry pass 1's ×32: exact shifts, as in `full_rows4`.
+        #[cfg(not(target_feature = "relaxed-simd"))]
+        let (sh, sl) = (i32x4_shr(sh, 1), i32x4_shr(sl, 5));
+        i32x4_add(sh, sl)
+    };
+    let mut sumf = 0f32;
+    let mut add = |blk: usize, v: i32| {
+        let bl = &blocks[blk];
+        sumf += (v + bl.full_cst) as f32 * (read_f16(a, 2 * blk) * bl.dx);
+    };
+    let quads = nb / 4;
+    for g in 0..quads {
+        let s = reduce4(int(4 * g), int(4 * g + 1), int(4 * g + 2), int(4 * g + 3));
+        add(4 * g, i32x4_extract_lane::<0>(s));
+        add(4 * g + 1, i32x4_extract_lane::<1>(s));
+        add(4 * g + 2, i32x4_extract_lane::<2>(s));
+        add(4 * g + 3, i32x4_extract_lane::<3>(s));
+    }
+    for blk in 4 * quads..nb {
+        add(blk, hsum(int(blk)));
+    }
+    sumf
+}
+
+/// [`full_row`] block by block, the B bytes copied where a 16-byte load would pass the end of
+/// the matrix.
+fn full_row_blocks(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
     let nb = x.nb;
     let mut sumf = 0f32;
     for blk in 0..nb {
