@@ -41,7 +41,7 @@ use super::q6_k::Q6_K_BYTES;
 use super::q8::Q8_0_BYTES;
 use super::q8_k::{Q8KBlock, BSUMS_AT, Q8_K_BYTES, QK_K, QS_AT};
 use super::simd128::{
-    blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, f16x4_at_k, hsum, ld, ld_f32x4, opaque, q6_k_unsigned_k,
+    blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, f16x4_at_k, high_nibbles, hsum, ld, ld_f32x4, opaque, q6_k_unsigned_k,
     qh_at, qh_bits16_k, reduce4, rows4_of, store4, Ahead, NibMasks, F16K, QhK,
 };
 
@@ -125,14 +125,14 @@ pub(super) fn rows4_q8_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
 fn unsigned_q5_0(x: &[u8], k: &NibK) -> (v128, v128) {
     let qh = qh_at(x, 2);
     let b = ld(x, 6);
-    (v128_or(v128_and(b, k.m4), qh_bits16_k(qh, 0, &k.qh)), v128_or(k.high_nibbles(b), qh_bits16_k(qh, 16, &k.qh)))
+    (v128_or(v128_and(b, k.m4), qh_bits16_k(qh, 0, &k.qh)), v128_or(high_nibbles(b, k.m4), qh_bits16_k(qh, 16, &k.qh)))
 }
 
 /// Q4_0: the nibbles 0..15 (offset 8).
 #[inline(always)]
 fn unsigned_q4_0(x: &[u8], k: &NibK) -> (v128, v128) {
     let b = ld(x, 2);
-    (v128_and(b, k.m4), k.high_nibbles(b))
+    (v128_and(b, k.m4), high_nibbles(b, k.m4))
 }
 
 /// The constants of the nibble unpacking (`unsigned_q5_0`, `unsigned_q4_0`) and of the i16 →
@@ -148,13 +148,6 @@ impl NibK {
     #[inline(always)]
     fn new() -> NibK {
         NibK { m4: opaque(u8x16_splat(0x0f)), qh: QhK::hoisted(), ones: opaque(i16x8_splat(1)) }
-    }
-
-    /// The bytes' high nibbles: `u8x16_shr(b, 4)` as a u16 shift and the hoisted mask (V8
-    /// lowers the u8 shift to the same two instructions, building the mask each time).
-    #[inline(always)]
-    fn high_nibbles(&self, b: v128) -> v128 {
-        v128_and(u16x8_shr(b, 4), self.m4)
     }
 
     /// i16 lanes summed in pairs into i32 (`i32x4_extadd_pairwise_i16x8`, as one `pmaddwd`
@@ -381,11 +374,9 @@ fn q4_k_isum(x: &[u8], yb: &[u8], k: &Q4KK) -> (v128, v128) {
             i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q), v128_and(b0, m4)),
             i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 16), v128_and(b1, m4)),
         );
-        // High nibbles by a u16 shift and the mask (the bytes of `u8x16_shr`, which V8 lowers
-        // to the same shift and a mask it builds each time).
         let hi = i16x8_add(
-            i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 32), v128_and(u16x8_shr(b0, 4), m4)),
-            i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 48), v128_and(u16x8_shr(b1, 4), m4)),
+            i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 32), high_nibbles(b0, m4)),
+            i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 48), high_nibbles(b1, m4)),
         );
         let splat = |j: usize| i16x8_splat(smb[j] as i16);
         acc = i32x4_add(acc, i32x4_add(i32x4_dot_i16x8(lo, splat(2 * c)), i32x4_dot_i16x8(hi, splat(2 * c + 1))));

@@ -137,6 +137,14 @@ pub(super) fn f16_bits_to_f32x4(h: v128) -> v128 {
     v128_or(v128_bitselect(special, mag, is_special), sign)
 }
 
+/// The bytes' high nibbles (`m4`: 0x0F in every byte, made once by the caller): the bytes of
+/// `u8x16_shr(b, 4)` as a u16 shift and the mask. V8 lowers the u8 shift to the same two
+/// instructions but builds the mask each time.
+#[inline(always)]
+pub(super) fn high_nibbles(b: v128, m4: v128) -> v128 {
+    v128_and(u16x8_shr(b, 4), m4)
+}
+
 /// `v`, opaque to the compiler: for the constants of a hot loop, made once before it. LLVM's
 /// wasm backend rematerializes a `v128.const` at each use (it counts as free), and V8 then
 /// builds a splat from general registers every time (`movabs`, `vmovq`, `vpunpcklqdq`: three
@@ -469,8 +477,8 @@ pub(super) fn q6_k_unsigned_k(x: &[u8], h: usize, l0: usize, k: &NibMasks) -> [v
     [
         v128_or(v128_and(qa, m4), v128_and(i16x8_shl(hb, 4), m30)),
         v128_or(v128_and(qb, m4), v128_and(i16x8_shl(hb, 2), m30)),
-        v128_or(v128_and(u16x8_shr(qa, 4), m4), v128_and(hb, m30)),
-        v128_or(v128_and(u16x8_shr(qb, 4), m4), v128_and(u16x8_shr(hb, 2), m30)),
+        v128_or(high_nibbles(qa, m4), v128_and(hb, m30)),
+        v128_or(high_nibbles(qb, m4), v128_and(u16x8_shr(hb, 2), m30)),
     ]
 }
 
@@ -793,13 +801,6 @@ impl UnpackK {
     fn hoisted() -> UnpackK {
         UnpackK { m4: opaque(u8x16_splat(0x0f)), e8: opaque(i8x16_splat(8)), xf0: opaque(u8x16_splat(0xF0)), qh: QhK::hoisted() }
     }
-
-    /// The bytes' high nibbles: `u8x16_shr(b, 4)` as a u16 shift and the mask (V8 lowers the
-    /// u8 shift to the same two instructions, building the mask each time).
-    #[inline(always)]
-    fn high_nibbles(&self, b: v128) -> v128 {
-        v128_and(u16x8_shr(b, 4), self.m4)
-    }
 }
 
 #[inline(always)]
@@ -812,7 +813,7 @@ fn unpack_q5_0_k(x: &[u8], k: &UnpackK) -> (v128, v128) {
     let qh = qh_at(x, 2);
     let b = ld(x, 6);
     let lo = v128_or(v128_and(b, k.m4), qh_minus16(qh, 0, k));
-    let hi = v128_or(k.high_nibbles(b), qh_minus16(qh, 16, k));
+    let hi = v128_or(high_nibbles(b, k.m4), qh_minus16(qh, 16, k));
     (lo, hi)
 }
 
@@ -824,7 +825,7 @@ fn unpack_q4_0(x: &[u8]) -> (v128, v128) {
 #[inline(always)]
 fn unpack_q4_0_k(x: &[u8], k: &UnpackK) -> (v128, v128) {
     let b = ld(x, 2);
-    (i8x16_sub(v128_and(b, k.m4), k.e8), i8x16_sub(k.high_nibbles(b), k.e8))
+    (i8x16_sub(v128_and(b, k.m4), k.e8), i8x16_sub(high_nibbles(b, k.m4), k.e8))
 }
 
 // The scalar float terms: Q8_0 `sumi * (dx*dy)`, Q4_0 `sumi * dx * dy`, Q5_0 `(dx*dy) * sumi`.
