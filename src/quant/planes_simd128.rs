@@ -381,6 +381,49 @@ pub(super) fn pass1_rows(a: &[u8], ra: usize, _ahead: usize, x: &PlanesAct) -> [
     out
 }
 
+/// The exact dot's nibble weights and mask, made once per call (`opaque`): relaxed, `h`
+/// weighted 16 and `l` 1 by the widening dot; SIMD128, unused (its operands carry pass 1's ×32,
+/// shifted out in [`exact_block`]).
+struct ExactK {
+    w_h: v128,
+    w_l: v128,
+    nib: v128,
+}
+
+impl ExactK {
+    #[inline(always)]
+    fn new() -> ExactK {
+        #[cfg(target_feature = "relaxed-simd")]
+        let (w_h, w_l) = (opaque(i16x8_splat(16)), opaque(i16x8_splat(1)));
+        #[cfg(not(target_feature = "relaxed-simd"))]
+        let (w_h, w_l) = (i16x8_splat(0), i16x8_splat(0));
+        ExactK { w_h, w_l, nib: opaque(NIB_MASK) }
+    }
+}
+
+/// i32x4 partial sums of block `blk`'s `16·sh + sl` (`full_block_int` without its constant)
+/// in the row whose A part starts at `pa` and B part at `pb`: its `l` bytes are its known
+/// window merged with its B bytes, and both planes are dotted with the pass-1 operands.
+///
+/// # Safety
+/// `pa` starts a whole A part (the h plane at 2·nb + 16·blk, the known window ending at
+/// `o0 + o_off[blk] + c[blk] ≥ 16`), and the 16 bytes at `pb + b_off[blk]` are readable.
+#[inline(always)]
+unsafe fn exact_block(pa: *const u8, pb: *const u8, blk: usize, x: &PlanesAct, k: &ExactK) -> v128 {
+    let bl = &x.simd[blk];
+    let end = x.o0 + x.o_off[blk] as usize + x.c[blk] as usize;
+    let mask = v128_load(x.mask[blk].as_ptr() as *const v128);
+    let known = v128_load(pa.add(end - 16) as *const v128);
+    let rest = v128_load(pb.add(x.b_off[blk] as usize) as *const v128);
+    let (h, l) = (v128_load(pa.add(x.nb * 2 + blk * 16) as *const v128), v128_bitselect(known, rest, mask));
+    let (sh, sl) = (nibs(h, &bl.h, k.w_h, k.nib), nibs(l, &bl.h, k.w_l, k.nib));
+    // SIMD128's operands carry pass 1's ×32: every lane is a multiple of 32, so the shifts
+    // below are exact (16·sh and 1·sl).
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    let (sh, sl) = (i32x4_shr(sh, 1), i32x4_shr(sl, 5));
+    i32x4_add(sh, sl)
+}
+
 /// The exact dot of one row (`a`, `b`: its A and B parts, each running on past the row; the
 /// screen's pass 2 and the fallback): each block's integer from the same nibble dots as
 /// [`full_rows4`], four blocks reduced together, then the float part block by block in the
@@ -393,30 +436,10 @@ pub(super) fn full_row(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
     }
     let blocks = &x.simd[..nb];
     let (pa, pb) = (a.as_ptr(), b.as_ptr());
-    let nib = opaque(NIB_MASK);
-    #[cfg(target_feature = "relaxed-simd")]
-    let (w_h, w_l) = (opaque(i16x8_splat(16)), opaque(i16x8_splat(1)));
-    #[cfg(not(target_feature = "relaxed-simd"))]
-    let (w_h, w_l) = (i16x8_splat(0), i16x8_splat(0));
-    // i32x4 partial sums of block `blk`'s 16·sh + sl (`full_block_int` without its constant).
-    let int = |blk: usize| -> v128 {
-        let bl = &blocks[blk];
-        let end = x.o0 + x.o_off[blk] as usize + x.c[blk] as usize;
-        // SAFETY: the A part holds the h plane at 2·nb + 16·blk and the known window ending at
-        // `end` (16 ≤ 18·nb ≤ end); the B bytes at `b_off[blk] ≤ b_off[nb − 1]` have 16
-        // readable bytes (both checked above); `mask` is 16 readable bytes.
-        let (h, l) = unsafe {
-            let mask = v128_load(x.mask[blk].as_ptr() as *const v128);
-            let known = v128_load(pa.add(end - 16) as *const v128);
-            let rest = v128_load(pb.add(x.b_off[blk] as usize) as *const v128);
-            (v128_load(pa.add(nb * 2 + blk * 16) as *const v128), v128_bitselect(known, rest, mask))
-        };
-        let (sh, sl) = (nibs(h, &bl.h, w_h, nib), nibs(l, &bl.h, w_l, nib));
-        // SIMD128's operands carry pass 1's ×32: exact shifts, as in `full_rows4`.
-        #[cfg(not(target_feature = "relaxed-simd"))]
-        let (sh, sl) = (i32x4_shr(sh, 1), i32x4_shr(sl, 5));
-        i32x4_add(sh, sl)
-    };
+    let k = ExactK::new();
+    // SAFETY: the A part is whole and the B bytes at `b_off[blk] ≤ b_off[nb − 1]` have 16
+    // readable bytes (both checked above).
+    let int = |blk: usize| unsafe { exact_block(pa, pb, blk, x, &k) };
     let mut sumf = 0f32;
     let mut add = |blk: usize, v: i32| {
         let bl = &blocks[blk];
@@ -477,11 +500,7 @@ pub(super) fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct
     let (ta, tb) = (8 * ra, 8 * rb);
     let (la, lb) = (if a.len() >= ta + 4 * ra { (4 * ra).div_ceil(64) } else { 0 }, if b.len() >= tb + 4 * rb { (4 * rb).div_ceil(64) } else { 0 });
     let mut sink = i32x4_splat(0);
-    #[cfg(target_feature = "relaxed-simd")]
-    let (w_h, w_l) = (i16x8_splat(16), i16x8_splat(1));
-    #[cfg(not(target_feature = "relaxed-simd"))]
-    let (w_h, w_l) = (i16x8_splat(0), i16x8_splat(0));
-    let nib = opaque(NIB_MASK);
+    let ek = ExactK::new();
     let mut acc = f32x4_splat(0.0);
     for (blk, bl) in blocks.iter().enumerate() {
         for line in 2 * blk..2 * blk + 2 {
@@ -493,29 +512,9 @@ pub(super) fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct
                 sink = v128_or(sink, unsafe { v128_load32_zero(q as *const u32) });
             }
         }
-        let cb = x.c[blk] as usize;
-        let end = x.o0 + x.o_off[blk] as usize + cb;
-        let bo = x.b_off[blk] as usize;
-        // SAFETY: `mask` is 16 readable bytes.
-        let mask = unsafe { v128_load(x.mask[blk].as_ptr() as *const v128) };
-        let mut v = [i32x4_splat(0); 4];
-        for (k, vk) in v.iter_mut().enumerate() {
-            // SAFETY: row k's A part is `a[k·ra..(k+1)·ra]` (checked above) and holds its h
-            // plane at 2·nb + 16·blk and its known window ending at `end ≥ 16`; its B part
-            // starts at k·rb and the 16 bytes at `bo` stay inside `b` (checked above).
-            let (h, l) = unsafe {
-                let row = pa.add(k * ra);
-                let known = v128_load(row.add(end - 16) as *const v128);
-                let rest = v128_load(pb.add(k * rb + bo) as *const v128);
-                (v128_load(row.add(nb * 2 + blk * 16) as *const v128), v128_bitselect(known, rest, mask))
-            };
-            let (sh, sl) = (nibs(h, &bl.h, w_h, nib), nibs(l, &bl.h, w_l, nib));
-            // SIMD128's operands carry pass 1's ×32: every lane is a multiple of 32, so the
-            // shifts below are exact (16·sh and 1·sl).
-            #[cfg(not(target_feature = "relaxed-simd"))]
-            let (sh, sl) = (i32x4_shr(sh, 1), i32x4_shr(sl, 5));
-            *vk = i32x4_add(sh, sl);
-        }
+        // SAFETY: row k's A part is `a[k·ra..(k+1)·ra]` and its B part starts at k·rb, where
+        // the 16 bytes at `b_off[blk]` stay inside `b` (both checked above).
+        let v: [v128; 4] = core::array::from_fn(|k| unsafe { exact_block(pa.add(k * ra), pb.add(k * rb), blk, x, &ek) });
         // `full_block_int`: 16·sh + sl − 128·Σq.
         let sumi = i32x4_add(reduce4(v[0], v[1], v[2], v[3]), i32x4_splat(bl.full_cst));
         let s = f32x4_mul(unsafe { scales4(pa, ra, blk) }, f32x4_splat(bl.dx));
