@@ -261,6 +261,14 @@ impl PlanesAct {
     pub fn bytes(&self) -> usize {
         Self::bytes_for(self.qxp.capacity())
     }
+
+    /// Bytes of a row's `A` part in the layout this activation was prepared for (its scales,
+    /// `h` plane and known section: `PlaneLayout::pass1_row_bytes`), what the wasm kernels'
+    /// bounds checks need.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    pub fn a_part_bytes(&self) -> usize {
+        self.nb.checked_sub(1).map_or(0, |last| self.o0 + self.o_off[last] as usize + self.c[last] as usize)
+    }
     /// Prepares `act` (Q8_0, `34 × nb` bytes) for `layout`'s kernels, reusing `self`'s buffers.
     pub fn prepare(&mut self, layout: &PlaneLayout, act: &[u8]) {
         let nb = layout.nb;

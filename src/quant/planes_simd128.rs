@@ -62,11 +62,9 @@ fn known_l(a: &[u8], x: &PlanesAct, blk: usize) -> v128 {
 /// short streams (scales and `h` plane of four rows) it did not, and the loads that touched the
 /// rows ahead for it stalled retirement (about a third of pass 1's time on a 2-core EPYC VM).
 pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
-    let nb = x.nb;
-    assert!(nb > 0 && a.len() >= x.o0 + x.o_off[nb - 1] as usize + x.c[nb - 1] as usize, "a whole A part");
-    let k = Pass1Consts::new();
+    assert!(x.nb > 0 && a.len() >= x.a_part_bytes(), "a whole A part");
     // SAFETY: `a` holds a whole A part (asserted above).
-    let [a2, e1, t] = if x.simd_blockwise { unsafe { row_sums::<true>(a.as_ptr(), x, &k) } } else { unsafe { row_sums::<false>(a.as_ptr(), x, &k) } };
+    let [a2, e1, t] = unsafe { row_sums_of(a.as_ptr(), x, &Pass1Consts::new()) };
     Pass1 { a2: lanes_total(store4(a2)), e1: lanes_total(store4(e1)), t: lanes_total(store4(t)) }
 }
 
@@ -94,14 +92,26 @@ impl Pass1Consts {
     }
 }
 
+/// [`row_sums`] in the loop `x`'s layout needs.
+///
+/// # Safety
+/// As [`row_sums`].
+#[inline(always)]
+unsafe fn row_sums_of(p: *const u8, x: &PlanesAct, k: &Pass1Consts) -> [v128; 3] {
+    if x.simd_blockwise {
+        row_sums::<true>(p, x, k)
+    } else {
+        row_sums::<false>(p, x, k)
+    }
+}
+
 /// Pass 1's three sums of the row whose A part starts at `p`, in four lanes each (lane `j`:
 /// blocks `j, j + 4, ...`, `planes::Pass1`), before [`lanes_total`]. `BLOCKWISE`: some block
 /// reads its known bytes through its own window (`Pass1Block::known_at`) rather than its
 /// group's (`Pass1Quad::known`): two loops, so the usual one tests nothing per block.
 ///
 /// # Safety
-/// `p` starts a whole A part of `x`'s layout: `x.o0 + x.o_off[nb - 1] + x.c[nb - 1]` readable
-/// bytes (`nb = x.nb > 0`).
+/// `p` starts a whole A part of `x`'s layout: `x.a_part_bytes()` readable bytes (`x.nb > 0`).
 #[inline(always)]
 unsafe fn row_sums<const BLOCKWISE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1Consts) -> [v128; 3] {
     let nb = x.nb;
@@ -362,8 +372,7 @@ unsafe fn scales4(p: *const u8, ra: usize, blk: usize) -> v128 {
 /// are totalled together (`lanes_total4`): a row of Gemma 3's head is only 20 blocks, and
 /// per-row work was about a third of pass 1.
 pub(super) fn pass1_rows(a: &[u8], ra: usize, _ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
-    let nb = x.nb;
-    assert!(nb > 0 && a.len() >= (PASS1_ROWS - 1) * ra + x.o0 + x.o_off[nb - 1] as usize + x.c[nb - 1] as usize, "whole A parts");
+    assert!(x.nb > 0 && a.len() >= (PASS1_ROWS - 1) * ra + x.a_part_bytes(), "whole A parts");
     let k = Pass1Consts::new();
     let mut out = [Pass1 { a2: 0.0, e1: 0.0, t: 0.0 }; PASS1_ROWS];
     for (r4, o) in out.chunks_exact_mut(4).enumerate() {
@@ -371,7 +380,7 @@ pub(super) fn pass1_rows(a: &[u8], ra: usize, _ahead: usize, x: &PlanesAct) -> [
         for (i, si) in s.iter_mut().enumerate() {
             // SAFETY: row 4·r4 + i < PASS1_ROWS starts a whole A part (asserted above).
             let p = unsafe { a.as_ptr().add((4 * r4 + i) * ra) };
-            *si = if x.simd_blockwise { unsafe { row_sums::<true>(p, x, &k) } } else { unsafe { row_sums::<false>(p, x, &k) } };
+            *si = unsafe { row_sums_of(p, x, &k) };
         }
         let [a2, e1, t] = [0, 1, 2].map(|f| store4(lanes_total4(s[0][f], s[1][f], s[2][f], s[3][f])));
         for (i, oi) in o.iter_mut().enumerate() {
@@ -431,7 +440,7 @@ unsafe fn exact_block(pa: *const u8, pb: *const u8, blk: usize, x: &PlanesAct, k
 /// the matrix (its last row), block by block with a copy ([`full_row_blocks`]).
 pub(super) fn full_row(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
     let nb = x.nb;
-    if nb == 0 || b.len() < x.b_off[nb - 1] as usize + 16 || a.len() < x.o0 + x.o_off[nb - 1] as usize + x.c[nb - 1] as usize {
+    if nb == 0 || b.len() < x.b_off[nb - 1] as usize + 16 || a.len() < x.a_part_bytes() {
         return full_row_blocks(a, b, x);
     }
     let blocks = &x.simd[..nb];

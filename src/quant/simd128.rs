@@ -461,7 +461,8 @@ impl NibMasks {
     /// Made opaque ([`opaque`]), for a loop.
     #[inline(always)]
     pub(super) fn hoisted() -> NibMasks {
-        NibMasks { m4: opaque(u8x16_splat(0x0f)), m30: opaque(u8x16_splat(0x30)) }
+        let k = NibMasks::plain();
+        NibMasks { m4: opaque(k.m4), m30: opaque(k.m30) }
     }
 }
 
@@ -784,7 +785,7 @@ pub(super) fn unpack_q8_0(x: &[u8]) -> (v128, v128) {
 
 /// The constants of the signed Q4_0 / Q5_0 unpacking: made once per call by the decode kernels
 /// (`UnpackK::hoisted`, see [`opaque`]), at each use elsewhere.
-pub(super) struct UnpackK {
+struct UnpackK {
     m4: v128,
     e8: v128,
     xf0: v128,
@@ -799,7 +800,8 @@ impl UnpackK {
 
     #[inline(always)]
     fn hoisted() -> UnpackK {
-        UnpackK { m4: opaque(u8x16_splat(0x0f)), e8: opaque(i8x16_splat(8)), xf0: opaque(u8x16_splat(0xF0)), qh: QhK::hoisted() }
+        let k = UnpackK::plain();
+        UnpackK { m4: opaque(k.m4), e8: opaque(k.e8), xf0: opaque(k.xf0), qh: QhK::hoisted() }
     }
 }
 

@@ -522,9 +522,10 @@ fn rows4_stream_throughput() {
 }
 
 /// Benchmark, not a test (ignored; `--include-ignored pass1_stream`): the screen's pass 1 over
-/// a plane-layout head 640 wide, streamed from memory (90 MB, beyond every cache) and over
-/// two groups read again and again (in cache), the same rows' bytes either way: whether pass 1
-/// waits on memory or on its instructions.
+/// a plane-layout head 640 wide streamed from memory (85 MB, beyond every cache) and over two
+/// groups read again and again (in cache): whether pass 1 waits on memory or on its
+/// instructions; and over rows 2560 wide in cache: the part of a row's time that does not grow
+/// with its length.
 #[wasm_bindgen_test]
 #[ignore]
 fn pass1_stream_throughput() {
