@@ -90,7 +90,8 @@
 //     Sent when a decode-speed window closes (sustained.js), during a generation.
 // {type:'memory', snapshot: MemorySnapshot}
 //     The memory ledger: sent when the pressure level changes (reason 'level', checked after
-//     every load chunk, prefill chunk and decode step), at the end of every load and generation
+//     every load chunk, prefill chunk and decode step, and before any other memory event, so
+//     that every change arrives as a 'level' event), at the end of every load and generation
 //     (reason 'load' / 'request', also on failure), and after a 'memory' request.
 //
 // Loading: before the loader allocates anything, the worker skims the header in 64 KiB pieces

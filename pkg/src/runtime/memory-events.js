@@ -23,11 +23,15 @@ export class MemoryEvents {
     if (s) this.post('level', JSON.parse(s));
   }
 
-  /** Posts the ledger's snapshot as a `memory` event and keeps it as the latest. */
+  /** Posts the ledger's snapshot as a `memory` event and keeps it as the latest. A level
+   *  change since the last poll (made after the last step, e.g. by the stream's own buffers,
+   *  or by the step that failed) is announced first as a `level` event: a listener that
+   *  follows the levels sees every change, whatever event carries the snapshot next. */
   post(reason, snapshot) {
     const { engine } = this.rt;
     if (!engine || this.rt.dead || !engine.memory_snapshot) return;
     try {
+      if (reason !== 'level') this.poll();
       snapshot = snapshot || JSON.parse(engine.memory_snapshot());
     } catch {
       return; // the instance is broken: the crash is reported on its own
