@@ -18,6 +18,8 @@ use crate::sampling::gumbel;
 
 use super::Weight;
 
+mod topk;
+
 /// What the sampler needs of the logits.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Need {
@@ -256,24 +258,19 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
         // are best computed exactly first (most are candidates either way), it sits at or
         // near the true k-th logit instead of a bound's width below it — in the dense part
         // of the distribution, where a bound's width can hold tens of thousands of rows.
+        // (`out.logits` is scratch until the candidates' logits are written.)
         let m = (k.saturating_mul(TOPK_EXACT_FACTOR)).clamp(1, n_out / (2 * MAX_CANDIDATE_SHARE) + 1).min(n_out);
-        s.lo.clear();
-        s.lo.extend(s.est.iter().zip(&s.err).map(|(&a, &e)| a + e));
-        let (_, mth, _) = s.lo.select_nth_unstable_by(m - 1, |a, b| b.total_cmp(a));
-        let mth = *mth;
-        let mut left = m;
-        for j in 0..n_out {
-            if left == 0 {
-                break;
+        topk::best_upper(&s.est, &s.err, m, cap, &mut out.ids, &mut out.logits, &mut s.lo);
+        for &j in &out.ids {
+            let j = j as usize;
+            if s.err[j] != 0.0 {
+                s.est[j] = row_full(j);
+                s.err[j] = 0.0;
+                finite &= s.est[j].is_finite();
             }
-            if s.est[j] + s.err[j] >= mth {
-                left -= 1;
-                if s.err[j] != 0.0 {
-                    s.est[j] = row_full(j);
-                    s.err[j] = 0.0;
-                    finite &= s.est[j].is_finite();
-                }
-            }
+        }
+        if !finite {
+            out.ids.clear();
         }
     }
     let mut threshold = if !finite {
@@ -285,13 +282,8 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
         match ask.need {
             Need::Max => max_lo(),
             Need::Floor(ln_p) => (f32_down(max_lo()) + ln_p) as f64,
-            Need::TopK(k) => {
-                let k = k.clamp(1, n_out);
-                s.lo.clear();
-                s.lo.extend((0..n_out).map(|j| f32_down(lo(j))));
-                let (_, kth, _) = s.lo.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
-                *kth as f64
-            }
+            // The candidates too, into `out.ids` (from the rows computed above).
+            Need::TopK(k) => topk::threshold(est, err, k.clamp(1, n_out), cap, &mut out.ids, &mut out.logits, &mut s.lo),
             Need::Gumbel { t, key } => {
                 let bounds = |j: usize| (lo(j), est[j] as f64 + err[j] as f64);
                 gumbel::candidates(n_out, bounds, |j| j as u32, t, key, n_out / MAX_CANDIDATE_SHARE, &mut out.ids)
@@ -319,14 +311,19 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
                 out.ids.retain(|&j| up_score(est, err, j) >= threshold);
             }
         }
+        Need::TopK(_) => {}
         _ => {
             for j in 0..n_out {
                 if s.est[j] as f64 + s.err[j] as f64 >= threshold {
                     out.ids.push(j as u32);
+                    if out.ids.len() == cap {
+                        break; // too many: it falls back below (the buffer keeps its size)
+                    }
                 }
             }
         }
     }
+    out.logits.clear();
     out.threshold = threshold;
     if !threshold.is_finite() || out.ids.len() > n_out / MAX_CANDIDATE_SHARE {
         out.fell_back = true;
