@@ -379,7 +379,14 @@ pub fn pass1_block_int(sh: i32, sl: i32, x: &PlanesAct, blk: usize) -> i32 {
 /// Q8_0's block integer `Σ q·qx` from the nibble sums `sh = Σ h·q`, `sl = Σ l·q` (all positions).
 #[inline]
 pub fn full_block_int(sh: i32, sl: i32, x: &PlanesAct, blk: usize) -> i32 {
-    16 * sh + sl - 128 * x.sum[blk]
+    16 * sh + sl + full_cst(x, blk)
+}
+
+/// The constant part of block `blk`'s exact integer: `u = q ^ 0x80` stores `q + 128`, so the
+/// planes' dot carries `128·Σqx` too much.
+#[inline]
+pub fn full_cst(x: &PlanesAct, blk: usize) -> i32 {
+    -128 * x.sum[blk]
 }
 
 /// The exact dot of one row (`A` part `a`, `B` part `b`) with the activation: Q8_0's

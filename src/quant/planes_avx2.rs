@@ -7,7 +7,7 @@ use core::arch::x86_64::*;
 
 use super::avx2::{f16x4_exact, f16x8_bits};
 use super::float::read_f16;
-use super::planes::{lanes_total, rest16, full_block_int, pass1_block_int, Pass1, PlanesAct, PASS1_LANES};
+use super::planes::{full_block_int, full_cst, lanes_total, rest16, pass1_block_int, Pass1, PlanesAct, PASS1_LANES};
 
 #[inline(always)]
 unsafe fn ld128(b: &[u8], at: usize) -> __m128i {
@@ -261,7 +261,7 @@ unsafe fn full_rows4_avx2(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAc
         let h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
         let sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
         // `full_block_int`: 16·sh + sl − 128·Σq.
-        let sumi = _mm_sub_epi32(sums, _mm_set1_epi32(128 * x.sum[blk]));
+        let sumi = _mm_add_epi32(sums, _mm_set1_epi32(full_cst(x, blk)));
         let s = _mm_mul_ps(f16x4_exact(dwb), _mm_set1_ps(x.dx[blk]));
         sumf = _mm_add_ps(sumf, _mm_mul_ps(_mm_cvtepi32_ps(sumi), s));
     }

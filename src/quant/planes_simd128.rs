@@ -6,9 +6,9 @@
 use core::arch::wasm32::*;
 
 use super::float::read_f16;
-use super::planes::{lanes_total, rest16, Pass1, PlanesAct, PASS1_ROWS};
+use super::planes::{full_cst, lanes_total, rest16, Pass1, PlanesAct, PASS1_ROWS};
 use super::q8::QK;
-use super::simd128::{f16x4_low_to_f32x4, f16x4_low_to_f32x4_k, hsum, ld, opaque, reduce4, store4, F16K};
+use super::simd128::{add_lanes_in_order, f16x4_low_to_f32x4, f16x4_low_to_f32x4_k, hsum, ld, opaque, reduce4, store4, F16K};
 
 /// i32x4 partial sums of Σ_k lo(v_k)·q[k] + hi(v_k)·q[k+16] (`q0`, `q1`: q's two halves).
 /// In the relaxed build, two relaxed dots: the nibbles (0..15) are the 7-bit operand, so every
@@ -253,6 +253,8 @@ pub struct Pass1Quad {
     m: v128,
     n: v128,
     cst: v128,
+    /// The exact dot's constant part per block (`planes::full_cst`).
+    full_cst: v128,
     live: v128,
 }
 
@@ -300,6 +302,7 @@ pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>, qua
             n: v(&|b| x.n[b].to_bits()),
             // `c15 − 256·Σq`: the block integer's constant part (`pass1_block_int`).
             cst: v(&|b| (x.c15[b] - 256 * x.sum[b]) as u32),
+            full_cst: v(&|b| full_cst(x, b) as u32),
             live: v(&|_| u32::MAX),
         });
     }
@@ -314,7 +317,7 @@ pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>, qua
         let l = operand(&lq, 2);
         // The window ends at the block's last known byte; it starts at ≥ 18·nb − 16 > 0.
         let known_at = if cb == 0 || grouped { 0 } else { x.o0 + x.o_off[blk] as usize + cb - 16 };
-        out.push(Pass1Block { h, l, dx: x.dx[blk], full_cst: -128 * x.sum[blk], known_at: known_at as u32 });
+        out.push(Pass1Block { h, l, dx: x.dx[blk], full_cst: full_cst(x, blk), known_at: known_at as u32 });
     }
     out.iter().any(|b| b.known_at != 0)
 }
@@ -446,27 +449,28 @@ pub(super) fn full_row(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
     let blocks = &x.simd[..nb];
     let (pa, pb) = (a.as_ptr(), b.as_ptr());
     let k = ExactK::new();
+    let f16k = F16K::hoisted();
     // SAFETY: the A part is whole and the B bytes at `b_off[blk] ≤ b_off[nb − 1]` have 16
     // readable bytes (both checked above).
     let int = |blk: usize| unsafe { exact_block(pa, pb, blk, x, &k) };
     let mut sumf = 0f32;
-    let mut add = |blk: usize, v: i32| {
-        let bl = &blocks[blk];
-        sumf += (v + bl.full_cst) as f32 * (read_f16(a, 2 * blk) * bl.dx);
-    };
     let quads = nb / 4;
     for g in 0..quads {
         let s = reduce4(int(4 * g), int(4 * g + 1), int(4 * g + 2), int(4 * g + 3));
-        add(4 * g, i32x4_extract_lane::<0>(s));
-        add(4 * g + 1, i32x4_extract_lane::<1>(s));
-        add(4 * g + 2, i32x4_extract_lane::<2>(s));
-        add(4 * g + 3, i32x4_extract_lane::<3>(s));
+        // The float part of four blocks in four lanes, each lane the scalar expression
+        // `(sumi + full_cst) as f32 · (dw · dx)`, then added to `sumf` in block order.
+        let q = &x.quads[g];
+        let sumi = i32x4_add(s, q.full_cst);
+        // SAFETY: the scales of blocks 4g..4g + 4 are the A part's bytes 8g..8g + 8.
+        let dw = f16x4_low_to_f32x4_k(unsafe { v128_load64_zero(pa.add(8 * g) as *const u64) }, &f16k);
+        sumf = add_lanes_in_order(sumf, f32x4_mul(f32x4_convert_i32x4(sumi), f32x4_mul(dw, q.dx)));
     }
-    for blk in 4 * quads..nb {
-        add(blk, hsum(int(blk)));
+    for (blk, bl) in blocks.iter().enumerate().skip(4 * quads) {
+        sumf += (hsum(int(blk)) + bl.full_cst) as f32 * (read_f16(a, 2 * blk) * bl.dx);
     }
     sumf
 }
+
 
 /// [`full_row`] block by block, the B bytes copied where a 16-byte load would pass the end of
 /// the matrix.
@@ -485,7 +489,7 @@ fn full_row_blocks(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
         let sh = nib_dot(ld(a, nb * 2 + blk * 16), q0, q1);
         let sl = nib_dot(l, q0, q1);
         // 16·sh + sl - 128·Σq, as the scalar kernel's `full_block_int`.
-        let sumi = hsum(i32x4_add(i32x4_shl(sh, 4), sl)) - 128 * x.sum[blk];
+        let sumi = hsum(i32x4_add(i32x4_shl(sh, 4), sl)) + full_cst(x, blk);
         sumf += sumi as f32 * (dw * x.dx[blk]);
     }
     sumf

@@ -237,7 +237,7 @@ pub(super) fn ld_f32x4(d: &[f32], at: usize) -> v128 {
 
 /// Adds the four lanes of `p` to `sumf` one after the other (block order, as the scalar loop).
 #[inline(always)]
-fn add_lanes_in_order(sumf: f32, p: v128) -> f32 {
+pub(super) fn add_lanes_in_order(sumf: f32, p: v128) -> f32 {
     let s = sumf + f32x4_extract_lane::<0>(p);
     let s = s + f32x4_extract_lane::<1>(p);
     let s = s + f32x4_extract_lane::<2>(p);
