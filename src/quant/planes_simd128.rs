@@ -8,7 +8,7 @@ use core::arch::wasm32::*;
 use super::float::read_f16;
 use super::planes::{full_cst, lanes_total, rest16, Pass1, PlanesAct, PASS1_ROWS};
 use super::q8::QK;
-use super::simd128::{add_lanes_in_order, f16x4_low_to_f32x4, f16x4_low_to_f32x4_k, hsum, ld, opaque, reduce4, store4, F16K};
+use super::simd128::{add_lanes_in_order, f16x4_low_to_f32x4, f16x4_low_to_f32x4_k, hsum, ld, opaque, reduce4, store4, swizzle, F16K};
 
 /// i32x4 partial sums of Σ_k lo(v_k)·q[k] + hi(v_k)·q[k+16] (`q0`, `q1`: q's two halves).
 /// In the relaxed build, two relaxed dots: the nibbles (0..15) are the 7-bit operand, so every
@@ -146,7 +146,7 @@ unsafe fn row_sums<const BLOCKWISE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1
             // bytes (`Pass1Quad::known_idx`): the window's i32 lanes are the blocks' sums.
             // SAFETY: the window ends at the group's last known byte, inside the A part, and
             // starts after the scales (`prepare_pass1_blocks`).
-            let w = i8x16_swizzle(unsafe { v128_load(p.add(q.known_at as usize) as *const v128) }, q.known_idx);
+            let w = swizzle(unsafe { v128_load(p.add(q.known_at as usize) as *const v128) }, q.known_idx);
             ai = i32x4_add(ai, nibs(w, &q.known, s2, nib));
         }
         // SAFETY: 8 bytes at 8·g ≤ 2·nb + 6 ≤ 18·nb: inside the A part (the scales, and for

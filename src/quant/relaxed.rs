@@ -42,7 +42,7 @@ use super::q8::Q8_0_BYTES;
 use super::q8_k::{Q8KBlock, BSUMS_AT, Q8_K_BYTES, QK_K, QS_AT};
 use super::simd128::{
     blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, f16x4_at_k, high_nibbles, hsum, ld, ld_f32x4, opaque, q6_k_unsigned_k,
-    qh_at, qh_bits16_k, reduce4, rows4_of, store4, Ahead, NibMasks, F16K, QhK,
+    qh_at, qh_bits16_k, reduce4, rows4_of, store4, swizzle, Ahead, NibMasks, F16K, QhK,
 };
 
 const QK: usize = 32;
@@ -309,8 +309,8 @@ pub(super) fn toks8_q4_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) ->
 #[inline(always)]
 fn q4_k_scales_mins(x: &[u8], k: &Q4KK) -> v128 {
     let s = ld(x, 4); // the 12 packed bytes, then 4 quant bytes that no index selects
-    let low = i8x16_swizzle(s, k.sel_low);
-    let high = i8x16_swizzle(s, k.sel_high);
+    let low = swizzle(s, k.sel_low);
+    let high = swizzle(s, k.sel_high);
     // Mins 4..8 take the high nibble of their byte, everything else the low bits (a u16 shift:
     // the bits it moves across bytes are masked off by `keep`).
     let low = v128_and(v128_bitselect(u16x8_shr(low, 4), low, k.nib_hi), k.keep);
@@ -381,7 +381,7 @@ fn q4_k_isum(x: &[u8], yb: &[u8], k: &Q4KK) -> (v128, v128) {
         let splat = |j: usize| i16x8_splat(smb[j] as i16);
         acc = i32x4_add(acc, i32x4_add(i32x4_dot_i16x8(lo, splat(2 * c)), i32x4_dot_i16x8(hi, splat(2 * c + 1))));
     }
-    let (m_lo, m_hi) = (i8x16_swizzle(sm, k.mins_lo), i8x16_swizzle(sm, k.mins_hi));
+    let (m_lo, m_hi) = (swizzle(sm, k.mins_lo), swizzle(sm, k.mins_hi));
     let summs = i32x4_add(i32x4_dot_i16x8(ld(yb, BSUMS_AT), m_lo), i32x4_dot_i16x8(ld(yb, BSUMS_AT + 16), m_hi));
     (acc, summs)
 }

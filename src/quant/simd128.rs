@@ -79,11 +79,24 @@ impl QhK {
     }
 }
 
+/// `i8x16.swizzle` for indices below 16 or at least 128 (a zero byte), the only ones our
+/// kernels use: in the relaxed build `i8x16.relaxed_swizzle`, which gives the same bytes for
+/// those indices and is one `pshufb` in V8 where the plain swizzle first saturates the indices
+/// (`paddusb` against a constant) whenever they are not a visible constant — and ours are
+/// made opaque ([`opaque`]).
+#[inline(always)]
+pub(super) fn swizzle(v: v128, idx: v128) -> v128 {
+    #[cfg(target_feature = "relaxed-simd")]
+    return i8x16_relaxed_swizzle(v, idx);
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    i8x16_swizzle(v, idx)
+}
+
 /// Lane i (0..16) holds bit k = base + i of the little-endian u32 `qh` where it sits in its
 /// byte (0 or 1 << k % 8), paired with that mask (`v`: `qh` in every u32 lane, from `qh_at`).
 #[inline(always)]
 fn qh_lane_bits(v: v128, base: u32, k: &QhK) -> (v128, v128) {
-    let sel = i8x16_swizzle(v, k.sel[(base != 0) as usize]);
+    let sel = swizzle(v, k.sel[(base != 0) as usize]);
     (v128_and(sel, k.bit), k.bit)
 }
 
