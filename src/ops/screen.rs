@@ -18,6 +18,7 @@ use crate::sampling::gumbel;
 
 use super::Weight;
 
+mod sweep;
 mod topk;
 
 /// What the sampler needs of the logits.
@@ -164,6 +165,17 @@ impl Bound {
     }
 }
 
+/// A row's lower and upper bounds in f64 (exact: the f32 sum or difference of two f32 is
+/// exact in f64) from its estimate and bound.
+#[inline(always)]
+fn lo64(est: f32, err: f32) -> f64 {
+    est as f64 - err as f64
+}
+#[inline(always)]
+fn up64(est: f32, err: f32) -> f64 {
+    est as f64 + err as f64
+}
+
 /// The largest f32 that is ≤ `v`.
 fn f32_down(v: f64) -> f32 {
     let f = v as f32;
@@ -240,14 +252,7 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
         }
     }
     // - the best estimate's row (the first best on ties), whose exact value lifts the threshold.
-    let mut kstar = 0usize;
-    let mut finite = true;
-    for (j, (&a, &e)) in s.est.iter().zip(&s.err).enumerate() {
-        finite &= a.is_finite() && e.is_finite();
-        if a > s.est[kstar] {
-            kstar = j;
-        }
-    }
+    let (kstar, mut finite) = sweep::best_estimate(&s.est, &s.err);
     if s.err[kstar] != 0.0 {
         s.est[kstar] = row_full(kstar);
         s.err[kstar] = 0.0;
@@ -277,15 +282,14 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
         f64::NAN
     } else {
         let (est, err) = (&s.est, &s.err);
-        let lo = |j: usize| est[j] as f64 - err[j] as f64;
-        let max_lo = || (0..n_out).map(lo).fold(f64::NEG_INFINITY, f64::max);
+        let max_lo = || sweep::max_of(est, err, lo64);
         match ask.need {
             Need::Max => max_lo(),
             Need::Floor(ln_p) => (f32_down(max_lo()) + ln_p) as f64,
             // The candidates too, into `out.ids` (from the rows computed above).
             Need::TopK(k) => topk::threshold(est, err, k.clamp(1, n_out), cap, &mut out.ids, &mut out.logits, &mut s.lo),
             Need::Gumbel { t, key } => {
-                let bounds = |j: usize| (lo(j), est[j] as f64 + err[j] as f64);
+                let bounds = |j: usize| (lo64(est[j], err[j]), up64(est[j], err[j]));
                 gumbel::candidates(n_out, bounds, |j| j as u32, t, key, n_out / MAX_CANDIDATE_SHARE, &mut out.ids)
             }
         }
@@ -298,7 +302,7 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
             // Tighten the threshold (from lower bounds) with the exact scores of the candidates
             // whose upper scores are best: each is a candidate either way, so computing it now
             // costs nothing more, and each can drop many others.
-            let up_score = |est: &[f32], err: &[f32], j: u32| gumbel::score(est[j as usize] as f64 + err[j as usize] as f64, t, gumbel::noise(key, j));
+            let up_score = |est: &[f32], err: &[f32], j: u32| gumbel::score(up64(est[j as usize], err[j as usize]), t, gumbel::noise(key, j));
             for _ in 0..GUMBEL_EXACT_CANDIDATES {
                 let (est, err) = (&s.est, &s.err);
                 let best = out.ids.iter().copied().filter(|&j| err[j as usize] != 0.0).max_by(|&a, &b| up_score(est, err, a).total_cmp(&up_score(est, err, b)));
@@ -312,16 +316,8 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
             }
         }
         Need::TopK(_) => {}
-        _ => {
-            for j in 0..n_out {
-                if s.est[j] as f64 + s.err[j] as f64 >= threshold {
-                    out.ids.push(j as u32);
-                    if out.ids.len() == cap {
-                        break; // too many: it falls back below (the buffer keeps its size)
-                    }
-                }
-            }
-        }
+        // More than `cap` − 1: it falls back below (the buffer keeps its size).
+        _ => _ = topk::push_hits(&s.est, &s.err, |a, e| up64(a, e) >= threshold, cap, &mut out.ids),
     }
     out.logits.clear();
     out.threshold = threshold;

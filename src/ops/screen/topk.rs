@@ -17,7 +17,8 @@
 
 use std::cmp::Ordering;
 
-use super::f32_down;
+use super::{f32_down, lo64, up64};
+use super::sweep::for_each_hit;
 
 /// One sampled row in this many for the guess of (1).
 const SAMPLE_STRIDE: usize = 64;
@@ -48,16 +49,7 @@ pub(super) fn best_upper(est: &[f32], err: &[f32], m: usize, cap: usize, ids: &m
         tmp.clear();
         tmp.extend((0..n).step_by(SAMPLE_STRIDE).map(|j| upper(est, err, j)));
         let guess = *tmp.select_nth_unstable_by(r - 1, desc).1;
-        let mut fits = true;
-        for j in 0..n {
-            if upper(est, err, j).total_cmp(&guess) != Ordering::Less {
-                if ids.len() == cap {
-                    fits = false;
-                    break;
-                }
-                ids.push(j as u32);
-            }
-        }
+        let fits = push_hits(est, err, |a, e| (a + e).total_cmp(&guess) != Ordering::Less, cap, ids);
         if fits && ids.len() >= m {
             ids.select_nth_unstable_by(m - 1, |&a, &b| key(b).total_cmp(&key(a)).then(a.cmp(&b)));
             ids.truncate(m);
@@ -87,13 +79,13 @@ pub(super) fn best_upper(est: &[f32], err: &[f32], m: usize, cap: usize, ids: &m
 /// A row's lower bound as the threshold ranks it: `est − err` in f64, rounded down to f32.
 #[inline(always)]
 fn lower(est: &[f32], err: &[f32], j: usize) -> f32 {
-    f32_down(est[j] as f64 - err[j] as f64)
+    f32_down(lo64(est[j], err[j]))
 }
 
-/// Whether row `j`'s upper bound (`est + err` in f64) reaches `t`: a candidate of threshold `t`.
+/// Whether a row's upper bound (`est + err` in f64) reaches `t`: a candidate of threshold `t`.
 #[inline(always)]
-fn reaches(est: &[f32], err: &[f32], j: usize, t: f64) -> bool {
-    est[j] as f64 + err[j] as f64 >= t
+fn reaches(est: f32, err: f32, t: f64) -> bool {
+    up64(est, err) >= t
 }
 
 /// Top-k's threshold, the k-th largest lower bound over every row (`1 ≤ k ≤ rows`), and its
@@ -114,21 +106,11 @@ pub(super) fn threshold(est: &[f32], err: &[f32], k: usize, cap: usize, ids: &mu
         // largest lower bounds (unless tied at a value below them, which changes nothing) nor
         // a candidate.
         ids.clear();
-        let mut fits = true;
-        for j in 0..n {
-            if reaches(est, err, j, v) {
-                if ids.len() == cap {
-                    fits = false;
-                    break;
-                }
-                ids.push(j as u32);
-            }
-        }
-        if fits {
+        if push_hits(est, err, |a, e| reaches(a, e, v), cap, ids) {
             tmp.clear();
             tmp.extend(ids.iter().map(|&j| lower(est, err, j as usize)));
             let t = *tmp.select_nth_unstable_by(k - 1, desc).1 as f64;
-            ids.retain(|&j| reaches(est, err, j as usize, t));
+            ids.retain(|&j| reaches(est[j as usize], err[j as usize], t));
             return t;
         }
     }
@@ -136,15 +118,22 @@ pub(super) fn threshold(est: &[f32], err: &[f32], k: usize, cap: usize, ids: &mu
     lo.extend((0..n).map(|j| lower(est, err, j)));
     let t = *lo.select_nth_unstable_by(k - 1, desc).1 as f64;
     ids.clear();
-    for j in 0..n {
-        if reaches(est, err, j, t) {
-            ids.push(j as u32);
-            if ids.len() == cap {
-                break;
-            }
-        }
-    }
+    push_hits(est, err, |a, e| reaches(a, e, t), cap, ids);
     t
+}
+
+/// The rows with `hit(est, err)` pushed to `ids` (not grown past `cap`): whether all fit.
+#[inline(always)]
+pub(super) fn push_hits(est: &[f32], err: &[f32], hit: impl Fn(f32, f32) -> bool, cap: usize, ids: &mut Vec<u32>) -> bool {
+    let mut fits = true;
+    for_each_hit(est, err, hit, |j| {
+        fits = ids.len() < cap;
+        if fits {
+            ids.push(j as u32);
+        }
+        fits
+    });
+    fits
 }
 
 #[cfg(test)]
@@ -188,7 +177,7 @@ mod tests {
         let mut lo: Vec<f32> = (0..est.len()).map(|j| lower(est, err, j)).collect();
         lo.sort_by(desc);
         let t = lo[k - 1] as f64;
-        (t, (0..est.len() as u32).filter(|&j| reaches(est, err, j as usize, t)).collect())
+        (t, (0..est.len() as u32).filter(|&j| reaches(est[j as usize], err[j as usize], t)).collect())
     }
 
     #[test]
