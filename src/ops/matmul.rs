@@ -79,7 +79,7 @@ impl Weight {
         if self.ty != GgmlType::Q8_0 || self.planes.is_some() {
             return false;
         }
-        let layout = PlaneLayout::new(self.n_in, self.n_out, outliers);
+        let mut layout = PlaneLayout::new(self.n_in, self.n_out, outliers);
         layout.relayout_in_place(&mut self.data);
         self.planes = Some(Box::new(layout));
         true

@@ -40,6 +40,9 @@ pub struct PlaneLayout {
     rb: usize,
     /// The outlier dimensions asked for (sorted).
     outliers: Vec<usize>,
+    /// Every row's scales are finite (no f16 Inf or NaN): set by `relayout_in_place`. The
+    /// wasm pass 1 then converts them without testing for the rare general case.
+    finite_scales: bool,
 }
 
 impl PlaneLayout {
@@ -80,11 +83,16 @@ impl PlaneLayout {
             o += cb;
             b += 16 - cb;
         }
-        PlaneLayout { n_in, n_out, nb, perm, c, o_off, b_off, ra: nb * 18 + o, rb: b, outliers: outl }
+        PlaneLayout { n_in, n_out, nb, perm, c, o_off, b_off, ra: nb * 18 + o, rb: b, outliers: outl, finite_scales: false }
     }
 
     pub fn blocks(&self) -> usize {
         self.nb
+    }
+
+    /// Whether every scale is finite (after `relayout_in_place`).
+    pub fn finite_scales(&self) -> bool {
+        self.finite_scales
     }
 
     /// The outlier dimensions whose `l` nibbles pass 1 reads.
@@ -157,9 +165,11 @@ impl PlaneLayout {
 
     /// Re-lays out `data` (this matrix in Q8_0, row-major) in place, one group at a time
     /// through a scratch buffer of one group (`GROUP` rows): no second copy of the matrix.
-    pub fn relayout_in_place(&self, data: &mut [u8]) {
+    /// Notes whether every scale is finite (`finite_scales`).
+    pub fn relayout_in_place(&mut self, data: &mut [u8]) {
         let row = self.nb * Q8_0_BYTES;
         assert_eq!(data.len(), self.n_out * row);
+        self.finite_scales = data.chunks_exact(Q8_0_BYTES).all(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7c00 != 0x7c00);
         let mut tmp = Vec::new();
         for g0 in (0..self.n_out).step_by(GROUP) {
             let rows = GROUP.min(self.n_out - g0);
@@ -246,6 +256,9 @@ pub struct PlanesAct {
     /// not its group's.
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     pub simd_blockwise: bool,
+    /// The layout's `finite_scales`: pass 1 converts the scales without the Inf/NaN test.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    pub finite_scales: bool,
 }
 
 impl PlanesAct {
@@ -317,6 +330,7 @@ impl PlanesAct {
             let (mut simd, mut quads) = (core::mem::take(&mut self.simd), core::mem::take(&mut self.quads));
             self.simd_blockwise = super::planes_simd128::prepare_pass1_blocks(self, &mut simd, &mut quads);
             (self.simd, self.quads) = (simd, quads);
+            self.finite_scales = layout.finite_scales;
         }
     }
 }
@@ -523,7 +537,10 @@ mod tests {
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn simd_tier_is_bit_identical_to_scalar() {
         let (pass1, pass1_n, full) = kernels();
-        for (case, (n_in, n_out)) in [(32, 7), (64, 9), (640, 40), (256, 300), (96, 24), (160, 12)].into_iter().enumerate() {
+        // Each case with and without the edge scales: with them the wasm pass 1 takes the
+        // scales' checked conversion, without them the unchecked one (`finite_scales`).
+        let cases = [(32, 7), (64, 9), (640, 40), (256, 300), (96, 24), (160, 12)].into_iter().enumerate();
+        for (case, (n_in, n_out), edge_scales) in cases.flat_map(|(c, s)| [(c, s, true), (c, s, false)]) {
             let mut q8 = q8_matrix(n_in, n_out, 100 + case as u32);
             let row = n_in / QK * Q8_0_BYTES;
             // Edge rows: every quant -128 / 127 / 0 / -1.
@@ -535,7 +552,7 @@ mod tests {
             // Edge scales on row 5 (inside the first many-row call), block after block: the
             // smallest subnormal, ±0, ±max, the smallest normal, a mid subnormal, ±Inf, NaN.
             const EDGE_F16: [u16; 10] = [0x0001, 0x0000, 0x8000, 0x7bff, 0xfbff, 0x0400, 0x0200, 0x7c00, 0xfc00, 0x7e00];
-            if n_out > 5 {
+            if n_out > 5 && edge_scales {
                 for (i, b) in q8[5 * row..6 * row].chunks_exact_mut(Q8_0_BYTES).enumerate() {
                     b[0..2].copy_from_slice(&EDGE_F16[i % EDGE_F16.len()].to_le_bytes());
                 }
@@ -548,9 +565,11 @@ mod tests {
                 5 => (0..128).filter(|d| d % 4 == 1 && *d != 5 && *d != 69).chain([130, 140, 150, 155, 159]).collect(),
                 _ => (0..n_in).filter(|d| (d * 7 + case) % 11 == 0).take(32).collect(),
             };
-            let layout = PlaneLayout::new(n_in, n_out, &outl);
+            let mut layout = PlaneLayout::new(n_in, n_out, &outl);
             let mut planes = q8.clone();
             layout.relayout_in_place(&mut planes);
+            // The edge scales reach their first Inf at a row's eighth block.
+            assert_eq!(layout.finite_scales(), !(n_out > 5 && edge_scales && n_in / QK >= 8), "case {case}");
             for k in 0..4 {
                 let xs: Vec<f32> = (0..n_in)
                     .map(|i| match k {
@@ -601,7 +620,7 @@ mod tests {
     fn relayout_round_trips_and_dots_equal_q8_0() {
         for (n_in, n_out, outl) in [(64, 5, vec![3, 40, 41, 63]), (640, 300, vec![0, 1, 2, 31, 32, 100, 639, 5, 7, 9, 11]), (32, 3, vec![])] {
             let q8 = q8_matrix(n_in, n_out, n_in as u32);
-            let layout = PlaneLayout::new(n_in, n_out, &outl);
+            let mut layout = PlaneLayout::new(n_in, n_out, &outl);
             let mut planes = q8.clone();
             layout.relayout_in_place(&mut planes);
             assert_eq!(layout.bytes(), q8.len());

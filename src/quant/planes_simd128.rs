@@ -8,7 +8,7 @@ use core::arch::wasm32::*;
 use super::float::read_f16;
 use super::planes::{full_cst, lanes_total, rest16, Pass1, PlanesAct, PASS1_ROWS};
 use super::q8::QK;
-use super::simd128::{add_lanes_in_order, f16x4_low_to_f32x4, f16x4_low_to_f32x4_k, hsum, ld, opaque, reduce4, store4, swizzle, F16K};
+use super::simd128::{add_lanes_in_order, f16x4_finite_low_to_f32x4_k, f16x4_low_to_f32x4, f16x4_low_to_f32x4_k, hsum, ld, opaque, reduce4, store4, swizzle, F16K};
 
 /// i32x4 partial sums of Σ_k lo(v_k)·q[k] + hi(v_k)·q[k+16] (`q0`, `q1`: q's two halves).
 /// In the relaxed build, two relaxed dots: the nibbles (0..15) are the 7-bit operand, so every
@@ -64,7 +64,11 @@ fn known_l(a: &[u8], x: &PlanesAct, blk: usize) -> v128 {
 pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
     assert!(x.nb > 0 && a.len() >= x.a_part_bytes(), "a whole A part");
     // SAFETY: `a` holds a whole A part (asserted above).
-    let [a2, e1, t] = unsafe { row_sums_of(a.as_ptr(), x, &Pass1Consts::new()) };
+    let [a2, e1, t] = if x.finite_scales {
+        unsafe { row_sums_of::<true>(a.as_ptr(), x, &Pass1Consts::new::<true>()) }
+    } else {
+        unsafe { row_sums_of::<false>(a.as_ptr(), x, &Pass1Consts::new::<false>()) }
+    };
     Pass1 { a2: lanes_total(store4(a2)), e1: lanes_total(store4(e1)), t: lanes_total(store4(t)) }
 }
 
@@ -79,29 +83,32 @@ struct Pass1Consts {
 }
 
 impl Pass1Consts {
+    /// `FINITE`: the scales are converted without the Inf/NaN test (`PlanesAct::finite_scales`),
+    /// whose two constants are then not made.
     #[inline(always)]
-    fn new() -> Pass1Consts {
+    fn new<const FINITE: bool>() -> Pass1Consts {
         Pass1Consts {
             s32: opaque(i16x8_splat(32)),
             s2: opaque(i16x8_splat(2)),
             nib: opaque(NIB_MASK),
             neg0: opaque(f32x4_splat(-0.0)),
             abs: opaque(u32x4_splat(0x7fff_ffff)),
-            f16: F16K::hoisted(),
+            f16: if FINITE { F16K::hoisted_finite() } else { F16K::hoisted() },
         }
     }
 }
 
-/// [`row_sums`] in the loop `x`'s layout needs.
+/// [`row_sums`] in the loop `x`'s layout needs (`FINITE`: `x.finite_scales`, as `k` was made).
 ///
 /// # Safety
 /// As [`row_sums`].
 #[inline(always)]
-unsafe fn row_sums_of(p: *const u8, x: &PlanesAct, k: &Pass1Consts) -> [v128; 3] {
+unsafe fn row_sums_of<const FINITE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1Consts) -> [v128; 3] {
+    debug_assert!(!FINITE || x.finite_scales);
     if x.simd_blockwise {
-        row_sums::<true>(p, x, k)
+        row_sums::<true, FINITE>(p, x, k)
     } else {
-        row_sums::<false>(p, x, k)
+        row_sums::<false, FINITE>(p, x, k)
     }
 }
 
@@ -113,7 +120,7 @@ unsafe fn row_sums_of(p: *const u8, x: &PlanesAct, k: &Pass1Consts) -> [v128; 3]
 /// # Safety
 /// `p` starts a whole A part of `x`'s layout: `x.a_part_bytes()` readable bytes (`x.nb > 0`).
 #[inline(always)]
-unsafe fn row_sums<const BLOCKWISE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1Consts) -> [v128; 3] {
+unsafe fn row_sums<const BLOCKWISE: bool, const FINITE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1Consts) -> [v128; 3] {
     let nb = x.nb;
     let groups = nb.div_ceil(4);
     let (blocks, quads) = (&x.simd[..nb], &x.quads[..groups]);
@@ -151,7 +158,8 @@ unsafe fn row_sums<const BLOCKWISE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1
         }
         // SAFETY: 8 bytes at 8·g ≤ 2·nb + 6 ≤ 18·nb: inside the A part (the scales, and for
         // lanes past the row's last block h-plane bytes, discarded by `live`).
-        let dw = f16x4_low_to_f32x4_k(unsafe { v128_load64_zero(p.add(8 * g) as *const u64) }, &k.f16);
+        let raw = unsafe { v128_load64_zero(p.add(8 * g) as *const u64) };
+        let dw = if FINITE { f16x4_finite_low_to_f32x4_k(raw, &k.f16) } else { f16x4_low_to_f32x4_k(raw, &k.f16) };
         let keep = |v: v128| if tail { v128_bitselect(v, neg0, q.live) } else { v };
         *a2 = f32x4_add(*a2, keep(f32x4_mul(f32x4_convert_i32x4(ai), f32x4_mul(dw, q.dx))));
         // |dw| (`f32x4_abs`, its mask made once).
@@ -376,14 +384,24 @@ unsafe fn scales4(p: *const u8, ra: usize, blk: usize) -> v128 {
 /// per-row work was about a third of pass 1.
 pub(super) fn pass1_rows(a: &[u8], ra: usize, _ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
     assert!(x.nb > 0 && a.len() >= (PASS1_ROWS - 1) * ra + x.a_part_bytes(), "whole A parts");
-    let k = Pass1Consts::new();
+    if x.finite_scales {
+        pass1_rows_with::<true>(a, ra, x)
+    } else {
+        pass1_rows_with::<false>(a, ra, x)
+    }
+}
+
+/// [`pass1_rows`] after its check, for `FINITE` = `x.finite_scales`.
+#[inline(always)]
+fn pass1_rows_with<const FINITE: bool>(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
+    let k = Pass1Consts::new::<FINITE>();
     let mut out = [Pass1 { a2: 0.0, e1: 0.0, t: 0.0 }; PASS1_ROWS];
     for (r4, o) in out.chunks_exact_mut(4).enumerate() {
         let mut s = [[i32x4_splat(0); 3]; 4];
         for (i, si) in s.iter_mut().enumerate() {
             // SAFETY: row 4·r4 + i < PASS1_ROWS starts a whole A part (asserted above).
             let p = unsafe { a.as_ptr().add((4 * r4 + i) * ra) };
-            *si = unsafe { row_sums_of(p, x, &k) };
+            *si = unsafe { row_sums_of::<FINITE>(p, x, &k) };
         }
         let [a2, e1, t] = [0, 1, 2].map(|f| store4(lanes_total4(s[0][f], s[1][f], s[2][f], s[3][f])));
         for (i, oi) in o.iter_mut().enumerate() {

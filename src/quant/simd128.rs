@@ -189,6 +189,14 @@ impl F16K {
         F16K { mask: opaque(k.mask), scale: opaque(k.scale), abs: opaque(k.abs), limit: opaque(k.limit) }
     }
 
+    /// For [`f16x4_finite_low_to_f32x4_k`] only: the two constants it uses made opaque, the
+    /// others left plain (unused, so not made at all: fewer registers held in the loop).
+    #[inline(always)]
+    pub(super) fn hoisted_finite() -> F16K {
+        let k = F16K::plain();
+        F16K { mask: opaque(k.mask), scale: opaque(k.scale), ..k }
+    }
+
     #[inline(always)]
     fn plain() -> F16K {
         F16K { mask: u32x4_splat(0x8fff_ffff), scale: f32x4_splat(f32::from_bits(0x7780_0000)), abs: u32x4_splat(0x7fff_ffff), limit: f32x4_splat(65536.0) }
@@ -209,12 +217,20 @@ pub(super) fn f16x4_low_to_f32x4(raw: v128) -> v128 {
 /// [`f16x4_low_to_f32x4`] with its constants made by the caller ([`F16K::hoisted`]).
 #[inline(always)]
 pub(super) fn f16x4_low_to_f32x4_k(raw: v128, k: &F16K) -> v128 {
-    let bits = v128_and(i32x4_shl(i32x4_extend_low_i16x8(raw), 13), k.mask);
-    let v = f32x4_mul(bits, k.scale);
+    let v = f16x4_finite_low_to_f32x4_k(raw, k);
     if v128_any_true(f32x4_ge(v128_and(v, k.abs), k.limit)) {
         return f16_bits_to_f32x4(u32x4_extend_low_u16x8(raw));
     }
     v
+}
+
+/// [`f16x4_low_to_f32x4_k`] for four finite f16 (no Inf or NaN: the caller knows, e.g.
+/// `PlaneLayout::finite_scales`): the sign-extended bits shifted into place and rescaled, with
+/// no test.
+#[inline(always)]
+pub(super) fn f16x4_finite_low_to_f32x4_k(raw: v128, k: &F16K) -> v128 {
+    let bits = v128_and(i32x4_shl(i32x4_extend_low_i16x8(raw), 13), k.mask);
+    f32x4_mul(bits, k.scale)
 }
 
 /// The f16 at byte `at` of each of four blocks, converted by `f16x4_low_to_f32x4`: the four halves
