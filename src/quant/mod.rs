@@ -297,7 +297,7 @@ impl Rows4Kernel {
 }
 
 /// The four-weight-rows kernel for `w_ty` where this build has one (SIMD128 builds: Q4_0,
-/// Q5_0, Q8_0; the relaxed-SIMD build also Q6_K; AVX2 CPUs: every quantized type);
+/// Q5_0, Q8_0; AVX2 CPUs: every quantized type);
 /// lengths as for `VecDotKernel`, validated once by the caller.
 pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<Rows4Kernel> {
     #[cfg(target_arch = "x86_64")]
@@ -312,7 +312,6 @@ pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<Rows4Kernel> {
             Q4_0 => return k(Some(relaxed::prep_q4_0), relaxed::rows4_q4_0),
             Q5_0 => return k(Some(relaxed::prep_q5_0), relaxed::rows4_q5_0),
             Q8_0 => return k(Some(relaxed::prep_q8_0), relaxed::rows4_q8_0),
-            Q6_K => return k(None, relaxed::rows4_q6_k),
             _ => {}
         }
     }
@@ -434,6 +433,9 @@ fn simd_vec_dot_kernel(w_ty: GgmlType) -> Option<VecDotKernel> {
         #[cfg(not(target_feature = "relaxed-simd"))]
         Q4_K => simd128::vec_dot_q4_k_q8_k,
         Q5_K => simd128::vec_dot_q5_k_q8_k,
+        #[cfg(target_feature = "relaxed-simd")]
+        Q6_K => relaxed::vec_dot_q6_k_q8_k,
+        #[cfg(not(target_feature = "relaxed-simd"))]
         Q6_K => simd128::vec_dot_q6_k_q8_k,
         _ => return None,
     })

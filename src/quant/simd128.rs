@@ -512,6 +512,8 @@ pub(super) fn q6_k_unsigned_k(x: &[u8], h: usize, l0: usize, k: &NibMasks) -> [v
     ]
 }
 
+// The relaxed build dispatches `relaxed::vec_dot_q6_k_q8_k` instead.
+#[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
 pub(super) fn vec_dot_q6_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
     let nb = n / QK_K;
     let (w, a) = (&w[..nb * Q6_K_BYTES], &a[..nb * Q8_K_BYTES]);
