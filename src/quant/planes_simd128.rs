@@ -133,7 +133,13 @@ unsafe fn row_sums<const BLOCKWISE: bool, const FINITE: bool>(p: *const u8, x: &
     // blocks.len()` at every call.
     let block = |blk: usize| -> v128 {
         let b = unsafe { blocks.get_unchecked(blk) };
-        let s = nibs(unsafe { v128_load(p.add(nb * 2 + blk * 16) as *const v128) }, &b.h, s32, nib);
+        let h = unsafe { v128_load(p.add(nb * 2 + blk * 16) as *const v128) };
+        // Relaxed, without own windows: the i16 sums, weighted four blocks at a time (`add`).
+        #[cfg(target_feature = "relaxed-simd")]
+        if !BLOCKWISE {
+            return nib_pairs(h, &b.h, nib);
+        }
+        let s = nibs(h, &b.h, s32, nib);
         if !BLOCKWISE || b.known_at == 0 {
             s
         } else {
@@ -147,7 +153,11 @@ unsafe fn row_sums<const BLOCKWISE: bool, const FINITE: bool>(p: *const u8, x: &
     let add = |g: usize, v: [v128; 4], tail: bool, a2: &mut v128, e1: &mut v128, t: &mut v128| {
         // SAFETY: g < groups = quads.len() at every call.
         let q = unsafe { quads.get_unchecked(g) };
-        let mut ai = i32x4_add(reduce4(v[0], v[1], v[2], v[3]), q.cst);
+        #[cfg(target_feature = "relaxed-simd")]
+        let sums = if BLOCKWISE { reduce4(v[0], v[1], v[2], v[3]) } else { pairs_total4(v, s32) };
+        #[cfg(not(target_feature = "relaxed-simd"))]
+        let sums = reduce4(v[0], v[1], v[2], v[3]);
+        let mut ai = i32x4_add(sums, q.cst);
         if !BLOCKWISE && q.known_at != 0 {
             // The group's known bytes in one window, each block's moved into its lane's four
             // bytes (`Pass1Quad::known_idx`): the window's i32 lanes are the blocks' sums.
@@ -347,12 +357,7 @@ const NIB_MASK: v128 = u16x8(15, 15, 15, 15, 15, 15, 15, 15);
 fn nibs(v: v128, q: &[v128; 4], scale: v128, nib: v128) -> v128 {
     #[cfg(target_feature = "relaxed-simd")]
     {
-        // The nibbles are the 7-bit operand: exact on every lowering (no i16 saturation
-        // either: a lane of one dot is ≤ 2·15·128 in magnitude).
-        let lo = v128_and(v, nib);
-        let hi = v128_and(u16x8_shr(v, 4), nib);
-        let p = i16x8_add(i16x8_relaxed_dot_i8x16_i7x16(q[0], lo), i16x8_relaxed_dot_i8x16_i7x16(q[1], hi));
-        i32x4_dot_i16x8(p, scale)
+        i32x4_dot_i16x8(nib_pairs(v, q, nib), scale)
     }
     #[cfg(not(target_feature = "relaxed-simd"))]
     {
@@ -362,6 +367,31 @@ fn nibs(v: v128, q: &[v128; 4], scale: v128, nib: v128) -> v128 {
         let (c, d) = (v128_and(u16x8_shr(v, 8), m), u16x8_shr(v, 12));
         i32x4_add(i32x4_add(i32x4_dot_i16x8(a, q[0]), i32x4_dot_i16x8(b, q[1])), i32x4_add(i32x4_dot_i16x8(c, q[2]), i32x4_dot_i16x8(d, q[3])))
     }
+}
+
+/// The relaxed build's [`nibs`] before its weighting: i16 lanes of four nibble·quant products
+/// each (≤ 4·15·128 = 7,680 in magnitude). The nibbles are the 7-bit operand: exact on every
+/// lowering (no i16 saturation either: a lane of one dot is ≤ 2·15·128).
+#[cfg(target_feature = "relaxed-simd")]
+#[inline(always)]
+fn nib_pairs(v: v128, q: &[v128; 4], nib: v128) -> v128 {
+    let lo = v128_and(v, nib);
+    let hi = v128_and(u16x8_shr(v, 4), nib);
+    i16x8_add(i16x8_relaxed_dot_i8x16_i7x16(q[0], lo), i16x8_relaxed_dot_i8x16_i7x16(q[1], hi))
+}
+
+/// Four blocks' [`nib_pairs`] to their weighted sums, lane j = block j's (what `reduce4` of
+/// their [`nibs`] gives): the i16 lanes added in two transposing steps while they fit (a lane
+/// ≤ 2·7,680, then ≤ 4·7,680 = 30,720 < 2^15), then weighted and summed in pairs in i32 by one
+/// `dot_i16x8` — one widening per four blocks instead of four. Exact integers, so the same sums.
+#[cfg(target_feature = "relaxed-simd")]
+#[inline(always)]
+fn pairs_total4(p: [v128; 4], scale: v128) -> v128 {
+    let half = |a: v128, b: v128| i16x8_add(i32x4_shuffle::<0, 4, 1, 5>(a, b), i32x4_shuffle::<2, 6, 3, 7>(a, b));
+    // 32-bit units: [b0, b1, b0, b1] and [b2, b3, b2, b3], each two i16 partial sums.
+    let (s01, s23) = (half(p[0], p[1]), half(p[2], p[3]));
+    let s = i16x8_add(i32x4_shuffle::<0, 1, 4, 5>(s01, s23), i32x4_shuffle::<2, 3, 6, 7>(s01, s23));
+    i32x4_dot_i16x8(s, scale)
 }
 
 /// The f32 scales of block `blk` of the four rows at `p` (`ra` apart), lane k = row k: the f16s
