@@ -200,6 +200,10 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
     let bound = Bound::new(nb);
     s.est.resize(n_out, 0.0);
     s.err.resize(n_out, 0.0);
+    // Top-k's lower bounds of every row, filled only where its short lists do not suffice
+    // (`topk`): held from the first step, as the memory ledger counts them
+    // (`scratch_bytes`), so that no later step grows the session's memory.
+    s.lo.reserve_exact(n_out);
     {
         let (est, err) = (SharedMut::new(&mut s.est), SharedMut::new(&mut s.err));
         let x = &s.x;
