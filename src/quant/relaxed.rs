@@ -329,6 +329,9 @@ struct Q4KK {
     /// The swizzles that widen mins 0..4 and 4..8 to i16 lanes, each twice (`q4_k_isum`).
     mins_lo: v128,
     mins_hi: v128,
+    /// The same for scales 0..4 and 4..8.
+    sc_lo: v128,
+    sc_hi: v128,
 }
 
 impl Q4KK {
@@ -344,31 +347,27 @@ impl Q4KK {
             m4: opaque(u8x16_splat(0x0f)),
             mins_lo: opaque(u8x16(8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z)),
             mins_hi: opaque(u8x16(12, z, 12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15, z)),
+            sc_lo: opaque(u8x16(0, z, 0, z, 1, z, 1, z, 2, z, 2, z, 3, z, 3, z)),
+            sc_hi: opaque(u8x16(4, z, 4, z, 5, z, 5, z, 6, z, 6, z, 7, z, 7, z)),
         }
     }
 }
 
-/// The 16 u8 lanes of `v`.
-#[inline(always)]
-fn store_u8(v: v128) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    // SAFETY: `b` is 16 writable bytes; v128.store has no alignment requirement.
-    unsafe { v128_store(b.as_mut_ptr() as *mut v128, v) };
-    b
-}
-
 /// One Q4_K block × one Q8_K block: (Σ_j sc_j·Σ q·a, Σ_j m_j·(bsum_2j + bsum_2j+1)) as i32x4
 /// partial sums, exact: per sub-block of 32 two i16 relaxed dots (the nibbles 0..15 the 7-bit
-/// operand; four products ≤ 4·15·128 = 7,680 per i16 lane), weighted and widened by one
-/// `dot_i16x8` against the sub-block's scale splat in i16 lanes; the mins by `dot_i16x8` of
-/// the bsums against the mins, each repeated for its two 16-element halves.
+/// operand; four products ≤ 4·15·128 = 7,680 per i16 lane); the sub-blocks' lanes then added
+/// in i16 in two transposing steps while they fit (≤ 2·7,680, then ≤ 4·7,680 = 30,720 < 2^15),
+/// so that each i32 unit holds one sub-block's two partial sums, and weighted and widened by
+/// one `dot_i16x8` per four sub-blocks against their scales, each repeated for its two i16
+/// halves (a splat per sub-block before: several instructions each in V8); the mins by
+/// `dot_i16x8` of the bsums against the mins the same way.
 #[inline(always)]
 fn q4_k_isum(x: &[u8], yb: &[u8], k: &Q4KK) -> (v128, v128) {
     let sm = q4_k_scales_mins(x, k);
-    let smb = store_u8(sm);
     let m4 = k.m4;
-    let mut acc = i32x4_splat(0);
-    for c in 0..4 {
+    // Chunk c (elements 64c..64c+64, sub-blocks 2c and 2c+1): i16 lanes 0..4 sub-block 2c's,
+    // 4..8 sub-block 2c+1's, each the sum of two of its dot lanes.
+    let chunk = |c: usize| {
         let (b0, b1) = (ld(x, 16 + 32 * c), ld(x, 32 + 32 * c));
         let q = QS_AT + 64 * c;
         let lo = i16x8_add(
@@ -379,9 +378,12 @@ fn q4_k_isum(x: &[u8], yb: &[u8], k: &Q4KK) -> (v128, v128) {
             i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 32), high_nibbles(b0, m4)),
             i16x8_relaxed_dot_i8x16_i7x16(ld(yb, q + 48), high_nibbles(b1, m4)),
         );
-        let splat = |j: usize| i16x8_splat(smb[j] as i16);
-        acc = i32x4_add(acc, i32x4_add(i32x4_dot_i16x8(lo, splat(2 * c)), i32x4_dot_i16x8(hi, splat(2 * c + 1))));
-    }
+        i16x8_add(i64x2_shuffle::<0, 2>(lo, hi), i64x2_shuffle::<1, 3>(lo, hi))
+    };
+    // Two chunks: i32 unit j = sub-block (2·first chunk + j)'s two partial sums.
+    let pair = |a: v128, b: v128| i16x8_add(i32x4_shuffle::<0, 2, 4, 6>(a, b), i32x4_shuffle::<1, 3, 5, 7>(a, b));
+    let (s03, s47) = (pair(chunk(0), chunk(1)), pair(chunk(2), chunk(3)));
+    let acc = i32x4_add(i32x4_dot_i16x8(s03, swizzle(sm, k.sc_lo)), i32x4_dot_i16x8(s47, swizzle(sm, k.sc_hi)));
     let (m_lo, m_hi) = (swizzle(sm, k.mins_lo), swizzle(sm, k.mins_hi));
     let summs = i32x4_add(i32x4_dot_i16x8(ld(yb, BSUMS_AT), m_lo), i32x4_dot_i16x8(ld(yb, BSUMS_AT + 16), m_hi));
     (acc, summs)
