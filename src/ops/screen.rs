@@ -321,7 +321,7 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
         }
         Need::TopK(_) => {}
         // More than `cap` − 1: it falls back below (the buffer keeps its size).
-        _ => _ = topk::push_hits(&s.est, &s.err, |a, e| up64(a, e) >= threshold, cap, &mut out.ids),
+        _ => _ = sweep::push_hits(&s.est, &s.err, |a, e| up64(a, e) >= threshold, cap, &mut out.ids),
     }
     out.logits.clear();
     out.threshold = threshold;

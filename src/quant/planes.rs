@@ -169,19 +169,22 @@ impl PlaneLayout {
     pub fn relayout_in_place(&mut self, data: &mut [u8]) {
         let row = self.nb * Q8_0_BYTES;
         assert_eq!(data.len(), self.n_out * row);
-        self.finite_scales = data.chunks_exact(Q8_0_BYTES).all(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7c00 != 0x7c00);
         let mut tmp = Vec::new();
+        let mut finite = true;
         for g0 in (0..self.n_out).step_by(GROUP) {
             let rows = GROUP.min(self.n_out - g0);
             let base = g0 * row;
             tmp.clear();
             tmp.extend_from_slice(&data[base..base + rows * row]);
+            // The group's scales while it is in cache (no second pass over the matrix).
+            finite &= tmp.chunks_exact(Q8_0_BYTES).all(|b| read_f16(b, 0).is_finite());
             let (a_all, b_all) = data[base..base + rows * row].split_at_mut(rows * self.ra);
             for i in 0..rows {
                 let (a, b) = (&mut a_all[i * self.ra..(i + 1) * self.ra], &mut b_all[i * self.rb..(i + 1) * self.rb]);
                 self.split_row(&tmp[i * row..(i + 1) * row], a, b);
             }
         }
+        self.finite_scales = finite;
     }
 
     /// Row `r` back in Q8_0 (`dst`: `34 × nb` bytes): the bytes it was made from.

@@ -420,8 +420,8 @@ pub(super) fn vec_dot_q4_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
 #[inline(always)]
 fn q6_k_isum(x: &[u8], k: &NibMasks, yb: &[u8]) -> v128 {
     let sc = &x[192..208];
-    let s = ld(sc, 0);
-    let (sl, sh) = (i16x8_extend_low_i8x16(s), i16x8_extend_high_i8x16(s));
+    let sc16 = ld(sc, 0);
+    let (sl, sh) = (i16x8_extend_low_i8x16(sc16), i16x8_extend_high_i8x16(sc16));
     let mut acc = i32x4_splat(0);
     for h in 0..2 {
         for (j, l0) in [0usize, 16].into_iter().enumerate() {

@@ -47,7 +47,7 @@ fn first_hit(est: &[f32], err: &[f32], hit: impl Fn(f32, f32) -> bool) -> Option
 /// returns `false`. `hit` must be branch-free (comparisons and arithmetic) for the chunk test
 /// to vectorize.
 #[inline(always)]
-pub(super) fn for_each_hit(est: &[f32], err: &[f32], hit: impl Fn(f32, f32) -> bool, mut f: impl FnMut(usize) -> bool) {
+fn for_each_hit(est: &[f32], err: &[f32], hit: impl Fn(f32, f32) -> bool, mut f: impl FnMut(usize) -> bool) {
     debug_assert_eq!(est.len(), err.len());
     let (ce, cr) = (est.chunks_exact(CHUNK), err.chunks_exact(CHUNK));
     let tail = ce.len() * CHUNK;
@@ -69,6 +69,20 @@ pub(super) fn for_each_hit(est: &[f32], err: &[f32], hit: impl Fn(f32, f32) -> b
             return;
         }
     }
+}
+
+/// The rows with `hit(est, err)` pushed to `ids` (not grown past `cap`): whether all fit.
+#[inline(always)]
+pub(super) fn push_hits(est: &[f32], err: &[f32], hit: impl Fn(f32, f32) -> bool, cap: usize, ids: &mut Vec<u32>) -> bool {
+    let mut fits = true;
+    for_each_hit(est, err, hit, |j| {
+        fits = ids.len() < cap;
+        if fits {
+            ids.push(j as u32);
+        }
+        fits
+    });
+    fits
 }
 
 /// The largest of `map(est[j], err[j])` over every row (−∞ for none; `map` branch-free).

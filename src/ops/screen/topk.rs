@@ -18,7 +18,7 @@
 use std::cmp::Ordering;
 
 use super::{f32_down, lo64, up64};
-use super::sweep::for_each_hit;
+use super::sweep::push_hits;
 
 /// One sampled row in this many for the guess of (1).
 const SAMPLE_STRIDE: usize = 64;
@@ -30,8 +30,8 @@ fn desc(a: &f32, b: &f32) -> Ordering {
 
 /// A row's upper bound as (1) ranks it (f32, as the screen always did).
 #[inline(always)]
-fn upper(est: &[f32], err: &[f32], j: usize) -> f32 {
-    est[j] + err[j]
+fn upper(est: f32, err: f32) -> f32 {
+    est + err
 }
 
 /// The `m` rows (`1 ≤ m ≤ rows`) with the largest upper bounds `est + err`, ties to the lower
@@ -41,15 +41,15 @@ pub(super) fn best_upper(est: &[f32], err: &[f32], m: usize, cap: usize, ids: &m
     let n = est.len();
     debug_assert!(m >= 1 && m <= n.min(cap) && err.len() == n);
     ids.clear();
-    let key = |j: u32| upper(est, err, j as usize);
+    let key = |j: u32| upper(est[j as usize], err[j as usize]);
     // The guess: the r-th best of one row in SAMPLE_STRIDE; about r·SAMPLE_STRIDE rows reach it.
     let samples = n.div_ceil(SAMPLE_STRIDE);
     let r = m.div_ceil(SAMPLE_STRIDE) * 2 + 8;
     if r <= samples && samples <= cap {
         tmp.clear();
-        tmp.extend((0..n).step_by(SAMPLE_STRIDE).map(|j| upper(est, err, j)));
+        tmp.extend((0..n).step_by(SAMPLE_STRIDE).map(|j| upper(est[j], err[j])));
         let guess = *tmp.select_nth_unstable_by(r - 1, desc).1;
-        let fits = push_hits(est, err, |a, e| (a + e).total_cmp(&guess) != Ordering::Less, cap, ids);
+        let fits = push_hits(est, err, |a, e| upper(a, e).total_cmp(&guess) != Ordering::Less, cap, ids);
         if fits && ids.len() >= m {
             ids.select_nth_unstable_by(m - 1, |&a, &b| key(b).total_cmp(&key(a)).then(a.cmp(&b)));
             ids.truncate(m);
@@ -61,11 +61,11 @@ pub(super) fn best_upper(est: &[f32], err: &[f32], m: usize, cap: usize, ids: &m
     // Every row: the m-th best value, then the rows above it and, in index order, enough of
     // those equal to it.
     lo.clear();
-    lo.extend((0..n).map(|j| upper(est, err, j)));
+    lo.extend((0..n).map(|j| upper(est[j], err[j])));
     let (above, &mut mth, _) = lo.select_nth_unstable_by(m - 1, desc);
     let mut equal_left = m - above.iter().filter(|&&v| v.total_cmp(&mth) == Ordering::Greater).count();
     for j in 0..n {
-        match upper(est, err, j).total_cmp(&mth) {
+        match upper(est[j], err[j]).total_cmp(&mth) {
             Ordering::Greater => ids.push(j as u32),
             Ordering::Equal if equal_left > 0 => {
                 equal_left -= 1;
@@ -78,8 +78,8 @@ pub(super) fn best_upper(est: &[f32], err: &[f32], m: usize, cap: usize, ids: &m
 
 /// A row's lower bound as the threshold ranks it: `est − err` in f64, rounded down to f32.
 #[inline(always)]
-fn lower(est: &[f32], err: &[f32], j: usize) -> f32 {
-    f32_down(lo64(est[j], err[j]))
+fn lower(est: f32, err: f32) -> f32 {
+    f32_down(lo64(est, err))
 }
 
 /// Whether a row's upper bound (`est + err` in f64) reaches `t`: a candidate of threshold `t`.
@@ -108,33 +108,20 @@ pub(super) fn threshold(est: &[f32], err: &[f32], k: usize, cap: usize, ids: &mu
         ids.clear();
         if push_hits(est, err, |a, e| reaches(a, e, v), cap, ids) {
             tmp.clear();
-            tmp.extend(ids.iter().map(|&j| lower(est, err, j as usize)));
+            tmp.extend(ids.iter().map(|&j| lower(est[j as usize], err[j as usize])));
             let t = *tmp.select_nth_unstable_by(k - 1, desc).1 as f64;
             ids.retain(|&j| reaches(est[j as usize], err[j as usize], t));
             return t;
         }
     }
     lo.clear();
-    lo.extend((0..n).map(|j| lower(est, err, j)));
+    lo.extend((0..n).map(|j| lower(est[j], err[j])));
     let t = *lo.select_nth_unstable_by(k - 1, desc).1 as f64;
     ids.clear();
     push_hits(est, err, |a, e| reaches(a, e, t), cap, ids);
     t
 }
 
-/// The rows with `hit(est, err)` pushed to `ids` (not grown past `cap`): whether all fit.
-#[inline(always)]
-pub(super) fn push_hits(est: &[f32], err: &[f32], hit: impl Fn(f32, f32) -> bool, cap: usize, ids: &mut Vec<u32>) -> bool {
-    let mut fits = true;
-    for_each_hit(est, err, hit, |j| {
-        fits = ids.len() < cap;
-        if fits {
-            ids.push(j as u32);
-        }
-        fits
-    });
-    fits
-}
 
 #[cfg(test)]
 mod tests {
@@ -167,14 +154,14 @@ mod tests {
 
     fn brute_best(est: &[f32], err: &[f32], m: usize) -> Vec<u32> {
         let mut all: Vec<u32> = (0..est.len() as u32).collect();
-        all.sort_by(|&a, &b| upper(est, err, b as usize).total_cmp(&upper(est, err, a as usize)).then(a.cmp(&b)));
+        all.sort_by(|&a, &b| upper(est[b as usize], err[b as usize]).total_cmp(&upper(est[a as usize], err[a as usize])).then(a.cmp(&b)));
         let mut best = all[..m].to_vec();
         best.sort_unstable();
         best
     }
 
     fn brute_threshold(est: &[f32], err: &[f32], k: usize) -> (f64, Vec<u32>) {
-        let mut lo: Vec<f32> = (0..est.len()).map(|j| lower(est, err, j)).collect();
+        let mut lo: Vec<f32> = (0..est.len()).map(|j| lower(est[j], err[j])).collect();
         lo.sort_by(desc);
         let t = lo[k - 1] as f64;
         (t, (0..est.len() as u32).filter(|&j| reaches(est[j as usize], err[j as usize], t)).collect())
