@@ -1,6 +1,6 @@
 //! Row storage: the f16 / int8 row codecs and the paged slot arrays they live in.
 
-use crate::quant::{f16_to_f32, f32_to_f16};
+use crate::quant::{dequantize_f16, dequantize_q8_0, f16_to_f32, f32_to_f16};
 
 use super::config::{KvDtype, Q8_BLOCK};
 
@@ -30,24 +30,25 @@ pub fn encode_row(dtype: KvDtype, src: &[f32], dst: &mut [u8]) {
     }
 }
 
-/// Reads one row of `dtype` (`dst.len()` values) back as f32.
+/// Reads one row of `dtype` (`dst.len()` values) back as f32, through the quant module's
+/// dequantizers (SIMD in the wasm build; every step of decode reads each held row this way):
+/// f16 as F16 weights, int8's whole blocks as Q8_0 blocks (the same 34-byte layout) and a
+/// partial last block value by value, `q · d` as Q8_0's.
 #[inline]
 pub fn decode_row(dtype: KvDtype, src: &[u8], dst: &mut [f32]) {
     match dtype {
-        KvDtype::F16 => {
-            for (d, s) in dst.iter_mut().zip(src.chunks_exact(2)) {
-                *d = f16_to_f32(u16::from_le_bytes([s[0], s[1]]));
-            }
-        }
+        KvDtype::F16 => dequantize_f16(src, dst),
         KvDtype::Q8 => {
-            let mut o = 0;
-            for blk in dst.chunks_mut(Q8_BLOCK) {
+            let whole = dst.len() / Q8_BLOCK;
+            let o = whole * (Q8_BLOCK + 2);
+            dequantize_q8_0(&src[..o], &mut dst[..whole * Q8_BLOCK]);
+            let tail = &mut dst[whole * Q8_BLOCK..];
+            if !tail.is_empty() {
                 let d = f16_to_f32(u16::from_le_bytes([src[o], src[o + 1]]));
-                let len = blk.len();
-                for (y, &q) in blk.iter_mut().zip(&src[o + 2..o + 2 + len]) {
+                let qs = &src[o + 2..o + 2 + tail.len()];
+                for (y, &q) in tail.iter_mut().zip(qs) {
                     *y = (q as i8) as f32 * d;
                 }
-                o += 2 + len;
             }
         }
     }

@@ -168,13 +168,13 @@ pub fn dequantize_kernel(ty: GgmlType) -> Result<DequantKernel, QuantError> {
     use GgmlType::*;
     Ok(match ty {
         F32 => float::dequantize_f32,
-        F16 => float::dequantize_f16,
+        F16 => dequantize_f16,
         BF16 => float::dequantize_bf16,
         Q4_0 => q4::dequantize_q4_0,
         Q4_1 => q4::dequantize_q4_1,
         Q5_0 => q5::dequantize_q5_0,
         Q5_1 => q5::dequantize_q5_1,
-        Q8_0 => q8::dequantize_q8_0,
+        Q8_0 => dequantize_q8_0,
         Q8_1 => q8::dequantize_q8_1,
         Q2_K => q2_k::dequantize_q2_k,
         Q3_K => q3_k::dequantize_q3_k,
@@ -189,6 +189,25 @@ pub fn dequantize_kernel(ty: GgmlType) -> Result<DequantKernel, QuantError> {
             })
         }
     })
+}
+
+/// F16 values (little-endian) to f32, `min(src.len() / 2, dst.len())` of them: the SIMD twin
+/// where the build has one (wasm32 `simd128`; the same bits, the conversion being exact), else
+/// the scalar loop. Also the K/V cache's f16 rows (`kv::decode_row`).
+pub fn dequantize_f16(src: &[u8], dst: &mut [f32]) {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return simd128::dequantize_f16(src, dst);
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    float::dequantize_f16(src, dst)
+}
+
+/// Whole Q8_0 blocks to f32 (as many as both `src` and `dst` hold), as [`dequantize_f16`]
+/// chooses its kernel. Also the K/V cache's int8 rows, whose blocks are Q8_0's.
+pub fn dequantize_q8_0(src: &[u8], dst: &mut [f32]) {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return simd128::dequantize_q8_0(src, dst);
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    q8::dequantize_q8_0(src, dst)
 }
 
 /// The dot kernel for weights of type `w_ty` against activations of `vec_dot_type(w_ty)`:

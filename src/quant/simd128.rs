@@ -256,6 +256,42 @@ pub(super) fn f16x4_at_k(x0: &[u8], x1: &[u8], x2: &[u8], x3: &[u8], at: usize, 
     f16x4_low_to_f32x4_k(h, k)
 }
 
+/// `float::dequantize_f16`, eight values at a time: the same bits (the conversion is exact; a
+/// group with an Inf or NaN goes through `f16_bits_to_f32x4`, as `f16x4_low_to_f32x4_k` does).
+/// The K/V cache's f16 rows are read this way at every decode step.
+pub(super) fn dequantize_f16(src: &[u8], dst: &mut [f32]) {
+    let n = dst.len().min(src.len() / 2);
+    let (body, tail) = dst[..n].split_at_mut(n / 8 * 8);
+    let k = F16K::hoisted();
+    for (s, d) in src.chunks_exact(16).zip(body.chunks_exact_mut(8)) {
+        let v = ld(s, 0);
+        let (lo, hi) = (f16x4_low_to_f32x4_k(v, &k), f16x4_low_to_f32x4_k(i64x2_shuffle::<1, 1>(v, v), &k));
+        // SAFETY: `d` is 8 writable f32s; v128.store has no alignment requirement.
+        unsafe {
+            v128_store(d.as_mut_ptr() as *mut v128, lo);
+            v128_store(d.as_mut_ptr().add(4) as *mut v128, hi);
+        }
+    }
+    super::float::dequantize_f16(&src[n / 8 * 16..], tail);
+}
+
+/// `q8::dequantize_q8_0`, a block's 32 quants widened to f32 four at a time and scaled: the
+/// same single rounding of `q · d`, so the same bits.
+pub(super) fn dequantize_q8_0(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.chunks_exact(Q8_0_BYTES).zip(dst.chunks_exact_mut(QK)) {
+        let d = f32x4_splat(read_f16(b, 0));
+        for (h, q) in [ld(b, 2), ld(b, 18)].into_iter().enumerate() {
+            let (l16, h16) = (i16x8_extend_low_i8x16(q), i16x8_extend_high_i8x16(q));
+            let w = [i32x4_extend_low_i16x8(l16), i32x4_extend_high_i16x8(l16), i32x4_extend_low_i16x8(h16), i32x4_extend_high_i16x8(h16)];
+            for (i, w) in w.into_iter().enumerate() {
+                let out = &mut y[16 * h + 4 * i..16 * h + 4 * i + 4];
+                // SAFETY: `out` is 4 writable f32s; v128.store has no alignment requirement.
+                unsafe { v128_store(out.as_mut_ptr() as *mut v128, f32x4_mul(f32x4_convert_i32x4(w), d)) };
+            }
+        }
+    }
+}
+
 /// The four f32 at `d[at..at + 4]` as an f32x4.
 #[inline(always)]
 pub(super) fn ld_f32x4(d: &[f32], at: usize) -> v128 {

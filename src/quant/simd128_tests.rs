@@ -200,6 +200,43 @@ fn nonfinite_scales_match_scalar() {
     }
 }
 
+/// The row dequantizers the K/V cache reads through (`quant::dequantize_f16`, `dequantize_q8_0`)
+/// against their scalar loops, as bits: every f16 pattern (NaN payloads included), at lengths and
+/// offsets that leave a scalar tail and put Inf/NaN beside finite values in one group; Q8_0
+/// blocks of random quants with scales of many binades, zero, Inf and NaN.
+#[wasm_bindgen_test]
+fn dequantizers_match_scalar_bits() {
+    let all: Vec<u8> = (0..=u16::MAX).flat_map(|h| h.to_le_bytes()).collect();
+    for (start, len) in [(0usize, 65536usize), (3, 65533), (0x7bfe, 13), (0xfc00 - 5, 11), (1, 7), (0, 0)] {
+        let src = &all[2 * start..2 * (start + len)];
+        let (mut got, mut want) = (vec![0f32; len], vec![0f32; len]);
+        super::dequantize_f16(src, &mut got);
+        super::float::dequantize_f16(src, &mut want);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), w.to_bits(), "f16 {:#06x}", start + i);
+        }
+    }
+    let mut rng = Rng(29);
+    let special = [0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 65504.0, 5.96e-8];
+    for nb in [1usize, 2, 7] {
+        for round in 0..40 {
+            let mut src = rng.bytes(nb * 34);
+            let mut k = round;
+            set_scales(Q8_0, &mut src, &mut || {
+                k += 1;
+                if k % 3 == 0 { special[k / 3 % special.len()] } else { rng.scale() }
+            });
+            let (mut got, mut want) = (vec![0f32; nb * 32], vec![0f32; nb * 32]);
+            super::dequantize_q8_0(&src, &mut got);
+            super::q8::dequantize_q8_0(&src, &mut want);
+            let bits = |v: f32| if v.is_nan() { u32::MAX } else { v.to_bits() };
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(bits(*g), bits(*w), "q8_0 nb {nb} round {round} value {i}");
+            }
+        }
+    }
+}
+
 /// Rows in the weight matrices of `x4_kernels_match_scalar_bits`: rows4 runs on the slices from
 /// row 0 (the next four rows follow: touched ahead), from row 4 (seven rows: too few to touch)
 /// and from row 7 (the last four rows exactly, as the matmul's last group).
