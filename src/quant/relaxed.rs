@@ -408,28 +408,53 @@ pub(super) fn vec_dot_q4_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
     sumf
 }
 
+/// The constants of the relaxed Q6_K kernel, made once per call (`simd128::opaque`): the
+/// unpacking masks, and for the group pairs `(g, g + 2)` of [`q6_k_isum`] (`g % 8` = 0, 1, 4, 5)
+/// the swizzles that lay a half-block's widened scales out as the pair's i16 lanes: `g`'s
+/// scale twice, `g + 2`'s twice, and again.
+struct Q6KK {
+    nib: NibMasks,
+    pair: [v128; 4],
+}
+
+impl Q6KK {
+    #[inline(always)]
+    fn new() -> Q6KK {
+        let idx = |g: u8| {
+            let (a, b) = (2 * g, 2 * (g + 2));
+            u8x16(a, a + 1, a, a + 1, b, b + 1, b, b + 1, a, a + 1, a, a + 1, b, b + 1, b, b + 1)
+        };
+        Q6KK { nib: NibMasks::hoisted(), pair: [opaque(idx(0)), opaque(idx(1)), opaque(idx(4)), opaque(idx(5))] }
+    }
+}
+
 /// Σ_g sc_g · Σ (u − 32)·a for one Q6_K weight block `x` (`u` its unsigned quants 0..63,
 /// offset 32; `sc` its 16 signed scales, group g = elements 16g..16g+16) and one activation
-/// block, as i32x4 partial sums: per group one `i16x8.relaxed_dot_i8x16_i7x16_s` (a pair ≤
-/// 2·63·128 = 16,128 in magnitude: exact) and one `i32x4.dot_i16x8_s` against the group's scale
-/// splat in i16 lanes (a lane ≤ 2·16,128·128; the splat measured faster than a swizzle of the
-/// widened scales), then the offset −32·Σ_g sc_g·bsum_g from the Q8_K block's bsums (its
-/// 16-element sums, which the quantizer writes) in two more `dot_i16x8` (|Σ| ≤
-/// 256·63·128·128 < 2^31 throughout). Each group's quants are used as soon as they are
-/// unpacked: a block's sixteen held at once (as this once did) do not fit V8's registers.
+/// block, as i32x4 partial sums: per group one `i16x8.relaxed_dot_i8x16_i7x16_s` (a lane ≤
+/// 2·63·128 = 16,128 in magnitude: exact); two groups `g`, `g + 2` (unpacked together) added in
+/// i16 by one transposing step (≤ 2·16,128 = 32,256 < 2^15), so that each i32 unit holds one
+/// group's two partial sums, then weighted and widened by one `i32x4.dot_i16x8_s` against the
+/// pair's scales swizzled into those lanes (`Q6KK::pair`) — per group a splat of its scale
+/// and a `dot_i16x8` before, several instructions each in V8 — then the offset
+/// −32·Σ_g sc_g·bsum_g from the Q8_K block's bsums (its 16-element sums, which the quantizer
+/// writes) in two more `dot_i16x8` (|Σ| ≤ 256·63·128·128 < 2^31 throughout). The same exact
+/// integers, in another order. Each group's quants are used as soon as they are unpacked: a
+/// block's sixteen held at once (as this once did) do not fit V8's registers.
 #[inline(always)]
-fn q6_k_isum(x: &[u8], k: &NibMasks, yb: &[u8]) -> v128 {
-    let sc = &x[192..208];
-    let sc16 = ld(sc, 0);
+fn q6_k_isum(x: &[u8], k: &Q6KK, yb: &[u8]) -> v128 {
+    let sc16 = ld(x, 192);
     let (sl, sh) = (i16x8_extend_low_i8x16(sc16), i16x8_extend_high_i8x16(sc16));
     let mut acc = i32x4_splat(0);
-    for h in 0..2 {
+    for (h, scales) in [sl, sh].into_iter().enumerate() {
         for (j, l0) in [0usize, 16].into_iter().enumerate() {
             // element e = 128h + 32s + l0 + l (l < 16) lies in group e / 16 = 8h + 2s + j
-            for (s, u) in q6_k_unsigned_k(x, h, l0, k).into_iter().enumerate() {
+            let u = q6_k_unsigned_k(x, h, l0, &k.nib);
+            for s in [0usize, 2] {
                 let g = 8 * h + 2 * s + j;
-                let p = i16x8_relaxed_dot_i8x16_i7x16(ld(yb, QS_AT + 16 * g), u);
-                acc = i32x4_add(acc, i32x4_dot_i16x8(p, i16x8_splat(sc[g] as i8 as i16)));
+                let p0 = i16x8_relaxed_dot_i8x16_i7x16(ld(yb, QS_AT + 16 * g), u[s]);
+                let p1 = i16x8_relaxed_dot_i8x16_i7x16(ld(yb, QS_AT + 16 * (g + 2)), u[s + 1]);
+                let pair = i16x8_add(i32x4_shuffle::<0, 4, 1, 5>(p0, p1), i32x4_shuffle::<2, 6, 3, 7>(p0, p1));
+                acc = i32x4_add(acc, i32x4_dot_i16x8(pair, swizzle(scales, k.pair[s + j])));
             }
         }
     }
@@ -444,7 +469,7 @@ fn q6_k_isum(x: &[u8], k: &NibMasks, yb: &[u8]) -> v128 {
 pub(super) fn vec_dot_q6_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
     let nb = n / QK_K;
     let (w, a) = (&w[..nb * Q6_K_BYTES], &a[..nb * Q8_K_BYTES]);
-    let k = NibMasks::hoisted();
+    let k = Q6KK::new();
     let mut sumf = 0f32;
     for (x, yb) in w.chunks_exact(Q6_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
         let isum = hsum(q6_k_isum(x, &k, yb));
