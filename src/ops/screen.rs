@@ -121,38 +121,36 @@ pub struct Screened {
 ///
 /// Write `s_b = dw_b·dx_b` (exact in f32), `sumi_b` Q8_0's block integer and `A_b` pass 1's, so
 /// that `2·sumi_b − A_b = Σ_unknown qx·(2l − 15)`. Then for the real numbers `Z = Σ s_b·sumi_b`
-/// and `Â = ½ Σ s_b·A_b`: `|Z − Â| ≤ 7.5 · Σ_b |dw_b|·|dx_b|·Σ_unknown |qx| = 7.5·e1`. The
-/// engine's `z` is `Z` summed in f32 in block order: `|z − Z| ≤ γ_{nb+1} Σ|s_b·sumi_b|`, and
-/// `|sumi_b| ≤ 128·Σ|qx|`, so `≤ 128·γ·t`; pass 1's `a` has the same error against `Â` (its
-/// `|A_b|/2 ≤ 128·Σ|qx|` as well; it sums in four lanes, and in any summation tree a term
-/// passes at most `nb − 1` inexact additions, those with −0.0 being exact). `e1` and `t` are
-/// f32 sums of positive terms, low by at most a factor `(1 + u)^{2nb}`; the final relative factor covers that and the f64 comparisons
-/// (the `t` term alone exceeds `2^-40·|a|`), and the absolute term covers subnormal products.
+/// and `Â = ½ Σ s_b·A_b`: `|Z − Â| ≤ 7.5 · Σ_b |dw_b|·m_b` with `m_b = |dx_b|·Σ_unknown |qx|`.
+/// The engine's `z` is `Z` summed in f32 in block order: `|z − Z| ≤ γ_{nb+1} Σ|s_b·sumi_b|`,
+/// and `|sumi_b| ≤ 128·Σ|qx|`, so `≤ 128·γ·Σ_b |dw_b|·n_b` with `n_b = |dx_b|·Σ |qx|`; pass 1's
+/// `a` has the same error against `Â` (its `|A_b|/2 ≤ 128·Σ|qx|` as well; it sums in four
+/// lanes, and in any summation tree a term passes at most `nb − 1` inexact additions, those
+/// with −0.0 being exact). So `E ≤ Σ_b |dw_b|·(7.5·m_b + 256·γ·n_b) ≤ Σ_b |dw_b|·w_b` with each
+/// block's weight `w_b` rounded up to f32 (`PlanesAct::w`, `planes::rounding_gamma256`), and
+/// pass 1 returns that sum `e` in f32: a sum of positive terms, low by at most a factor
+/// `(1 + u)^{2nb}`; the final relative factor covers that and the f64 comparisons (the
+/// rounding term alone exceeds `2^-40·|a|`), and the absolute term covers subnormal products.
 ///
 /// The constants for one head width are computed once per step.
 #[derive(Clone, Copy)]
 struct Bound {
-    /// `256·γ_{nb+1}`, `1 + 4(nb+1)u`, `(nb+1)·2^-120`.
-    gamma256: f64,
+    /// `1 + 4(nb+1)u`, `(nb+1)·2^-120`.
     rel: f64,
     abs: f64,
 }
 
 impl Bound {
     fn new(nb: usize) -> Bound {
-        let u = f64::powi(2.0, -24);
         let n = (nb + 1) as f64;
-        let gamma = n * u / (1.0 - n * u);
-        Bound { gamma256: 256.0 * gamma, rel: 1.0 + 4.0 * n * u, abs: n * f64::powi(2.0, -120) }
+        Bound { rel: 1.0 + 4.0 * n * f64::powi(2.0, -24), abs: n * f64::powi(2.0, -120) }
     }
 
-    /// `E` rounded up to f32: the nearest f32, one ulp up when that is below (branch-free, so
-    /// the loop over a row group vectorizes; `e` is positive or NaN).
+    /// `E` rounded up to f32 (branch-free, so the loop over a row group vectorizes; `e` is
+    /// positive or NaN).
     #[inline(always)]
     fn of(self, p: Pass1) -> f32 {
-        let e = (7.5 * p.e1 as f64 + self.gamma256 * p.t as f64) * self.rel + self.abs;
-        let f = e as f32;
-        f32::from_bits(f.to_bits() + ((f as f64) < e) as u32)
+        planes::f32_up(p.e as f64 * self.rel + self.abs)
     }
 
     /// Each row's estimate `a2 / 2` and bound.

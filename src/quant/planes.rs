@@ -238,10 +238,10 @@ pub struct PlanesAct {
     pub sum: Vec<i32>,
     /// Per block: 15 · Σ qx over the unknown positions (the centre 7.5 of `l`, doubled).
     pub c15: Vec<i32>,
-    /// Per block: |dx| · Σ |qx| over the unknown positions (exact in f32).
-    pub m: Vec<f32>,
-    /// Per block: |dx| · Σ |qx| over all positions (exact in f32).
-    pub n: Vec<f32>,
+    /// Per block: the weight of its |dw| in pass 1's error bound (`ops::screen`'s `Bound`),
+    /// `7.5·m + 256·γ_{nb+1}·n` rounded up to f32, with `m = |dx|·Σ_unknown |qx|` and
+    /// `n = |dx|·Σ |qx|` (both exact in f32): pass 1 sums `|dw|·w` once instead of the two.
+    pub w: Vec<f32>,
     /// Per block: known `l` bytes, their offset in the known section, the rest's offset in `B`.
     pub c: Vec<u8>,
     pub o_off: Vec<u16>,
@@ -271,7 +271,7 @@ impl PlanesAct {
         let simd = nb * super::planes_simd128::PASS1_BLOCK_BYTES + nb.div_ceil(4) * super::planes_simd128::PASS1_QUAD_BYTES;
         #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
         let simd = 0;
-        nb * (QK + 5 * 4 + 1 + 2 * 2 + 16) + simd
+        nb * (QK + 4 * 4 + 1 + 2 * 2 + 16) + simd
     }
 
     pub fn bytes(&self) -> usize {
@@ -293,9 +293,10 @@ impl PlanesAct {
         for v in [&mut self.sum, &mut self.c15] {
             v.clear();
         }
-        for v in [&mut self.dx, &mut self.m, &mut self.n] {
+        for v in [&mut self.dx, &mut self.w] {
             v.clear();
         }
+        let g256 = rounding_gamma256(nb);
         self.qxp.clear();
         self.mask.clear();
         self.c.clone_from(&layout.c);
@@ -324,8 +325,8 @@ impl PlanesAct {
             self.dx.push(dx);
             self.sum.push(sum);
             self.c15.push(15 * unk);
-            self.m.push(dx.abs() * unk_abs as f32);
-            self.n.push(dx.abs() * all_abs as f32);
+            let (m, n) = (dx.abs() * unk_abs as f32, dx.abs() * all_abs as f32);
+            self.w.push(f32_up(7.5 * m as f64 + g256 * n as f64));
             self.mask.push(mask);
         }
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -339,15 +340,28 @@ impl PlanesAct {
 }
 
 /// Pass 1 of one row: `a2 = Σ_b (A_b as f32)·(dw_b·dx_b)` (twice the estimate; `A_b` the exact
-/// integer `32·Σ q·(h-8) + 2·Σ_known q·l + 15·Σ_unknown q`), `e1 = Σ_b |dw_b|·m_b` and
-/// `t = Σ_b |dw_b|·n_b`, each summed in [`PASS1_LANES`] lanes (block `b` into lane `b % 4`, in
-/// block order) then `(l0 + l1) + (l2 + l3)` ([`lanes_total`]): the order a kernel that takes a
-/// row's blocks four at a time keeps. Every tier's kernel returns these bits.
+/// integer `32·Σ q·(h-8) + 2·Σ_known q·l + 15·Σ_unknown q`) and `e = Σ_b |dw_b|·w_b` (the
+/// bound's sum, `PlanesAct::w`), each summed in [`PASS1_LANES`] lanes (block `b` into lane
+/// `b % 4`, in block order) then `(l0 + l1) + (l2 + l3)` ([`lanes_total`]): the order a kernel
+/// that takes a row's blocks four at a time keeps. Every tier's kernel returns these bits.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Pass1 {
     pub a2: f32,
-    pub e1: f32,
-    pub t: f32,
+    pub e: f32,
+}
+
+/// `256·γ_{nb+1}` for rows of `nb` blocks (`γ_k = k·u / (1 − k·u)`, `u = 2^-24`): the factor of
+/// `Σ|dw|·|dx|·Σ|qx|` that bounds the float rounding of a row's exact dot and of its pass-1
+/// estimate together (derived at `ops::screen`'s `Bound`), in each block's `PlanesAct::w`.
+pub fn rounding_gamma256(nb: usize) -> f64 {
+    let (u, k) = (f64::powi(2.0, -24), (nb + 1) as f64);
+    256.0 * (k * u / (1.0 - k * u))
+}
+
+/// The smallest f32 at or above `v` (`v` ≥ 0, or NaN, which stays NaN).
+pub fn f32_up(v: f64) -> f32 {
+    let f = v as f32;
+    f32::from_bits(f.to_bits() + ((f as f64) < v) as u32)
 }
 
 /// Lanes of pass 1's float sums (see [`Pass1`]).
@@ -363,7 +377,7 @@ pub fn lanes_total(l: [f32; PASS1_LANES]) -> f32 {
 pub fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
     let nb = x.nb;
     // Lanes start at −0.0, the exact identity of f32 addition (as a lane no block reaches).
-    let (mut a2, mut e1, mut t) = ([-0f32; PASS1_LANES], [-0f32; PASS1_LANES], [-0f32; PASS1_LANES]);
+    let (mut a2, mut e) = ([-0f32; PASS1_LANES], [-0f32; PASS1_LANES]);
     for blk in 0..nb {
         let dw = read_f16(a, 2 * blk);
         let h = &a[nb * 2 + blk * 16..nb * 2 + blk * 16 + 16];
@@ -381,10 +395,9 @@ pub fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
         }
         let j = blk % PASS1_LANES;
         a2[j] += pass1_block_int(sh, sl, x, blk) as f32 * (dw * x.dx[blk]);
-        e1[j] += dw.abs() * x.m[blk];
-        t[j] += dw.abs() * x.n[blk];
+        e[j] += dw.abs() * x.w[blk];
     }
-    Pass1 { a2: lanes_total(a2), e1: lanes_total(e1), t: lanes_total(t) }
+    Pass1 { a2: lanes_total(a2), e: lanes_total(e) }
 }
 
 /// `A_b` from the block's nibble sums `sh = Σ h·q` and `sl = Σ_known l·q` (shared by the tiers).
@@ -525,8 +538,8 @@ mod tests {
     }
 
     /// Bits, with NaN compared as a class (IEEE leaves payloads open).
-    fn bits3(p: &Pass1) -> [u32; 3] {
-        [p.a2, p.e1, p.t].map(|v| if v.is_nan() { u32::MAX } else { v.to_bits() })
+    fn bits(p: &Pass1) -> [u32; 2] {
+        [p.a2, p.e].map(|v| if v.is_nan() { u32::MAX } else { v.to_bits() })
     }
 
     fn bits1(v: f32) -> u32 {
@@ -596,7 +609,7 @@ mod tests {
                         let on = &planes[layout.a_at(r)..];
                         for (ahead, a) in [(0, a), (PASS1_ROWS * ra, a), (PASS1_ROWS * ra, on), (2 * PASS1_ROWS * ra, on)] {
                             for (k, (g, w)) in pass1_n(a, ra, ahead, &x).iter().zip(&want).enumerate() {
-                                assert_eq!(bits3(g), bits3(w), "case {case} act {k} rows {r}+{k} ahead {ahead}");
+                                assert_eq!(bits(g), bits(w), "case {case} act {k} rows {r}+{k} ahead {ahead}");
                             }
                         }
                     }
@@ -611,7 +624,7 @@ mod tests {
                     let a = &planes[layout.a_at(r)..layout.a_at(r) + layout.pass1_row_bytes()];
                     let b = &planes[layout.b_at(r)..];
                     let (p, ps) = (pass1(a, &x), pass1_row(a, &x));
-                    assert_eq!(bits3(&p), bits3(&ps), "case {case} act {k} row {r}");
+                    assert_eq!(bits(&p), bits(&ps), "case {case} act {k} row {r}");
                     let a = &planes[layout.a_at(r)..];
                     assert_eq!(bits1(full(a, b, &x)), bits1(full_row(a, b, &x)), "case {case} act {k} row {r}");
                 }
@@ -642,7 +655,7 @@ mod tests {
                 assert_eq!(full_row(a, b, &x).to_bits(), want.to_bits());
                 // The pass-1 estimate is within its bound of the exact value.
                 let p = pass1_row(a, &x);
-                let e = 7.5 * p.e1 as f64 + 1e-3 * p.t as f64;
+                let e = p.e as f64;
                 assert!((0.5 * p.a2 as f64 - want as f64).abs() <= e, "row {r}: {} vs {want} ± {e}", 0.5 * p.a2);
             }
         }

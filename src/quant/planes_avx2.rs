@@ -53,7 +53,7 @@ unsafe fn known_l(a: &[u8], x: &PlanesAct, blk: usize) -> __m128i {
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn pass1_avx2(a: &[u8], x: &PlanesAct) -> Pass1 {
     let nb = x.nb;
-    let (mut a2, mut e1, mut t) = ([-0f32; PASS1_LANES], [-0f32; PASS1_LANES], [-0f32; PASS1_LANES]);
+    let (mut a2, mut e) = ([-0f32; PASS1_LANES], [-0f32; PASS1_LANES]);
     for blk in 0..nb {
         let dw = read_f16(a, 2 * blk);
         let (q0, q1) = q_halves(x, blk);
@@ -61,10 +61,9 @@ unsafe fn pass1_avx2(a: &[u8], x: &PlanesAct) -> Pass1 {
         let sl = if x.c[blk] == 0 { 0 } else { nib_dot(known_l(a, x, blk), q0, q1) };
         let j = blk % PASS1_LANES;
         a2[j] += pass1_block_int(sh, sl, x, blk) as f32 * (dw * x.dx[blk]);
-        e1[j] += dw.abs() * x.m[blk];
-        t[j] += dw.abs() * x.n[blk];
+        e[j] += dw.abs() * x.w[blk];
     }
-    Pass1 { a2: lanes_total(a2), e1: lanes_total(e1), t: lanes_total(t) }
+    Pass1 { a2: lanes_total(a2), e: lanes_total(e) }
 }
 
 #[target_feature(enable = "avx2,f16c")]
@@ -180,7 +179,7 @@ unsafe fn pass1_rows8_avx2(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> 
     let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
     // Each a pass-1 lane (block `blk` into `blk % 4`) for eight rows, from −0.0 (`pass1_row`).
     let z = _mm256_set1_ps(-0.0);
-    let (mut a2, mut e1, mut t) = ([z; PASS1_LANES], [z; PASS1_LANES], [z; PASS1_LANES]);
+    let (mut a2, mut e) = ([z; PASS1_LANES], [z; PASS1_LANES]);
     let mut scales = [_mm_setzero_si128(); 8];
     for blk in 0..nb {
         if ahead != 0 {
@@ -218,17 +217,15 @@ unsafe fn pass1_rows8_avx2(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> 
         let j = blk % PASS1_LANES;
         a2[j] = _mm256_add_ps(a2[j], _mm256_mul_ps(_mm256_cvtepi32_ps(ai), s));
         let dwa = _mm256_and_ps(dw, abs_mask);
-        e1[j] = _mm256_add_ps(e1[j], _mm256_mul_ps(dwa, _mm256_set1_ps(x.m[blk])));
-        t[j] = _mm256_add_ps(t[j], _mm256_mul_ps(dwa, _mm256_set1_ps(x.n[blk])));
+        e[j] = _mm256_add_ps(e[j], _mm256_mul_ps(dwa, _mm256_set1_ps(x.w[blk])));
     }
     // `lanes_total`, eight rows at a time.
     let total = |l: [__m256; PASS1_LANES]| _mm256_add_ps(_mm256_add_ps(l[0], l[1]), _mm256_add_ps(l[2], l[3]));
-    let (a2, e1, t) = (total(a2), total(e1), total(t));
-    let (mut av, mut ev, mut tv) = ([0f32; 8], [0f32; 8], [0f32; 8]);
+    let (a2, e) = (total(a2), total(e));
+    let (mut av, mut ev) = ([0f32; 8], [0f32; 8]);
     _mm256_storeu_ps(av.as_mut_ptr(), a2);
-    _mm256_storeu_ps(ev.as_mut_ptr(), e1);
-    _mm256_storeu_ps(tv.as_mut_ptr(), t);
-    core::array::from_fn(|k| Pass1 { a2: av[k], e1: ev[k], t: tv[k] })
+    _mm256_storeu_ps(ev.as_mut_ptr(), e);
+    core::array::from_fn(|k| Pass1 { a2: av[k], e: ev[k] })
 }
 
 pub(super) fn pass1_rows8(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> [Pass1; 8] {

@@ -64,12 +64,12 @@ fn known_l(a: &[u8], x: &PlanesAct, blk: usize) -> v128 {
 pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
     assert!(x.nb > 0 && a.len() >= x.a_part_bytes(), "a whole A part");
     // SAFETY: `a` holds a whole A part (asserted above).
-    let [a2, e1, t] = if x.finite_scales {
+    let [a2, e] = if x.finite_scales {
         unsafe { row_sums_of::<true>(a.as_ptr(), x, &Pass1Consts::new::<true>()) }
     } else {
         unsafe { row_sums_of::<false>(a.as_ptr(), x, &Pass1Consts::new::<false>()) }
     };
-    Pass1 { a2: lanes_total(store4(a2)), e1: lanes_total(store4(e1)), t: lanes_total(store4(t)) }
+    Pass1 { a2: lanes_total(store4(a2)), e: lanes_total(store4(e)) }
 }
 
 /// The constants of pass 1's loop, made once per call (`opaque`).
@@ -103,7 +103,7 @@ impl Pass1Consts {
 /// # Safety
 /// As [`row_sums`].
 #[inline(always)]
-unsafe fn row_sums_of<const FINITE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1Consts) -> [v128; 3] {
+unsafe fn row_sums_of<const FINITE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1Consts) -> [v128; 2] {
     debug_assert!(!FINITE || x.finite_scales);
     if x.simd_blockwise {
         row_sums::<true, FINITE>(p, x, k)
@@ -112,7 +112,7 @@ unsafe fn row_sums_of<const FINITE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1
     }
 }
 
-/// Pass 1's three sums of the row whose A part starts at `p`, in four lanes each (lane `j`:
+/// Pass 1's two sums of the row whose A part starts at `p`, in four lanes each (lane `j`:
 /// blocks `j, j + 4, ...`, `planes::Pass1`), before [`lanes_total`]. `BLOCKWISE`: some block
 /// reads its known bytes through its own window (`Pass1Block::known_at`) rather than its
 /// group's (`Pass1Quad::known`): two loops, so the usual one tests nothing per block.
@@ -120,7 +120,7 @@ unsafe fn row_sums_of<const FINITE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1
 /// # Safety
 /// `p` starts a whole A part of `x`'s layout: `x.a_part_bytes()` readable bytes (`x.nb > 0`).
 #[inline(always)]
-unsafe fn row_sums<const BLOCKWISE: bool, const FINITE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1Consts) -> [v128; 3] {
+unsafe fn row_sums<const BLOCKWISE: bool, const FINITE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1Consts) -> [v128; 2] {
     let nb = x.nb;
     let groups = nb.div_ceil(4);
     let (blocks, quads) = (&x.simd[..nb], &x.quads[..groups]);
@@ -146,11 +146,11 @@ unsafe fn row_sums<const BLOCKWISE: bool, const FINITE: bool>(p: *const u8, x: &
             i32x4_add(s, nibs(unsafe { v128_load(p.add(b.known_at as usize) as *const v128) }, &b.l, s2, nib))
         }
     };
-    let (mut a2, mut e1, mut t) = (neg0, neg0, neg0);
+    let (mut a2, mut e) = (neg0, neg0);
     // One group: `pass1_block_int` in lane j (block 4g + j) from its sums `v`, then the float
     // terms; in a short last group (`tail`), lanes without a block (`live`) add −0.0, the
     // exact identity of f32 addition.
-    let add = |g: usize, v: [v128; 4], tail: bool, a2: &mut v128, e1: &mut v128, t: &mut v128| {
+    let add = |g: usize, v: [v128; 4], tail: bool, a2: &mut v128, e: &mut v128| {
         // SAFETY: g < groups = quads.len() at every call.
         let q = unsafe { quads.get_unchecked(g) };
         #[cfg(target_feature = "relaxed-simd")]
@@ -173,19 +173,17 @@ unsafe fn row_sums<const BLOCKWISE: bool, const FINITE: bool>(p: *const u8, x: &
         let keep = |v: v128| if tail { v128_bitselect(v, neg0, q.live) } else { v };
         *a2 = f32x4_add(*a2, keep(f32x4_mul(f32x4_convert_i32x4(ai), f32x4_mul(dw, q.dx))));
         // |dw| (`f32x4_abs`, its mask made once).
-        let dwa = v128_and(dw, k.abs);
-        *e1 = f32x4_add(*e1, keep(f32x4_mul(dwa, q.m)));
-        *t = f32x4_add(*t, keep(f32x4_mul(dwa, q.n)));
+        *e = f32x4_add(*e, keep(f32x4_mul(v128_and(dw, k.abs), q.w)));
     };
     for g in 0..nb / 4 {
-        add(g, [block(4 * g), block(4 * g + 1), block(4 * g + 2), block(4 * g + 3)], false, &mut a2, &mut e1, &mut t);
+        add(g, [block(4 * g), block(4 * g + 1), block(4 * g + 2), block(4 * g + 3)], false, &mut a2, &mut e);
     }
     if nb % 4 != 0 {
         let g = nb / 4;
         let v = core::array::from_fn(|j| if 4 * g + j < nb { block(4 * g + j) } else { i32x4_splat(0) });
-        add(g, v, true, &mut a2, &mut e1, &mut t);
+        add(g, v, true, &mut a2, &mut e);
     }
-    [a2, e1, t]
+    [a2, e]
 }
 
 /// [`lanes_total`] of four rows' lane sums at once, lane k = row k's: the 4×4 transpose, then
@@ -268,8 +266,8 @@ pub struct Pass1Quad {
     known_idx: v128,
     known_at: u32,
     dx: v128,
-    m: v128,
-    n: v128,
+    /// The bound's weights (`PlanesAct::w`).
+    w: v128,
     cst: v128,
     /// The exact dot's constant part per block (`planes::full_cst`).
     full_cst: v128,
@@ -316,8 +314,7 @@ pub(super) fn prepare_pass1_blocks(x: &PlanesAct, out: &mut Vec<Pass1Block>, qua
             // The window ends at the group's last known byte; it starts at ≥ 18·nb − 16 > 0.
             known_at: if on { (start + cg - 16) as u32 } else { 0 },
             dx: v(&|b| x.dx[b].to_bits()),
-            m: v(&|b| x.m[b].to_bits()),
-            n: v(&|b| x.n[b].to_bits()),
+            w: v(&|b| x.w[b].to_bits()),
             // `c15 − 256·Σq`: the block integer's constant part (`pass1_block_int`).
             cst: v(&|b| (x.c15[b] - 256 * x.sum[b]) as u32),
             full_cst: v(&|b| full_cst(x, b) as u32),
@@ -425,17 +422,17 @@ pub(super) fn pass1_rows(a: &[u8], ra: usize, _ahead: usize, x: &PlanesAct) -> [
 #[inline(always)]
 fn pass1_rows_with<const FINITE: bool>(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
     let k = Pass1Consts::new::<FINITE>();
-    let mut out = [Pass1 { a2: 0.0, e1: 0.0, t: 0.0 }; PASS1_ROWS];
+    let mut out = [Pass1 { a2: 0.0, e: 0.0 }; PASS1_ROWS];
     for (r4, o) in out.chunks_exact_mut(4).enumerate() {
-        let mut s = [[i32x4_splat(0); 3]; 4];
+        let mut s = [[i32x4_splat(0); 2]; 4];
         for (i, si) in s.iter_mut().enumerate() {
             // SAFETY: row 4·r4 + i < PASS1_ROWS starts a whole A part (asserted above).
             let p = unsafe { a.as_ptr().add((4 * r4 + i) * ra) };
             *si = unsafe { row_sums_of::<FINITE>(p, x, &k) };
         }
-        let [a2, e1, t] = [0, 1, 2].map(|f| store4(lanes_total4(s[0][f], s[1][f], s[2][f], s[3][f])));
+        let [a2, e] = [0, 1].map(|f| store4(lanes_total4(s[0][f], s[1][f], s[2][f], s[3][f])));
         for (i, oi) in o.iter_mut().enumerate() {
-            *oi = Pass1 { a2: a2[i], e1: e1[i], t: t[i] };
+            *oi = Pass1 { a2: a2[i], e: e[i] };
         }
     }
     out
