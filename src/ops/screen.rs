@@ -174,16 +174,6 @@ fn up64(est: f32, err: f32) -> f64 {
     est as f64 + err as f64
 }
 
-/// The largest f32 that is ≤ `v`.
-fn f32_down(v: f64) -> f32 {
-    let f = v as f32;
-    if (f as f64) > v {
-        f.next_down()
-    } else {
-        f
-    }
-}
-
 /// The screened head of `w` (a plane-layout Q8_0 weight) on one normalized hidden row `xn`:
 /// candidate ids and exact logits for `need`, pass 1 split over `exec`'s threads (results do
 /// not depend on the thread count); when it falls back, every logit in `dense`. `false` when
@@ -287,7 +277,7 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
         let max_lo = || sweep::max_of(est, err, lo64);
         match ask.need {
             Need::Max => max_lo(),
-            Need::Floor(ln_p) => (f32_down(max_lo()) + ln_p) as f64,
+            Need::Floor(ln_p) => (planes::f32_down(max_lo()) + ln_p) as f64,
             // The candidates too, into `out.ids` (from the rows computed above).
             Need::TopK(k) => topk::threshold(est, err, k.clamp(1, n_out), cap, &mut out.ids, &mut out.logits, &mut s.lo),
             Need::Gumbel { t, key } => {

@@ -358,10 +358,22 @@ pub fn rounding_gamma256(nb: usize) -> f64 {
     256.0 * (k * u / (1.0 - k * u))
 }
 
-/// The smallest f32 at or above `v` (`v` ≥ 0, or NaN, which stays NaN).
+/// The smallest f32 at or above `v` (`v` ≥ 0, or NaN, which stays NaN): branch-free, as the
+/// screen rounds every row's bound with it.
 pub fn f32_up(v: f64) -> f32 {
     let f = v as f32;
     f32::from_bits(f.to_bits() + ((f as f64) < v) as u32)
+}
+
+/// The largest f32 at or below `v` (any sign): the screen's thresholds, rounded the other way
+/// from [`f32_up`]'s bounds.
+pub fn f32_down(v: f64) -> f32 {
+    let f = v as f32;
+    if (f as f64) > v {
+        f.next_down()
+    } else {
+        f
+    }
 }
 
 /// Lanes of pass 1's float sums (see [`Pass1`]).
@@ -514,6 +526,32 @@ pub fn kernels() -> (Pass1Kernel, Pass1RowsKernel, FullRowKernel) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The screen's directed roundings give the nearest f32 on their side of `v`: exact f32s
+    /// stay, values between two f32s (of both signs, tiny and huge, around powers of two) go to
+    /// the neighbour above (`f32_up`) or below (`f32_down`), NaN stays NaN.
+    #[test]
+    fn directed_roundings_are_tight() {
+        let mut vals = vec![0.0f64, 1.0, 0.1, 1.0 / 3.0, 2f64.powi(-149) * 0.75, 2f64.powi(-130) / 3.0, 3.4e38, 65504.5, 7.5 * 0.337];
+        let mut x = 0.5f64;
+        for _ in 0..2000 {
+            x = (x * 3.7 + 0.1234567).fract();
+            vals.push(x * 10f64.powi((x * 60.0) as i32 - 30));
+        }
+        for k in [-3i32, 0, 24, 100] {
+            let p = 2f64.powi(k);
+            vals.extend([p, p * (1.0 + 1e-12), p * (1.0 - 1e-12)]);
+        }
+        for v in vals {
+            let up = f32_up(v);
+            assert!(up as f64 >= v && (up.next_down() as f64) < v, "f32_up({v:e}) = {up:e}");
+            for w in [v, -v] {
+                let down = f32_down(w);
+                assert!(down as f64 <= w && (down.next_up() as f64) > w, "f32_down({w:e}) = {down:e}");
+            }
+        }
+        assert!(f32_up(f64::NAN).is_nan() && f32_down(f64::NAN).is_nan());
+    }
 
     fn pseudo_bytes(n: usize, seed: u32) -> Vec<u8> {
         let mut s = seed.wrapping_mul(2654435761).wrapping_add(7);

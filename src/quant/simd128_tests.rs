@@ -483,8 +483,9 @@ fn kernel_throughput() {
 /// `cargo test --target wasm32-unknown-unknown --lib -- --include-ignored rows4_stream`): the
 /// decode kernels (`rows4`) over 64 MB of weights (beyond every cache), each call handed the
 /// matrix to its end (as `ops::matmul` does: the next rows are touched ahead) or cut to its four
-/// rows (no touch), alternated, beside the one-row kernel and a plain four-stream read of the
-/// same bytes.
+/// rows (no touch), and over the first 256 KB again and again (in cache: what the kernel costs
+/// when it never waits on memory), alternated, beside the one-row kernel and a plain
+/// four-stream read of the same bytes.
 #[wasm_bindgen_test]
 #[ignore]
 fn rows4_stream_throughput() {
@@ -507,7 +508,7 @@ fn rows4_stream_throughput() {
         quantize_activation(vec_dot_type(ty), &x, &mut a).unwrap();
         let mut prep = Vec::new();
         let act = rows4.as_ref().map(|k| k.prepare(&a, n, &mut prep));
-        let (mut t_on, mut t_off, mut t_probe, mut t_one) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut t_on, mut t_off, mut t_cache, mut t_probe, mut t_one) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let one = vec_dot_kernel(ty).unwrap();
         let mut sink = 0f32;
         for _ in 0..5 {
@@ -525,6 +526,17 @@ fn rows4_stream_throughput() {
                 }
                 let dt = now() - t0;
                 if ahead { t_on.push(dt) } else { t_off.push(dt) }
+            }
+            if let (Some(rows4), Some(act)) = (&rows4, act) {
+                // In cache: the first 256 KB's rows again and again, as many bytes in all.
+                let small = (256 << 10) / rb / 4 * 4;
+                let t0 = now();
+                for _ in 0..rows / small {
+                    for r in (0..small).step_by(4) {
+                        sink += (rows4.dot)(&w[r * rb..], rb, act, n)[0];
+                    }
+                }
+                t_cache.push((now() - t0) * rows as f64 / (rows / small * small) as f64);
             }
             // Four streams, 64 bytes per stream per step (the membw probe's four-stream loop).
             let t0 = now();
@@ -551,8 +563,8 @@ fn rows4_stream_throughput() {
         let four = if t_on.is_empty() {
             "no four-row kernel".to_string()
         } else {
-            let (on, off) = (med(&mut t_on), med(&mut t_off));
-            format!("rows4 touch-ahead {:>5.2} GB/s, no touch {:>5.2} GB/s ({:.2}x)", gb(on), gb(off), off / on)
+            let (on, off, cache) = (med(&mut t_on), med(&mut t_off), med(&mut t_cache));
+            format!("rows4 touch-ahead {:>5.2} GB/s, no touch {:>5.2} GB/s ({:.2}x), in cache {:>5.2} GB/s", gb(on), gb(off), off / on, gb(cache))
         };
         log(&format!("{:<5} n={n:>5} {:>3} MB: {four}; one-row kernel {:>5.2} GB/s; four-stream read {:>5.2} GB/s", ty.to_string(), w.len() >> 20, gb(one), gb(probe)));
     }

@@ -17,7 +17,8 @@
 
 use std::cmp::Ordering;
 
-use super::{f32_down, lo64, up64};
+use super::{lo64, up64};
+use crate::quant::planes::f32_down;
 use super::sweep::push_hits;
 
 /// One sampled row in this many for the guess of (1).
