@@ -206,6 +206,9 @@ function runOf(name) {
   return m ? { base: m[1], threads: +m[2] } : { base: name, threads: 1 };
 }
 const results = Object.fromEntries(engines.map((e) => [e, []]));
+// Which output head edgellm's decode steps used (usage.head): steps screened of all, the
+// screened steps that fell back to the full head, candidate rows computed exactly per step.
+const headLine = (h) => `head=${h.path} (${h.screened_steps}/${h.screened_steps + h.full_steps} steps screened, ${h.fallback_steps} fell back; candidates median ${h.candidates_median.toFixed(0)} mean ${h.candidates_mean.toFixed(0)} max ${h.candidates_max})`;
 const KEYS = ['load_s', 'ttft_ms', 'prefill_tps', 'decode_tps', 'wasm_mb', 'rss_mb'];
 const probes = [];
 try {
@@ -218,7 +221,7 @@ try {
       r.decode_mb_tok = r.usage && r.usage.decode_bytes_per_token !== undefined ? r.usage.decode_bytes_per_token / 1e6 : NaN;
       r.decode_gb_s = r.usage && r.usage.decode_gb_s !== undefined ? r.usage.decode_gb_s : NaN;
       results[e].push(r);
-      console.log(`round ${round + 1} ${e.padEnd(15)} ${r.simd_tier ? `tier=${r.simd_tier} ` : ''}threads=${r.threads} ${KEYS.map((k) => `${k}=${(+r[k]).toFixed(k.endsWith('tps') || k === 'load_s' ? 2 : 0)}`).join(' ')} prompt_tokens=${r.prompt_tokens} tokens=${r.tokens}${Number.isFinite(r.decode_gb_s) ? ` decode ${r.decode_mb_tok.toFixed(1)} MB/tok ${r.decode_gb_s.toFixed(2)} GB/s` : ''}${r.windows ? ` windows=[${r.windows.map((x) => x.toFixed(2)).join(', ')}]` : ''}${r.timings ? ` (wllama timings: prefill ${r.timings.prompt_per_second?.toFixed(2)} tok/s, decode ${r.timings.predicted_per_second?.toFixed(2)} tok/s)` : ''}`);
+      console.log(`round ${round + 1} ${e.padEnd(15)} ${r.simd_tier ? `tier=${r.simd_tier} ` : ''}threads=${r.threads} ${KEYS.map((k) => `${k}=${(+r[k]).toFixed(k.endsWith('tps') || k === 'load_s' ? 2 : 0)}`).join(' ')} prompt_tokens=${r.prompt_tokens} tokens=${r.tokens}${Number.isFinite(r.decode_gb_s) ? ` decode ${r.decode_mb_tok.toFixed(1)} MB/tok ${r.decode_gb_s.toFixed(2)} GB/s` : ''}${r.usage && r.usage.head ? ` ${headLine(r.usage.head)}` : ''}${r.windows ? ` windows=[${r.windows.map((x) => x.toFixed(2)).join(', ')}]` : ''}${r.timings ? ` (wllama timings: prefill ${r.timings.prompt_per_second?.toFixed(2)} tok/s, decode ${r.timings.predicted_per_second?.toFixed(2)} tok/s)` : ''}`);
     }
     const pr = await runProbe(origin);
     if (pr.error) console.log(`round ${round + 1} membw probe failed: ${pr.error}`);
@@ -259,6 +262,13 @@ const cell = (x, d) => (Number.isFinite(x) ? x.toFixed(d) : '-').padStart(12);
 console.log('\n' + 'decode traffic'.padEnd(pad) + ['MB/token', 'GB/s'].map((k) => k.padStart(12)).join(''));
 for (const e of engines) console.log(e.padEnd(pad) + cell(median(results[e].map((r) => r.decode_mb_tok)), 1) + cell(median(results[e].map((r) => r.decode_gb_s)), 2));
 console.log('(edgellm usage: weight + mean K/V bytes read per decode step, × decode tok/s; wllama reports neither)');
+for (const e of engines) {
+  const hs = results[e].map((r) => r.usage && r.usage.head).filter(Boolean);
+  if (!hs.length) continue;
+  const sum = (k) => hs.reduce((a, h) => a + h[k], 0);
+  const steps = sum('screened_steps') + sum('full_steps');
+  console.log(`${e} output head over ${hs.length} rounds: ${sum('screened_steps')} of ${steps} decode steps screened, ${sum('fallback_steps')} fell back (${((100 * sum('fallback_steps')) / Math.max(1, sum('screened_steps'))).toFixed(1)}%); candidates per step: median of the rounds' medians ${median(hs.map((h) => h.candidates_median)).toFixed(0)}, max ${Math.max(...hs.map((h) => h.candidates_max))}`);
+}
 if (probes.length) {
   const p1 = median(probes.map((p) => p.sum1));
   const p4 = median(probes.map((p) => p.sum4));

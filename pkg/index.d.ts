@@ -799,7 +799,9 @@ export interface CompletionUsage {
     screened_steps: number;
     full_steps: number;
     fallback_steps: number;
+    /** Candidate rows computed exactly per screened step that did not fall back. */
     candidates_mean: number;
+    candidates_median: number;
     candidates_max: number;
   };
   /** K/V bytes the last decode step's attention read: every row the cache held. */

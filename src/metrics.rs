@@ -42,9 +42,9 @@ pub fn no_clock() -> f64 {
 ///   screened head's pass 1 and the rows it computed in full, or the whole head).
 /// * `head_screened_steps` / `head_full_steps`: decode steps whose logits came from the
 ///   screened head (`ops::screen`) / the full head; `head_fallback_steps`: screened steps that
-///   had too many candidates and computed every row; `head_candidates_total` /
-///   `head_candidates_max`: rows computed exactly over the screened steps (fallbacks
-///   excluded), in total and at most in one step.
+///   had too many candidates and computed every row; `head_candidates`: the rows each
+///   screened step computed exactly (fallbacks excluded), step by step (its mean, median and
+///   maximum go to the usage report: `head_report`).
 /// * `decode_kv_bytes_last_token`: K/V bytes the last decode step's attention read: every row
 ///   of every layer the cache held once it stored that step's token (its `bytes` occupancy).
 /// * `decode_kv_bytes_total`: the same summed over all decode steps.
@@ -64,8 +64,7 @@ pub struct GenerationMetrics {
     pub head_screened_steps: usize,
     pub head_full_steps: usize,
     pub head_fallback_steps: usize,
-    pub head_candidates_total: u64,
-    pub head_candidates_max: usize,
+    pub head_candidates: Vec<u32>,
 }
 
 /// Which output head a generation's decode steps used, for usage reports.
@@ -76,7 +75,10 @@ pub struct HeadReport {
     pub screened_steps: usize,
     pub full_steps: usize,
     pub fallback_steps: usize,
+    /// Candidate rows per screened step that did not fall back: mean, median (the mean of the
+    /// two middle steps for an even count) and maximum; 0 without such a step.
     pub candidates_mean: f64,
+    pub candidates_median: f64,
     pub candidates_max: usize,
 }
 
@@ -124,8 +126,8 @@ impl GenerationMetrics {
                 if fell_back {
                     self.head_fallback_steps += 1;
                 } else {
-                    self.head_candidates_total += candidates as u64;
-                    self.head_candidates_max = self.head_candidates_max.max(candidates);
+                    // At most the head's rows, which a u32 holds (the vocabulary is u32 ids).
+                    self.head_candidates.push(candidates as u32);
                 }
             }
         }
@@ -150,15 +152,27 @@ impl GenerationMetrics {
             full_steps: self.head_full_steps,
             fallback_steps: self.head_fallback_steps,
             candidates_mean: self.head_candidates_mean(),
-            candidates_max: self.head_candidates_max,
+            candidates_median: self.head_candidates_median(),
+            candidates_max: self.head_candidates.iter().max().map_or(0, |&m| m as usize),
         }
     }
 
     /// Mean candidates per screened step that did not fall back (0 without one).
     pub fn head_candidates_mean(&self) -> f64 {
-        match self.head_screened_steps - self.head_fallback_steps {
+        match self.head_candidates.len() {
             0 => 0.0,
-            n => self.head_candidates_total as f64 / n as f64,
+            n => self.head_candidates.iter().map(|&c| c as f64).sum::<f64>() / n as f64,
+        }
+    }
+
+    /// Median candidates per screened step that did not fall back (0 without one).
+    pub fn head_candidates_median(&self) -> f64 {
+        let mut c = self.head_candidates.clone();
+        c.sort_unstable();
+        match c.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => c[n / 2] as f64,
+            n => (c[n / 2 - 1] as f64 + c[n / 2] as f64) / 2.0,
         }
     }
 
@@ -187,8 +201,9 @@ impl GenerationMetrics {
 
     /// One human-readable line.
     pub fn summary(&self) -> String {
+        let h = self.head_report();
         format!(
-            "prompt {} tok, prefill {:.1} ms ({:.1} tok/s), ttft {:.1} ms, generated {} tok, tpot {:.1} ms ({:.1} tok/s), decode {:.1} MB/tok ({:.2} GB/s), head {} ({} screened, {} fell back, candidates mean {:.0} max {})",
+            "prompt {} tok, prefill {:.1} ms ({:.1} tok/s), ttft {:.1} ms, generated {} tok, tpot {:.1} ms ({:.1} tok/s), decode {:.1} MB/tok ({:.2} GB/s), head {} ({} screened, {} fell back, candidates mean {:.0} median {:.0} max {})",
             self.prompt_tokens,
             self.prefill_ms,
             self.prefill_tok_s(),
@@ -198,11 +213,12 @@ impl GenerationMetrics {
             self.decode_tok_s(),
             self.decode_bytes_per_token() / 1e6,
             self.decode_gb_s(),
-            self.head_path(),
-            self.head_screened_steps,
-            self.head_fallback_steps,
-            self.head_candidates_mean(),
-            self.head_candidates_max
+            h.path,
+            h.screened_steps,
+            h.fallback_steps,
+            h.candidates_mean,
+            h.candidates_median,
+            h.candidates_max
         )
     }
 }
@@ -247,6 +263,28 @@ mod tests {
         assert_eq!(z.prefill_tok_s(), 0.0);
         assert_eq!(z.decode_kv_bytes_mean(), 0.0);
         assert_eq!(z.decode_gb_s(), 0.0);
+    }
+
+    /// The head report counts each kind of step and takes the candidate statistics over the
+    /// screened steps that did not fall back only.
+    #[test]
+    fn head_report_counts_steps_and_candidates() {
+        let mut m = GenerationMetrics::default();
+        let r = m.head_report();
+        assert_eq!((r.path, r.screened_steps, r.candidates_mean, r.candidates_median, r.candidates_max), ("full", 0, 0.0, 0.0, 0));
+        for c in [40, 10, 7000, 30] {
+            m.record_decode_weights(100, HeadUse::Screened { candidates: c, fell_back: false });
+        }
+        m.record_decode_weights(300, HeadUse::Screened { candidates: 262_144, fell_back: true });
+        let r = m.head_report();
+        assert_eq!((r.path, r.screened_steps, r.full_steps, r.fallback_steps), ("screened", 5, 0, 1));
+        assert_eq!((r.candidates_mean, r.candidates_median, r.candidates_max), (1770.0, 35.0, 7000));
+        m.record_decode_weights(400, HeadUse::Screened { candidates: 20, fell_back: false });
+        m.record_decode_weights(500, HeadUse::Full);
+        let r = m.head_report();
+        assert_eq!((r.path, r.screened_steps, r.full_steps, r.candidates_median, r.candidates_max), ("mixed", 6, 1, 30.0, 7000));
+        assert_eq!(m.decode_weight_bytes_per_token, 1600 / 7);
+        assert!(m.summary().contains("candidates mean 1420 median 30 max 7000"), "{}", m.summary());
     }
 
     #[cfg(not(target_arch = "wasm32"))]
