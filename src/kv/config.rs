@@ -18,8 +18,9 @@ pub enum KvDtype {
     Q8,
 }
 
-/// Elements per int8 block (one f16 scale each).
-pub const Q8_BLOCK: usize = 32;
+/// Elements per int8 block (one f16 scale each): Q8_0's, as the rows are read back as Q8_0
+/// blocks (`kv::store::decode_row`).
+pub const Q8_BLOCK: usize = crate::quant::Q8_0_BLOCK;
 
 impl KvDtype {
     pub fn name(self) -> &'static str {

@@ -201,6 +201,10 @@ pub fn dequantize_f16(src: &[u8], dst: &mut [f32]) {
     float::dequantize_f16(src, dst)
 }
 
+/// Elements per Q8_0 block (an f16 scale, then this many int8 quants): also the K/V cache's
+/// int8 block (`kv::Q8_BLOCK`), whose rows [`dequantize_q8_0`] reads.
+pub const Q8_0_BLOCK: usize = q8::QK;
+
 /// Whole Q8_0 blocks to f32 (as many as both `src` and `dst` hold), as [`dequantize_f16`]
 /// chooses its kernel. Also the K/V cache's int8 rows, whose blocks are Q8_0's.
 pub fn dequantize_q8_0(src: &[u8], dst: &mut [f32]) {
