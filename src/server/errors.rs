@@ -63,12 +63,15 @@ impl ApiError {
     }
 
     /// An engine error: request problems are 400 (the prompt does not fit: OpenAI's
-    /// `context_length_exceeded`), anything else 500.
+    /// `context_length_exceeded`; contents that cannot be kept literal), anything else 500.
     pub fn from_host(e: &HostError) -> ApiError {
         match e.code.as_str() {
             "PROMPT_TOO_LONG" | "CONTEXT_FULL" => ApiError::invalid("context_length_exceeded", e.message.clone()),
             "INVALID_REQUEST" => ApiError::invalid("invalid_request", e.message.clone()),
             "CHAT_TEMPLATE_ERROR" => ApiError::invalid("chat_template_error", e.message.clone()),
+            // The request's contents hold more distinct special-token texts than can be kept
+            // literal: the client's input, not the engine.
+            "CHAT_TEMPLATE_TOO_MANY_LITERALS" => ApiError::invalid("invalid_request", e.message.clone()),
             _ => ApiError::new(500, "server_error", "engine_error", format!("{} [{}]", e.message, e.code)),
         }
     }

@@ -515,8 +515,12 @@ impl ChatTemplate {
                 protected = messages
                     .iter()
                     .map(|m| {
-                        let content = if literal_role(&m.role) { literals.protect(tok, &m.content)? } else { m.content.clone() };
-                        Ok(ChatMessage { content, ..m.clone() })
+                        if !literal_role(&m.role) {
+                            return Ok(m.clone());
+                        }
+                        // A tool turn's call id is the caller's text too (templates write it).
+                        let tool_call_id = m.tool_call_id.as_deref().map(|id| literals.protect(tok, id)).transpose()?;
+                        Ok(ChatMessage { content: literals.protect(tok, &m.content)?, tool_call_id, ..m.clone() })
                     })
                     .collect::<Result<Vec<_>, TokenizerError>>()?;
                 &protected[..]

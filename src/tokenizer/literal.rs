@@ -11,6 +11,7 @@
 //! tokenized as plain text in place, exactly as `encode(content, parse_special = false)` would.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use super::error::TokenizerError;
 use super::special::Fragment;
@@ -29,14 +30,19 @@ fn is_placeholder(c: char) -> bool {
 #[derive(Default)]
 pub(crate) struct Literals {
     texts: Vec<String>,
+    /// Each text's index in `texts`: a content can hold every placeholder-range character, and
+    /// a scan of `texts` per character would be quadratic in the content's length.
+    index: HashMap<String, usize>,
 }
 
 impl Literals {
     fn placeholder(&mut self, text: &str) -> Result<char, TokenizerError> {
-        let i = match self.texts.iter().position(|t| t == text) {
-            Some(i) => i,
+        let i = match self.index.get(text) {
+            Some(&i) => i,
+            None if self.texts.len() >= COUNT as usize => return Err(TokenizerError::ChatTemplateTooManyLiterals),
             None => {
                 self.texts.push(text.to_string());
+                self.index.insert(text.to_string(), self.texts.len() - 1);
                 self.texts.len() - 1
             }
         };
