@@ -605,7 +605,7 @@ export interface SamplingParams extends RouteParams {
   top_k?: number | null;
   /** Extension: in [0, 1]. */
   min_p?: number | null;
-  /** Extension (llama.cpp's repeat_penalty): in [0, 10], 1 = off. */
+  /** Extension (llama.cpp's repeat_penalty): in (0, 10], 1 = off. */
   repetition_penalty?: number | null;
   /** Extension: another name of repetition_penalty. */
   repeat_penalty?: number | null;

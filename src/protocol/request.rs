@@ -49,6 +49,8 @@ pub enum On {
 pub enum Rule {
     /// A finite number in `[lo, hi]`.
     Number(f64, f64),
+    /// A finite number in `(0, hi]` (a divisor).
+    Positive(f64),
     /// An integer in `[lo, hi]`.
     Integer(i128, i128),
     Bool,
@@ -76,8 +78,12 @@ const fn p(name: &'static str, on: On, rule: Rule, doc: &'static str) -> Param {
 
 const NEW_TOKENS: Rule = Rule::Integer(1, MAX_NEW_TOKENS as i128);
 const PENALTY: Rule = Rule::Number(-2.0, 2.0);
-const REPEAT: Rule = Rule::Number(0.0, 10.0);
+// It divides logits: 0 would make them infinite.
+const REPEAT: Rule = Rule::Positive(10.0);
 const OLD_FUNCTIONS: &str = "the deprecated functions API is not supported: use tools and tool_choice";
+
+/// The message roles a chat request may carry (OpenAI's, but the deprecated `function`).
+pub const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool"];
 
 /// Most `stop` sequences (OpenAI's limit).
 pub const MAX_STOP: usize = 4;
@@ -169,11 +175,23 @@ fn get<'a>(o: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
 
 fn number(o: &Map<String, Value>, name: &str) -> Result<Option<f64>, ProtocolError> {
     let Some(v) = get(o, name) else { return Ok(None) };
-    let Rule::Number(lo, hi) = param_for(name).expect("a listed parameter").rule else { unreachable!("{name} is not a number") };
     match v.as_f64() {
-        Some(x) if x.is_finite() && x >= lo && x <= hi => Ok(Some(x)),
-        Some(x) => Err(ProtocolError::invalid(name, format!("{name} must be in [{lo}, {hi}], got {x}"))),
+        Some(x) => check_number(name, x).map(Some),
         None => Err(ProtocolError::invalid(name, format!("{name} must be a number, got {v}"))),
+    }
+}
+
+/// `x` under number parameter `name`'s rule (the server's and the CLI's one check).
+pub fn check_number(name: &str, x: f64) -> Result<f64, ProtocolError> {
+    let (ok, range) = match param_for(name).map(|p| p.rule) {
+        Some(Rule::Number(lo, hi)) => (x >= lo && x <= hi, format!("[{lo}, {hi}]")),
+        Some(Rule::Positive(hi)) => (x > 0.0 && x <= hi, format!("(0, {hi}]")),
+        _ => unreachable!("{name} is not a number parameter"),
+    };
+    if ok && x.is_finite() {
+        Ok(x)
+    } else {
+        Err(ProtocolError::invalid(name, format!("{name} must be in {range}, got {x}")))
     }
 }
 
@@ -253,6 +271,14 @@ fn messages(o: &Map<String, Value>) -> Result<Vec<ChatMessage>, ProtocolError> {
             return Err(ProtocolError::unsupported(format!("messages[{i}].{k}"), format!("messages[{i}].{k} is not supported: {why}")));
         }
         let role = m.get("role").and_then(Value::as_str).ok_or_else(|| bad(format!("messages[{i}].role"), format!("messages[{i}].role must be a string")))?;
+        if role == "function" {
+            return Err(ProtocolError::unsupported(format!("messages[{i}].role"), format!("messages[{i}].role \"function\" is not supported: {OLD_FUNCTIONS}")));
+        }
+        // A template writes the role as it is, where special-token text is parsed: only the
+        // roles OpenAI defines (anything else could forge a turn).
+        if !ROLES.contains(&role) {
+            return Err(bad(format!("messages[{i}].role"), format!("messages[{i}].role must be one of {}, got {role:?}", ROLES.join(", "))));
+        }
         let mut msg = ChatMessage::new(role, &content_text(m.get("content"), i)?);
         if let Some(c) = get(m, "tool_calls") {
             msg.tool_calls = super::tools::message_calls(c, i)?;
@@ -423,10 +449,10 @@ pub fn parse_request(kind: Kind, body: &Value, limits: RequestLimits) -> Result<
         }
     }
     check_n(o)?;
-    let max_tokens = match integer(o, "max_tokens")? {
-        Some(v) => Some(v),
-        None => integer(o, "max_completion_tokens")?,
-    };
+    // Both are checked (nothing given is ignored unchecked); max_tokens wins.
+    let max_tokens = integer(o, "max_tokens")?;
+    let max_completion_tokens = integer(o, "max_completion_tokens")?;
+    let max_tokens = max_tokens.or(max_completion_tokens);
     if let (Some(m), Some(cap)) = (max_tokens, limits.max_tokens) {
         if m > cap as i128 {
             return Err(ProtocolError::new("max_tokens_exceeded", "max_tokens", format!("max_tokens is {m}; this server allows at most {cap}")));

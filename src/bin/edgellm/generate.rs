@@ -168,16 +168,23 @@ pub fn run(args: GenerateArgs) -> Result<(), String> {
 
     let max_tokens = range("max-tokens", args.max_tokens, 1, MAX_NEW_TOKENS)?;
     let defaults = SamplerConfig::default();
-    let temperature: f32 = args.temperature.unwrap_or(defaults.temperature);
+    // The server's ranges (`protocol::check_number`): a NaN temperature or a zero repeat
+    // penalty is refused here as there.
+    let check = |flag: &str, param: &str, v: Option<f32>| -> Result<Option<f32>, String> {
+        v.map(|x| edgellm::protocol::request::check_number(param, x as f64).map(|_| x).map_err(|e| format!("--{flag}: {}", e.message))).transpose()
+    };
+    let temperature: f32 = check("temperature", "temperature", args.temperature)?.unwrap_or(defaults.temperature);
+    let (top_p, min_p) = (check("top-p", "top_p", args.top_p)?, check("min-p", "min_p", args.min_p)?);
+    let repeat_penalty = check("repeat-penalty", "repetition_penalty", args.repeat_penalty)?;
     let sampler = if temperature <= 0.0 {
         SamplerConfig::greedy()
     } else {
         SamplerConfig {
             temperature,
             top_k: args.top_k.unwrap_or(defaults.top_k),
-            top_p: args.top_p.unwrap_or(defaults.top_p),
-            min_p: args.min_p.unwrap_or(defaults.min_p),
-            repeat_penalty: args.repeat_penalty.unwrap_or(defaults.repeat_penalty),
+            top_p: top_p.unwrap_or(defaults.top_p),
+            min_p: min_p.unwrap_or(defaults.min_p),
+            repeat_penalty: repeat_penalty.unwrap_or(defaults.repeat_penalty),
             seed: args.seed.unwrap_or(defaults.seed),
             ..defaults
         }
