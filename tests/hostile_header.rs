@@ -147,3 +147,18 @@ fn the_cli_refuses_out_of_range_counts() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+#[test]
+fn a_vocabulary_the_embedding_does_not_match_is_refused() {
+    // More embedding rows than tokens: a grammar's token mask (sized by the tokenizer) was
+    // indexed by every logit row and panicked; fewer: a sampled id had no row. llama.cpp
+    // refuses both by the embedding's shape.
+    let (h, _) = edgellm::gguf::read_header_file(engine_common::data("tiny_llama.gguf")).unwrap();
+    let Some(Value::Array(edgellm::gguf::Array::String(tokens))) = h.get("tokenizer.ggml.tokens").cloned() else { panic!("a token list") };
+    let fewer = tokens[..tokens.len() - 16].to_vec();
+    let mut more = tokens.clone();
+    more.extend((0..16).map(|i| format!("<extra_{i}>")));
+    for list in [fewer, more] {
+        both(&crafted(&[("tokenizer.ggml.tokens", Value::Array(edgellm::gguf::Array::String(list)))], same), "BAD_METADATA");
+    }
+}

@@ -31,6 +31,17 @@ pub fn hparams_of(h: &GgufHeader) -> Result<HParams, ModelError> {
             reason: format!("a vocabulary of {} tokens (1 to {MAX_VOCAB} supported)", embd.dims[1]),
         });
     }
+    // The tokenizer's vocabulary must be the embedding's rows (llama.cpp refuses the tensor's
+    // shape otherwise): a logit row with no token, or a token with no row, would reach code that
+    // indexes one by the other (a grammar's token mask, detokenizing a sampled id).
+    if let Some(tokens) = h.get_array(crate::tokenizer::KEY_TOKENS) {
+        if tokens.len() != n_vocab {
+            return Err(ModelError::BadMetadata {
+                key: crate::tokenizer::KEY_TOKENS.into(),
+                reason: format!("{} tokens, but {TOKEN_EMBD} has {n_vocab} rows: the vocabulary and the model must agree", tokens.len()),
+            });
+        }
+    }
     let hp = HParams::from_header(h, n_vocab)?;
     check_tensors(h, &hp)?;
     Ok(hp)
