@@ -85,17 +85,13 @@ impl Vocab {
             offsets,
             scores,
             attrs,
-            index: TextIndex::with_capacity(n),
+            index: TextIndex::with_capacity(0, None),
         };
-        for id in 0..n as u32 {
-            if let Some(first_id) = vocab.index.insert(id, &vocab.arena, &vocab.offsets) {
-                return Err(TokenizerError::DuplicateToken {
-                    id,
-                    first_id,
-                    text: vocab.text(id).to_string(),
-                });
-            }
-        }
+        vocab.index = TextIndex::build(n, &vocab.arena, &vocab.offsets).map_err(|(first_id, id)| TokenizerError::DuplicateToken {
+            id,
+            first_id,
+            text: vocab.text(id).to_string(),
+        })?;
         Ok(vocab)
     }
 
@@ -127,19 +123,50 @@ impl Vocab {
 }
 
 /// An open-addressing hash table of token ids keyed by their arena text (linear probing).
+///
+/// The fast hash is not keyed, so a crafted vocabulary can put every text in one probe chain
+/// (n²/2 comparisons to build: a hang). A build whose longest probe passes [`MAX_PROBE`]
+/// starts over with SipHash under keys no file can know ([`secret_keys`]); real vocabularies
+/// never need it (their longest probe is a few dozen slots at this load factor).
 struct TextIndex {
     /// `id + 1`, or 0 for an empty slot.
     slots: Vec<u32>,
     mask: usize,
+    /// SipHash keys, once the fast hash met a crafted vocabulary.
+    keys: Option<(u64, u64)>,
 }
 
+/// Longest probe the fast hash may need while building before the index is rebuilt keyed.
+const MAX_PROBE: usize = 256;
+
 impl TextIndex {
-    fn with_capacity(n: usize) -> TextIndex {
+    /// The index of the texts of ids `0..n`; `Err(first, dup)` for two ids with one text.
+    fn build(n: usize, arena: &str, offsets: &[u32]) -> Result<TextIndex, (u32, u32)> {
+        let mut ix = TextIndex::with_capacity(n, None);
+        if ix.insert_all(n, arena, offsets)? {
+            return Ok(ix);
+        }
+        ix = TextIndex::with_capacity(n, Some(secret_keys()));
+        ix.insert_all(n, arena, offsets)?;
+        Ok(ix)
+    }
+
+    fn with_capacity(n: usize, keys: Option<(u64, u64)>) -> TextIndex {
         // Load factor <= 0.5 keeps probe sequences short.
         let cap = (n * 2).next_power_of_two().max(16);
-        TextIndex {
-            slots: vec![0; cap],
-            mask: cap - 1,
+        TextIndex { slots: vec![0; cap], mask: cap - 1, keys }
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        match self.keys {
+            None => hash_bytes(key),
+            Some((k0, k1)) => {
+                use std::hash::Hasher;
+                #[allow(deprecated)] // std's one keyed SipHash; the replacement is unstable.
+                let mut h = std::hash::SipHasher::new_with_keys(k0, k1);
+                h.write(key);
+                h.finish()
+            }
         }
     }
 
@@ -148,25 +175,34 @@ impl TextIndex {
         &arena.as_bytes()[a as usize..b as usize]
     }
 
-    /// Inserts `id`; returns the id already holding the same text, if any.
-    fn insert(&mut self, id: u32, arena: &str, offsets: &[u32]) -> Option<u32> {
-        let key = Self::slice(arena, offsets, id);
-        let mut i = hash_bytes(key) as usize & self.mask;
-        loop {
-            match self.slots[i] {
-                0 => {
-                    self.slots[i] = id + 1;
-                    return None;
+    /// Inserts ids `0..n`: `Ok(false)` when an unkeyed probe ran past [`MAX_PROBE`] (the index
+    /// is then incomplete), `Err((first, dup))` for a repeated text.
+    fn insert_all(&mut self, n: usize, arena: &str, offsets: &[u32]) -> Result<bool, (u32, u32)> {
+        for id in 0..n as u32 {
+            let key = Self::slice(arena, offsets, id);
+            let mut i = self.hash(key) as usize & self.mask;
+            let mut probes = 0;
+            loop {
+                match self.slots[i] {
+                    0 => {
+                        self.slots[i] = id + 1;
+                        break;
+                    }
+                    s if Self::slice(arena, offsets, s - 1) == key => return Err((s - 1, id)),
+                    _ => i = (i + 1) & self.mask,
                 }
-                s if Self::slice(arena, offsets, s - 1) == key => return Some(s - 1),
-                _ => i = (i + 1) & self.mask,
+                probes += 1;
+                if probes > MAX_PROBE && self.keys.is_none() {
+                    return Ok(false);
+                }
             }
         }
+        Ok(true)
     }
 
     fn get(&self, text: &str, arena: &str, offsets: &[u32]) -> Option<u32> {
         let key = text.as_bytes();
-        let mut i = hash_bytes(key) as usize & self.mask;
+        let mut i = self.hash(key) as usize & self.mask;
         loop {
             match self.slots[i] {
                 0 => return None,
@@ -174,6 +210,27 @@ impl TextIndex {
                 _ => i = (i + 1) & self.mask,
             }
         }
+    }
+}
+
+/// Hash keys no file can predict: the OS's randomness through std's `RandomState` natively,
+/// JavaScript's `Math.random` in wasm (std has no source of randomness there).
+fn secret_keys() -> (u64, u64) {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use std::hash::{BuildHasher, Hasher};
+        let s = std::collections::hash_map::RandomState::new();
+        let draw = |tag: u64| {
+            let mut h = s.build_hasher();
+            h.write_u64(tag);
+            h.finish()
+        };
+        (draw(0), draw(1))
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        let word = || ((js_sys::Math::random() * 4294967296.0) as u64) << 32 | (js_sys::Math::random() * 4294967296.0) as u64;
+        (word(), word())
     }
 }
 
@@ -257,5 +314,66 @@ mod tests {
             assert_eq!(v.id(t), Some(i as u32));
         }
         assert_eq!(v.id("t50000"), None);
+    }
+
+    /// The inverse of [`mix64`] (each step is invertible: a shift-xor by ≥ half the width, and a
+    /// multiplication by an odd constant).
+    fn unmix64(mut h: u64) -> u64 {
+        let inv = |k: u64| {
+            // Newton's iteration for the inverse of an odd number mod 2^64.
+            let mut x = k;
+            for _ in 0..6 {
+                x = x.wrapping_mul(2u64.wrapping_sub(k.wrapping_mul(x)));
+            }
+            x
+        };
+        h ^= h >> 33;
+        h = h.wrapping_mul(inv(0xc4ce_b9fe_1a85_ec53));
+        h ^= h >> 33;
+        h = h.wrapping_mul(inv(0xff51_afd7_ed55_8ccd));
+        h ^= h >> 33;
+        h
+    }
+
+    #[test]
+    fn a_vocabulary_crafted_to_collide_builds_in_linear_time() {
+        // 8-byte ASCII texts whose fast hashes share their low 24 bits (one slot in any table
+        // up to 2^24): built by inverting the hash, as a hostile file could. Unkeyed, the build
+        // was n²/2 text comparisons; now the index starts over keyed and stays fast.
+        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let kinv = {
+            let mut x = K;
+            for _ in 0..6 {
+                x = x.wrapping_mul(2u64.wrapping_sub(K.wrapping_mul(x)));
+            }
+            x
+        };
+        let start = (8u64).rotate_left(5);
+        let mut texts = Vec::new();
+        let mut j = 0u64;
+        while texts.len() < 30_000 {
+            j += 1;
+            let w = unmix64(j << 24).wrapping_mul(kinv) ^ start;
+            let b = w.to_le_bytes();
+            if b.iter().all(|&c| (0x20..0x7f).contains(&c)) {
+                let t = String::from_utf8(b.to_vec()).unwrap();
+                assert_eq!(hash_bytes(t.as_bytes()) & 0xff_ffff, 0);
+                texts.push(t);
+            }
+        }
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let t0 = std::time::Instant::now();
+        let v = vocab(&refs).unwrap();
+        let took = t0.elapsed();
+        assert!(v.index.keys.is_some(), "the crafted texts made the build start over keyed");
+        assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+        for (i, t) in refs.iter().enumerate().step_by(997) {
+            assert_eq!(v.id(t), Some(i as u32));
+        }
+        assert_eq!(v.id("absent!!"), None);
+        // A real-looking vocabulary keeps the fast, deterministic hash.
+        let plain: Vec<String> = (0..30_000).map(|i| format!("t{i}")).collect();
+        let plain: Vec<&str> = plain.iter().map(String::as_str).collect();
+        assert!(vocab(&plain).unwrap().index.keys.is_none());
     }
 }
