@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::TokenizerError;
 use super::literal::Literals;
+use super::template_work::{self, WorkBudget, TEMPLATE_WORK_BASE, TEMPLATE_WORK_PER_INPUT_BYTE};
 use super::{DecodeOptions, Tokenizer};
 
 /// Fuel (template instructions) one rendering may burn: a base far above what real templates
@@ -301,7 +302,6 @@ fn render_jinja(
     let mut env = minijinja::Environment::new();
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
-    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.add_function(
         "raise_exception",
         |msg: String| -> Result<String, minijinja::Error> {
@@ -316,6 +316,11 @@ fn render_jinja(
     });
     let fuel = TEMPLATE_FUEL_BASE.saturating_add(TEMPLATE_FUEL_PER_MESSAGE.saturating_mul(messages.len() as u64));
     env.set_fuel(Some(fuel));
+    let content: usize = messages.iter().map(|m| m.content.len() + m.role.len() + m.tool_calls.iter().map(|c| c.function.arguments.len() + c.function.name.len()).sum::<usize>()).sum::<usize>()
+        + tools.map_or(0, |t| t.to_string().len());
+    let work = TEMPLATE_WORK_BASE.saturating_add(TEMPLATE_WORK_PER_INPUT_BYTE.saturating_mul(content as u64));
+    let budget = WorkBudget::new(work);
+    template_work::install(&mut env, &budget, minijinja_contrib::pycompat::unknown_method_callback);
     env.add_template("chat", source).map_err(template_error)?;
     let tmpl = env.get_template("chat").map_err(template_error)?;
     let ctx = minijinja::context! {
@@ -325,14 +330,13 @@ fn render_jinja(
         eos_token => eos_token,
         tools => tools.map(minijinja::Value::from_serialize),
     };
-    let content: usize = messages.iter().map(|m| m.content.len() + m.role.len() + m.tool_calls.iter().map(|c| c.function.arguments.len() + c.function.name.len()).sum::<usize>()).sum::<usize>()
-        + tools.map_or(0, |t| t.to_string().len());
     let mut out = CappedWriter { bytes: Vec::new(), limit: TEMPLATE_OUTPUT_BASE.saturating_add(content.saturating_mul(4)), over: false };
     let rendered = tmpl.render_captured_to(ctx, &mut out).map(drop);
     match rendered {
         Ok(_) => Ok(String::from_utf8(out.bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())),
         Err(_) if out.over => Err(TokenizerError::ChatTemplateOutputTooLarge { limit: out.limit }),
         Err(e) if e.kind() == minijinja::ErrorKind::OutOfFuel => Err(TokenizerError::ChatTemplateTooCostly { fuel }),
+        Err(_) if budget.spent() => Err(TokenizerError::ChatTemplateTooMuchWork { units: work }),
         Err(e) => Err(template_error(e)),
     }
 }
@@ -627,6 +631,26 @@ mod tests {
         // Recursion: minijinja's own depth limit, a typed error too.
         let e = jinja("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").apply(&m, true).unwrap_err();
         assert!(e.code().starts_with("CHAT_TEMPLATE_"), "{e}");
+        // One instruction, minutes of native work: a filter over four billion items.
+        for src in ["{{ ([0] * 4000000000) | sum }}", "{{ ([1] * 4000000000) | join(',') }}", "{{ ([1] * 4000000000) | list | length }}"] {
+            let t0 = std::time::Instant::now();
+            let e = jinja(src).apply(&m, true).unwrap_err();
+            assert_eq!(e.code(), "CHAT_TEMPLATE_TOO_COSTLY", "{src}: {e}");
+            assert!(t0.elapsed() < std::time::Duration::from_secs(2), "{src}: {:?}", t0.elapsed());
+        }
+        // Many filter calls, each within the budget, add up against it.
+        let e = jinja("{% for i in range(100000) %}{{ ([0] * 4000000) | sum }}{% endfor %}").apply(&m, true).unwrap_err();
+        assert_eq!(e.code(), "CHAT_TEMPLATE_TOO_COSTLY");
+        // A gigabyte from one replace (filter or method) is refused before it is built.
+        for src in ["{{ ('x' * 100000000) | replace('x', 'xxxxxxxxxx') | length }}", "{{ ('x' * 100000000).replace('x', 'xxxxxxxxxx') | length }}"] {
+            let e = jinja(src).apply(&m, true).unwrap_err();
+            assert_eq!(e.code(), "CHAT_TEMPLATE_TOO_COSTLY", "{src}: {e}");
+        }
+        // Templates cannot call the unwrapped filters around the budget.
+        assert!(jinja("{{ [1, 2] | budget:sum }}").apply(&m, true).is_err());
+        // The wrapped filters and methods still do their work.
+        let t = jinja("{{ [3, 1, 2] | sort | join('-') }} {{ ' a b '.strip().split(' ') | list | length }} {{ 'abc' | replace('b', 'BB') | upper }} {{ {'k': 1} | tojson }}");
+        assert_eq!(t.apply(&m, false).unwrap(), "1-2-3 2 ABBC {\"k\":1}");
         // A real conversation of 1000 turns still renders.
         let long: Vec<ChatMessage> = (0..1000).map(|i| ChatMessage::new(if i % 2 == 0 { "user" } else { "assistant" }, "some words here")).collect();
         let t = jinja("{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</{{ m.role }}>\n{% endfor %}");

@@ -51,6 +51,9 @@ pub enum TokenizerError {
     /// The chat template ran out of fuel (instructions) before it finished: a template that
     /// loops too long for its conversation.
     ChatTemplateTooCostly { fuel: u64 },
+    /// The chat template's filters and methods walked or built more data than one rendering
+    /// may (`template_work`): the same class of error as running out of fuel.
+    ChatTemplateTooMuchWork { units: u64 },
     /// The chat template's output grew past its limit.
     ChatTemplateOutputTooLarge { limit: usize },
     /// More distinct special-token texts in message contents than can be kept literal.
@@ -74,7 +77,7 @@ impl TokenizerError {
             BadByteToken { .. } => "TOKENIZER_BAD_BYTE_TOKEN",
             InvalidTokenId { .. } => "TOKENIZER_INVALID_TOKEN_ID",
             ChatTemplate { .. } => "CHAT_TEMPLATE_ERROR",
-            ChatTemplateTooCostly { .. } => "CHAT_TEMPLATE_TOO_COSTLY",
+            ChatTemplateTooCostly { .. } | ChatTemplateTooMuchWork { .. } => "CHAT_TEMPLATE_TOO_COSTLY",
             ChatTemplateOutputTooLarge { .. } => "CHAT_TEMPLATE_OUTPUT_TOO_LARGE",
             ChatTemplateTooManyLiterals => "CHAT_TEMPLATE_TOO_MANY_LITERALS",
         }
@@ -132,6 +135,9 @@ impl fmt::Display for TokenizerError {
             ChatTemplate { message } => write!(f, "chat template: {message}"),
             ChatTemplateTooCostly { fuel } => {
                 write!(f, "chat template: rendering took more than {fuel} template instructions")
+            }
+            ChatTemplateTooMuchWork { units } => {
+                write!(f, "chat template: its filters and methods walked or built more than {units} elements or bytes")
             }
             ChatTemplateOutputTooLarge { limit } => {
                 write!(f, "chat template: the rendered prompt grew past {limit} bytes")

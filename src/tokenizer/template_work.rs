@@ -1,0 +1,120 @@
+//! The work a chat template's filters and string methods may do in one rendering.
+//!
+//! Fuel counts template instructions, but one instruction can walk a whole sequence or string
+//! natively: `([0] * 4000000000) | sum` is a few instructions and minutes of work, and
+//! `('x' * 100000000) | replace('x', 'xxxxxxxxxx')` one instruction and a gigabyte. So every
+//! builtin filter that walks or builds data, and every Python-style string method, is called
+//! through a wrapper that first charges what it will walk or build (the lengths of its
+//! arguments, and for `replace` the longest result it can give) against a budget per rendering,
+//! then charges its result; past the budget the rendering stops with a typed error before the
+//! work is done. The originals are registered under names a template cannot write (`:` is not
+//! part of an identifier), so a template cannot call around the wrappers.
+//!
+//! Operators (`~`, `+`, `*`) are not filters and cannot be wrapped: minijinja caps `'x' * n` at
+//! 100 MB itself, and the rendered output is capped by the caller.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use minijinja::value::{Rest, Value, ValueKind};
+use minijinja::{Environment, Error, ErrorKind, State};
+
+/// Units (elements or bytes walked or built) one rendering may spend in filters and methods:
+/// a base far above a real template's few passes over its conversation, plus a multiple of the
+/// input's bytes.
+pub const TEMPLATE_WORK_BASE: u64 = 64 << 20;
+pub const TEMPLATE_WORK_PER_INPUT_BYTE: u64 = 16;
+
+/// The message a rendering stops with when its budget is spent (the caller maps it to
+/// `ChatTemplateTooCostly`).
+pub const OUT_OF_WORK: &str = "chat template: its filters and methods walked or built more data than the budget allows";
+
+/// One rendering's budget, shared by the wrappers.
+#[derive(Clone)]
+pub struct WorkBudget(Arc<AtomicU64>);
+
+impl WorkBudget {
+    pub fn new(units: u64) -> WorkBudget {
+        WorkBudget(Arc::new(AtomicU64::new(units)))
+    }
+
+    /// Takes `units`, or fails once the budget cannot cover them (the budget is then spent).
+    fn charge(&self, units: u64) -> Result<(), Error> {
+        let left = self.0.load(Ordering::Relaxed);
+        if units > left {
+            self.0.store(0, Ordering::Relaxed);
+            return Err(Error::new(ErrorKind::InvalidOperation, OUT_OF_WORK));
+        }
+        self.0.store(left - units, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn spent(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == 0
+    }
+}
+
+/// What walking `v` costs: a string's bytes, a container's items (at least 1).
+fn size(v: &Value) -> u64 {
+    match v.kind() {
+        ValueKind::String | ValueKind::Bytes => v.as_str().map_or(1, |s| s.len() as u64).max(1),
+        ValueKind::Seq | ValueKind::Map | ValueKind::Iterable => v.len().map_or(1, |n| n as u64).max(1),
+        _ => 1,
+    }
+}
+
+/// The longest result `replace(old, new)` on `s` can give: every `old` becomes `new`.
+fn replace_bound(args: &[Value]) -> u64 {
+    let len = |i: usize| args.get(i).and_then(Value::as_str).map_or(0, |s| s.len() as u64);
+    let (s, old, new) = (len(0), len(1), len(2));
+    if new <= old {
+        s
+    } else {
+        // At most s / old occurrences (s + 1 insertions when `old` is empty).
+        let n = if old == 0 { s + 1 } else { s / old };
+        s.saturating_add(n.saturating_mul(new - old))
+    }
+}
+
+/// The builtin filters that walk or build data; the others (tests of a value, `default`,
+/// `length`, `first`, number conversions) take constant time.
+macro_rules! walking_filters {
+    ($m:ident) => {
+        $m!(
+            sum, join, list, sort, reverse, unique, min, max, last, batch, slice, map, select, reject, selectattr, rejectattr, groupby, items, dictsort, string, tojson, pprint, replace, indent, trim, upper, lower, title, capitalize, split, lines, format, escape, chain, zip
+        )
+    };
+}
+
+/// Wraps the walking filters of `env` and its unknown-method callback (`methods`: the Python
+/// string and list methods) with `budget`.
+pub fn install(env: &mut Environment<'_>, budget: &WorkBudget, methods: fn(&State, &Value, &str, &[Value]) -> Result<Value, Error>) {
+    macro_rules! wrap {
+        ($($name:ident),*) => {$(
+            env.add_filter(concat!("budget:", stringify!($name)), minijinja::filters::$name);
+            let b = budget.clone();
+            env.add_filter(stringify!($name), move |state: &State, args: Rest<Value>| -> Result<Value, Error> {
+                let before = if stringify!($name) == "replace" { replace_bound(&args) } else { args.iter().map(size).sum() };
+                b.charge(before)?;
+                let out = state.apply_filter(concat!("budget:", stringify!($name)), &args)?;
+                b.charge(size(&out))?;
+                Ok(out)
+            });
+        )*};
+    }
+    walking_filters!(wrap);
+    let b = budget.clone();
+    env.set_unknown_method_callback(move |state: &State, value: &Value, method: &str, args: &[Value]| {
+        let before = if method == "replace" {
+            let mut all = vec![value.clone()];
+            all.extend_from_slice(args);
+            replace_bound(&all)
+        } else {
+            size(value) + args.iter().map(size).sum::<u64>()
+        };
+        b.charge(before)?;
+        let out = methods(state, value, method, args)?;
+        b.charge(size(&out))?;
+        Ok(out)
+    });
+}
