@@ -61,9 +61,17 @@ pub fn char_to_byte(c: char) -> Option<u8> {
     }
 }
 
-/// A hasher for u64 keys that are already well mixed by `mix64`.
+/// A hasher for u64 keys (merge pairs): `mix64` of the key under a secret offset. `mix64` alone
+/// is invertible, so a crafted merge list could choose pairs that share one bucket (quadratic
+/// load); the offset, drawn once per process, keeps the buckets unpredictable. Lookups are
+/// exact whatever the offset: only the table's layout depends on it.
 #[derive(Default)]
 pub struct U64Hasher(u64);
+
+fn merge_key_offset() -> u64 {
+    static OFFSET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *OFFSET.get_or_init(|| super::vocab::secret_keys().0)
+}
 
 impl Hasher for U64Hasher {
     fn finish(&self) -> u64 {
@@ -75,7 +83,7 @@ impl Hasher for U64Hasher {
         }
     }
     fn write_u64(&mut self, v: u64) {
-        self.0 = mix64(v);
+        self.0 = mix64(v ^ merge_key_offset());
     }
 }
 

@@ -215,7 +215,7 @@ impl TextIndex {
 
 /// Hash keys no file can predict: the OS's randomness through std's `RandomState` natively,
 /// JavaScript's `Math.random` in wasm (std has no source of randomness there).
-fn secret_keys() -> (u64, u64) {
+pub(super) fn secret_keys() -> (u64, u64) {
     #[cfg(not(target_arch = "wasm32"))]
     {
         use std::hash::{BuildHasher, Hasher};
