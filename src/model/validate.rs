@@ -34,7 +34,11 @@ pub fn hparams_of(h: &GgufHeader) -> Result<HParams, ModelError> {
     // The tokenizer's vocabulary must be the embedding's rows (llama.cpp refuses the tensor's
     // shape otherwise): a logit row with no token, or a token with no row, would reach code that
     // indexes one by the other (a grammar's token mask, detokenizing a sampled id).
-    if let Some(tokens) = h.get_array(crate::tokenizer::KEY_TOKENS) {
+    // A header skimmed for the memory estimate keeps a long array as an empty one (its
+    // elements dropped as they stream by, `gguf::stream::Keep`): only a kept list is compared
+    // (the load, which keeps every value, always compares; an empty list is the tokenizer's
+    // own error).
+    if let Some(tokens) = h.get_array(crate::tokenizer::KEY_TOKENS).filter(|t| !t.is_empty()) {
         if tokens.len() != n_vocab {
             return Err(ModelError::BadMetadata {
                 key: crate::tokenizer::KEY_TOKENS.into(),
