@@ -46,10 +46,17 @@ function mergeLogprobs(a, b) {
  * first piece of a call, by `index`, has its id, type and name; later ones add `arguments`).
  */
 function mergeToolCalls(calls, deltas) {
+  if (!Array.isArray(deltas)) return calls;
   for (const d of deltas) {
-    const f = d.function || {};
-    if (!calls[d.index]) calls[d.index] = { id: d.id, type: d.type || 'function', function: { name: f.name, arguments: '' } };
-    calls[d.index].function.arguments += f.arguments || '';
+    if (!d || typeof d !== 'object') continue;
+    const f = d.function && typeof d.function === 'object' ? d.function : {};
+    // The server's index is trusted only as a small position: a missing one (some servers omit
+    // it) continues the last call, or starts the first; a huge, negative or non-integer one
+    // (a sparse array, or `__proto__`) is the next position.
+    let i = d.index;
+    if (!Number.isInteger(i) || i < 0 || i > calls.length) i = d.index === undefined && calls.length > 0 && !d.id ? calls.length - 1 : calls.length;
+    if (!calls[i]) calls[i] = { id: d.id, type: d.type || 'function', function: { name: f.name, arguments: '' } };
+    calls[i].function.arguments += typeof f.arguments === 'string' ? f.arguments : '';
   }
   return calls;
 }

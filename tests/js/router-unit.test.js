@@ -257,3 +257,67 @@ test('router: `private` accepts only booleans; a local-only engine cannot be wid
   await assert.rejects(crashing.create('chat', chat()), { code: 'ENGINE_CRASHED' });
   assert.deepEqual(log, [], 'a local-only engine sent nothing');
 });
+
+test('remote client: a stalled or huge body is cut, never awaited for good', async () => {
+  // Headers, then a body that never ends (and ends only when the fetch is aborted).
+  const stalled = (status) => async (url, init) =>
+    new Response(
+      new ReadableStream({
+        start(ctl) {
+          ctl.enqueue(new TextEncoder().encode(status === 200 ? '{"data": [' : '{"error":'));
+          init.signal.addEventListener('abort', () => ctl.error(new Error('aborted')));
+        },
+      }),
+      { status },
+    );
+  const c = (fetch, extra = {}) => new RemoteClient({ baseURL: 'http://fake/v1', fetch, ...extra });
+  let t0 = Date.now();
+  await assert.rejects(c(stalled(200)).modelInfo(150), { code: 'REMOTE_UNAVAILABLE' });
+  assert.ok(Date.now() - t0 < 2000, 'GET /models with a stalled body ends at its timeout');
+  t0 = Date.now();
+  const e = await c(stalled(502), { timeoutMs: 150 }).open('chat', {}, null).catch((x) => x);
+  assert.equal(e.code, 'REMOTE_ERROR');
+  assert.equal(e.status, 502);
+  assert.ok(Date.now() - t0 < 2000, 'an error status with a stalled body ends at the timeout');
+  // ... and the caller's abort ends it sooner.
+  const ac = new AbortController();
+  setTimeout(() => ac.abort(), 50);
+  await assert.rejects(c(stalled(502), { timeoutMs: 60_000 }).open('chat', {}, ac.signal), { code: 'ABORTED' });
+  // A 2xx with no body is a typed error, not a TypeError.
+  await assert.rejects(c(async () => new Response(null, { status: 204 })).open('chat', {}, null), { code: 'REMOTE_ERROR', detail: 'BAD_RESPONSE' });
+  // An SSE line that never ends: cut at MAX_SSE_EVENT_CHARS, not buffered without bound.
+  const endless = new ReadableStream({
+    pull(ctl) {
+      ctl.enqueue(new TextEncoder().encode('data: ' + 'x'.repeat(1 << 20)));
+    },
+  });
+  t0 = Date.now();
+  await assert.rejects(
+    (async () => {
+      for await (const _ of sseData(endless.getReader()));
+    })(),
+    { code: 'REMOTE_INTERRUPTED', detail: 'BAD_RESPONSE' },
+  );
+  assert.ok(Date.now() - t0 < 5000);
+});
+
+test('router: a remote tool-call stream without indexes, or with hostile ones, still gives every call', async () => {
+  const sse = (objs) => new ReadableStream({ start(c) { for (const o of objs) c.enqueue(new TextEncoder().encode(`data: ${typeof o === 'string' ? o : JSON.stringify(o)}\n\n`)); c.close(); } });
+  const ch = (delta, fin = null) => ({ id: 'r', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, logprobs: null, finish_reason: fin }] });
+  const server = (calls) => async (url) => {
+    if (url.endsWith('/health')) return new Response('{"status":"ok"}');
+    if (url.endsWith('/models')) return new Response(JSON.stringify({ data: [{ id: 'm' }] }));
+    return new Response(sse([ch({ role: 'assistant', content: null }), ...calls.map((c) => ch({ tool_calls: [c] })), ch({}, 'tool_calls'), '[DONE]']));
+  };
+  const run = async (calls) => {
+    const r = new Router(fakeHooks({ model: null, reloadable: false, lastModel: null, lastLoadError: null }), { mode: 'remote-only', remote: { baseURL: 'http://fake/v1', fetch: server(calls) } });
+    return (await r.create('chat', chat())).choices[0].message.tool_calls;
+  };
+  const fn = (name, args) => ({ type: 'function', function: { name, arguments: args } });
+  // No index (some servers omit it): a piece with an id starts a call, one without continues it.
+  let got = await run([{ id: 'a', ...fn('f', '{"x"') }, { function: { arguments: ': 1}' } }, { id: 'b', ...fn('g', '{}') }]);
+  assert.deepEqual(got.map((c) => [c.id, c.function.name, c.function.arguments]), [['a', 'f', '{"x": 1}'], ['b', 'g', '{}']]);
+  // A huge index, a negative one, `__proto__`: the next position, never a sparse array or a throw.
+  got = await run([{ index: 1e9, id: 'a', ...fn('f', '{}') }, { index: '__proto__', id: 'b', ...fn('g', '{}') }, { index: -3, id: 'c', ...fn('h', '{}') }]);
+  assert.deepEqual(got.map((c) => c.id), ['a', 'b', 'c']);
+});

@@ -27,29 +27,73 @@ export function defaultHealthURL(baseURL) {
   return u.href;
 }
 
-/** Parses an SSE byte stream into `data:` payloads (one string per event). */
+/** Most characters one SSE event may hold (a chunk is a few hundred; a whole reply, tool call
+ * arguments included, is far below): past it the stream is broken or hostile. */
+export const MAX_SSE_EVENT_CHARS = 8 << 20;
+
+/** Most bytes of an error body or a model list read from a server. */
+const MAX_BODY_BYTES = 1 << 20;
+
+/** Parses an SSE byte stream into `data:` payloads (one string per event). An event longer than
+ * MAX_SSE_EVENT_CHARS throws REMOTE_INTERRUPTED: a line that never ends would grow the buffer
+ * without bound (and each chunk only scans what it added). */
 export async function* sseData(reader) {
   const dec = new TextDecoder();
   let buf = '';
+  let scanned = 0; // buf[..scanned] holds no newline
   let data = [];
+  let held = 0;
+  const tooLong = () =>
+    new EdgeLLMError(ErrorCode.REMOTE_INTERRUPTED, `the server sent an event longer than ${MAX_SSE_EVENT_CHARS} characters`, { detail: 'BAD_RESPONSE' });
   for (;;) {
     const { value, done } = await reader.read();
     if (done) break;
     buf += dec.decode(value, { stream: true });
     let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
+    while ((nl = buf.indexOf('\n', scanned)) >= 0) {
       let line = buf.slice(0, nl);
       buf = buf.slice(nl + 1);
+      scanned = 0;
       if (line.endsWith('\r')) line = line.slice(0, -1);
       if (line === '') {
         if (data.length) yield data.join('\n');
         data = [];
+        held = 0;
       } else if (line.startsWith('data:')) {
         data.push(line.slice(line[5] === ' ' ? 6 : 5));
+        held += line.length;
+        if (held > MAX_SSE_EVENT_CHARS) throw tooLong();
       } // comments (':'), event:, id:, retry: are not needed
     }
+    scanned = buf.length;
+    if (held + buf.length > MAX_SSE_EVENT_CHARS) throw tooLong();
   }
   if (data.length) yield data.join('\n');
+}
+
+/** A response body as text, at most `limit` bytes (the rest is dropped, the read cancelled).
+ * The caller's timer, which aborts the fetch, bounds the time. */
+async function cappedText(res, limit = MAX_BODY_BYTES) {
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let text = '';
+  let n = 0;
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      n += value.byteLength;
+      text += dec.decode(value, { stream: true });
+      if (n >= limit) {
+        await reader.cancel().catch(() => {});
+        break;
+      }
+    }
+  } finally {
+    reader.releaseLock?.();
+  }
+  return text + dec.decode();
 }
 
 function httpError(status, body, what) {
@@ -99,12 +143,16 @@ export class RemoteClient {
     return h;
   }
 
-  /** GET with a timeout; resolves with the Response, or throws REMOTE_UNAVAILABLE. */
-  async #get(url, timeoutMs, auth) {
+  /** GET with a timeout over the headers and, with `readBody`, the (capped) body: resolves with
+   * {status, ok, text}, or throws REMOTE_UNAVAILABLE. A server that sends its headers and then
+   * stalls the body is cut by the same timer (it used to hang every caller sharing the answer). */
+  async #get(url, timeoutMs, auth, readBody) {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), timeoutMs);
     try {
-      return await this.fetch(url, { method: 'GET', headers: auth ? this.headers(false) : { ...this.extraHeaders }, signal: ctl.signal, cache: 'no-store' });
+      const r = await this.fetch(url, { method: 'GET', headers: auth ? this.headers(false) : { ...this.extraHeaders }, signal: ctl.signal, cache: 'no-store' });
+      if (!readBody) await r.body?.cancel?.().catch(() => {});
+      return { status: r.status, ok: r.ok, text: readBody ? await cappedText(r) : '' };
     } catch (e) {
       const what = ctl.signal.aborted ? `no answer within ${timeoutMs} ms` : e && e.message ? e.message : String(e);
       throw new EdgeLLMError(ErrorCode.REMOTE_UNAVAILABLE, `${url}: ${what}`, { detail: ctl.signal.aborted ? 'TIMEOUT' : 'CONNECT', cause: e });
@@ -120,9 +168,8 @@ export class RemoteClient {
   async health(timeoutMs) {
     const t0 = performance.now();
     try {
-      const r = await this.#get(this.healthURL, timeoutMs, false);
+      const r = await this.#get(this.healthURL, timeoutMs, false, false);
       const rtt_ms = performance.now() - t0;
-      await r.body?.cancel?.().catch(() => {});
       const ok = r.status < 500;
       return { ok, status: r.status, rtt_ms, reason: ok ? null : 'remote_unavailable' };
     } catch (e) {
@@ -132,8 +179,8 @@ export class RemoteClient {
 
   /** GET {baseURL}/models → the model entry (id, sha256 when the server reports it) or throws. */
   async modelInfo(timeoutMs) {
-    const r = await this.#get(`${this.baseURL}/models`, timeoutMs, true);
-    const text = await r.text();
+    const r = await this.#get(`${this.baseURL}/models`, timeoutMs, true, true);
+    const text = r.text;
     if (!r.ok) throw httpError(r.status, text, 'GET /models');
     let list;
     try {
@@ -198,11 +245,18 @@ export class RemoteClient {
       throw new EdgeLLMError(ErrorCode.REMOTE_UNAVAILABLE, `POST ${path}: ${e && e.message ? e.message : e}`, { detail: 'CONNECT', cause: e });
     }
     if (!res.ok) {
+      // The error body under the same timer and the caller's abort (a stalled body used to
+      // hang the request past both), capped.
+      const text = await cappedText(res).catch(() => '');
       cleanup();
-      const text = await res.text().catch(() => '');
+      if (signal && signal.aborted) throw abortedError('generation');
       throw httpError(res.status, text, `POST ${path}`);
     }
     const headers_ms = performance.now() - t0;
+    if (!res.body) {
+      cleanup();
+      throw new EdgeLLMError(ErrorCode.REMOTE_ERROR, `POST ${path}: HTTP ${res.status} with no body`, { status: res.status, detail: 'BAD_RESPONSE' });
+    }
     const reader = res.body.getReader();
     const self = this;
     let started = false;
