@@ -39,6 +39,14 @@ function bodyLength(res) {
   return Number.isFinite(n) && n >= 0 && res.headers.get('content-length') !== null ? n : null;
 }
 
+/** Whether a resumed response's ETag names another version than the first response's (both
+ * given; a weak and a strong tag of the same value are the same version). */
+function changed(first, now) {
+  if (!first || !now) return false;
+  const bare = (t) => t.replace(/^W\//, '');
+  return bare(first) !== bare(now);
+}
+
 /** `Content-Range: bytes a-b/n` → {start, total}; null when absent or malformed. */
 export function parseContentRange(v) {
   const m = /^bytes\s+(\d+)-(\d+)\/(\d+|\*)$/i.exec((v || '').trim());
@@ -46,9 +54,31 @@ export function parseContentRange(v) {
   return { start: Number(m[1]), end: Number(m[2]), total: m[3] === '*' ? null : Number(m[3]) };
 }
 
+/** `reader.read()`, or a rejection once `ms` pass with no data (the reader is then cancelled):
+ * a connection that goes silent without closing (a mobile network) never ends a read. */
+function readWithin(reader, ms) {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => {
+      reject(new Error(`no data for ${ms} ms`));
+      reader.cancel().catch(() => {});
+    }, ms);
+    reader.read().then(
+      (r) => {
+        clearTimeout(t);
+        resolve(r);
+      },
+      (e) => {
+        clearTimeout(t);
+        reject(e);
+      },
+    );
+  });
+}
+
 /**
  * @param {string} url
  * @param {{headers?: Record<string,string>, signal?: AbortSignal, maxStalls?: number,
+ *          idleTimeoutMs?: number,
  *          retryDelayMs?: number, onStart?: (info: {total: number|null, etag: string|null}) => void,
  *          onResume?: (info: {offset: number, attempt: number, reason: string}) => void,
  *          fetchImpl?: typeof fetch}} [opts]
@@ -58,6 +88,9 @@ export async function* readUrl(url, opts = {}) {
     headers = {},
     signal,
     maxStalls = 4,
+    // A body silent this long is a stalled connection: the read fails and the download resumes
+    // (a Range request from where it stopped), as when the connection drops.
+    idleTimeoutMs = 30_000,
     retryDelayMs = 200,
     onStart,
     onResume,
@@ -105,6 +138,11 @@ export async function* readUrl(url, opts = {}) {
       etag = res.headers.get('etag');
       started = true;
       if (onStart) onStart({ total, etag });
+    } else if (changed(etag, res.headers.get('etag'))) {
+      // Another version of the file (a new ETag), whatever the status: its bytes must not be
+      // spliced after the old version's.
+      if (res.body) res.body.cancel().catch(() => {});
+      throw new EdgeLLMError(ErrorCode.NETWORK, `${url} changed during download (ETag ${etag} → ${res.headers.get('etag')})`, { status: res.status, detail: 'RESOURCE_CHANGED' });
     } else if (res.status === 206) {
       const cr = parseContentRange(res.headers.get('content-range'));
       if (!cr || cr.start !== offset || (total !== null && cr.total !== null && cr.total !== total)) {
@@ -132,7 +170,7 @@ export async function* readUrl(url, opts = {}) {
       for (;;) {
         let r;
         try {
-          r = await reader.read();
+          r = await readWithin(reader, idleTimeoutMs);
         } catch (e) {
           failed = e;
           break;

@@ -194,3 +194,49 @@ test('CompletionStream: chunks, end, abort', async () => {
   }
   assert.equal(cancelled, 2);
 });
+
+test('readUrl: a body that goes silent without closing resumes after idleTimeoutMs', async () => {
+  // First response: 1 MiB, then silence (the connection stays open). The resume (Range) gets
+  // the rest; the bytes splice exactly.
+  const ranges = [];
+  const fetchImpl = async (url, init) => {
+    const range = init.headers.Range;
+    ranges.push(range || null);
+    if (!range) {
+      const body = new ReadableStream({
+        start(c) {
+          c.enqueue(new Uint8Array(DATA.subarray(0, 1 << 20)));
+          init.signal?.addEventListener('abort', () => c.error(new Error('aborted')));
+        },
+      });
+      return new Response(body, { headers: { 'Content-Length': String(DATA.length), ETag: '"v1"' } });
+    }
+    const from = Number(/bytes=(\d+)-/.exec(range)[1]);
+    return new Response(new Uint8Array(DATA.subarray(from)), { status: 206, headers: { 'Content-Range': `bytes ${from}-${DATA.length - 1}/${DATA.length}`, ETag: '"v1"' } });
+  };
+  const t0 = Date.now();
+  const r = await collect(readUrl('http://127.0.0.1/stall', { fetchImpl, idleTimeoutMs: 100, retryDelayMs: 5 }));
+  assert.equal(r.sha, SHA);
+  assert.deepEqual(ranges, [null, `bytes=${1 << 20}-`]);
+  assert.ok(Date.now() - t0 < 5000);
+});
+
+test('readUrl: a resume that meets another version of the file (a new ETag) fails, never splices', async () => {
+  for (const status of [200, 206]) {
+    let first = true;
+    const fetchImpl = async (url, init) => {
+      if (first) {
+        first = false;
+        const body = new ReadableStream({ start: (c) => (c.enqueue(new Uint8Array(DATA.subarray(0, 1000))), c.error(new Error('reset'))) });
+        return new Response(body, { headers: { 'Content-Length': String(DATA.length), ETag: '"v1"' } });
+      }
+      const headers = status === 206 ? { 'Content-Range': `bytes 1000-${DATA.length - 1}/${DATA.length}`, ETag: '"v2"' } : { 'Content-Length': String(DATA.length), ETag: '"v2"' };
+      return new Response(new Uint8Array(DATA.length - (status === 206 ? 1000 : 0)), { status, headers });
+    };
+    await assert.rejects(collect(readUrl('http://127.0.0.1/changed', { fetchImpl, retryDelayMs: 5 })), (e) => {
+      assert.equal(e.code, ErrorCode.NETWORK);
+      assert.equal(e.detail, 'RESOURCE_CHANGED', String(status));
+      return true;
+    });
+  }
+});

@@ -89,7 +89,7 @@ export class Engine {
     this.#local = {
       link: this.#link,
       check: (kind, params) => checkRequest(this.#link, kind, params),
-      ensureModel: () => this.#ensureModel(),
+      ensureModel: (signal) => this.#ensureModel(signal),
       modelName: () => this.model && this.model.name,
       sustained: this.#sustained,
       device: this.#device,
@@ -213,11 +213,18 @@ export class Engine {
     await this.#request({ type: Req.UNLOAD });
   }
 
-  /** After a crash: reload the last model in the fresh worker before the next request. */
-  async #ensureModel() {
+  /** After a crash: reload the last model in the fresh worker before the next request (`signal`:
+   * the request's, which aborts the reload). A reload that fails stays due: the next request
+   * tries again (a cache entry the crash evicted is then downloaded again). */
+  async #ensureModel(signal) {
     if (this.#reloadNeeded && this.#lastLoad) {
       const { source, opts } = this.#lastLoad;
-      await this.load(source, opts);
+      try {
+        await this.load(source, { ...opts, signal });
+      } catch (e) {
+        if (!this.model) this.#reloadNeeded = true;
+        throw e;
+      }
     }
   }
 

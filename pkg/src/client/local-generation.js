@@ -23,7 +23,7 @@ function withPressure(usage, pressure) {
 }
 
 /**
- * @param {{link: import('./worker-link.js').WorkerLink, check: Function, ensureModel: () => Promise<void>,
+ * @param {{link: import('./worker-link.js').WorkerLink, check: Function, ensureModel: (signal?: AbortSignal) => Promise<void>,
  *          modelName: () => string|null, sustained: object, device: object,
  *          onSustained: (sustained: object) => void, onLong: (sustained: object) => void}} local
  */
@@ -31,7 +31,8 @@ export async function createLocal(local, kind, params, options = {}) {
   const { request, stream: streamed, include_usage: includeUsage } = await local.check(kind, params);
   const signal = params.signal || options.signal;
   if (signal && signal.aborted) throw abortedError('generation');
-  await local.ensureModel();
+  // The reload after a crash is the request's work: the caller's abort stops it too.
+  await local.ensureModel(signal);
   if (signal && signal.aborted) throw abortedError('generation');
 
   // The response's envelope; the objects themselves are built by the core in the worker
