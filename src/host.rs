@@ -478,14 +478,15 @@ impl Host {
         let logprobs = g.driver.is_logprobs().then(|| g.driver.logprobs().to_vec());
         let r = g.driver.into_generation(&l.session);
         let m = &r.metrics;
-        // With tools: the text is the content besides the calls; a call that ended normally
-        // makes the reason "tool_calls" (one cut by max_tokens stays "length", as OpenAI).
+        // With tools: the text is the content besides the calls; calls that all closed make the
+        // reason "tool_calls" (one cut by max_tokens stays "length", as OpenAI; one a stop
+        // string cut inside its arguments stays "stop": its arguments are not a whole JSON).
         let (text, tool_calls, finish_reason) = match g.calls {
             None => (r.text, None, r.finish_reason.as_str()),
             Some(mut c) => {
                 c.finish();
                 let calls = c.calls().to_vec();
-                let reason = if !calls.is_empty() && r.finish_reason == crate::generate::FinishReason::Stop { "tool_calls" } else { r.finish_reason.as_str() };
+                let reason = if c.calls_complete() && r.finish_reason == crate::generate::FinishReason::Stop { "tool_calls" } else { r.finish_reason.as_str() };
                 (c.content().to_string(), (!calls.is_empty()).then_some(calls), reason)
             }
         };

@@ -77,6 +77,11 @@ impl CallStream {
         &self.calls
     }
 
+    /// Whether every call so far is closed (none is cut in its name or arguments).
+    pub fn calls_complete(&self) -> bool {
+        !self.calls.is_empty() && self.state == State::After
+    }
+
     /// The content so far (a text answer, or what did not follow the call format).
     pub fn content(&self) -> &str {
         &self.content
@@ -303,5 +308,12 @@ mod tests {
         assert_eq!(s.calls().len(), 1);
         assert!(s.calls()[0].function.arguments.starts_with("{\"city\""));
         assert!(deltas.len() >= 2);
+        // Cut inside its arguments (a stop string or max_tokens): not complete, so the finish
+        // reason stays "stop" / "length" (host.rs), not "tool_calls".
+        assert!(!s.calls_complete());
+        // Whole calls are complete; so is a cut after the first call's close.
+        assert!(run(true, TWO, 5).2.calls_complete());
+        let first_end = TWO.find("</tool_call>").unwrap() + "</tool_call>".len();
+        assert!(run(true, &TWO[..first_end], 3).2.calls_complete());
     }
 }
