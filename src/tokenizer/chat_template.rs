@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::TokenizerError;
 use super::literal::Literals;
-use super::template_work::{self, WorkBudget, TEMPLATE_WORK_BASE, TEMPLATE_WORK_PER_INPUT_BYTE};
+use super::template_work::{self, WorkBudget, TEMPLATE_WORK_BASE, TEMPLATE_WORK_PER_INPUT_BYTE, TEMPLATE_WORK_PER_MESSAGE};
 use super::{DecodeOptions, Tokenizer};
 
 /// Fuel (template instructions) one rendering may burn: a base far above what real templates
@@ -318,7 +318,9 @@ fn render_jinja(
     env.set_fuel(Some(fuel));
     let content: usize = messages.iter().map(|m| m.content.len() + m.role.len() + m.tool_calls.iter().map(|c| c.function.arguments.len() + c.function.name.len()).sum::<usize>()).sum::<usize>()
         + tools.map_or(0, |t| t.to_string().len());
-    let work = TEMPLATE_WORK_BASE.saturating_add(TEMPLATE_WORK_PER_INPUT_BYTE.saturating_mul(content as u64));
+    let work = TEMPLATE_WORK_BASE
+        .saturating_add(TEMPLATE_WORK_PER_INPUT_BYTE.saturating_mul(content as u64))
+        .saturating_add(TEMPLATE_WORK_PER_MESSAGE.saturating_mul(messages.len() as u64));
     let budget = WorkBudget::new(work);
     template_work::install(&mut env, &budget, minijinja_contrib::pycompat::unknown_method_callback);
     env.add_template("chat", source).map_err(template_error)?;
@@ -639,7 +641,7 @@ mod tests {
             assert!(t0.elapsed() < std::time::Duration::from_secs(2), "{src}: {:?}", t0.elapsed());
         }
         // Many filter calls, each within the budget, add up against it.
-        let e = jinja("{% for i in range(100000) %}{{ ([0] * 4000000) | sum }}{% endfor %}").apply(&m, true).unwrap_err();
+        let e = jinja("{% for i in range(100000) %}{{ ([0] * 1000000) | sum }}{% endfor %}").apply(&m, true).unwrap_err();
         assert_eq!(e.code(), "CHAT_TEMPLATE_TOO_COSTLY");
         // A gigabyte from one replace (filter or method) is refused before it is built.
         for src in ["{{ ('x' * 100000000) | replace('x', 'xxxxxxxxxx') | length }}", "{{ ('x' * 100000000).replace('x', 'xxxxxxxxxx') | length }}"] {
@@ -651,9 +653,13 @@ mod tests {
         // The wrapped filters and methods still do their work.
         let t = jinja("{{ [3, 1, 2] | sort | join('-') }} {{ ' a b '.strip().split(' ') | list | length }} {{ 'abc' | replace('b', 'BB') | upper }} {{ {'k': 1} | tojson }}");
         assert_eq!(t.apply(&m, false).unwrap(), "1-2-3 2 ABBC {\"k\":1}");
-        // A real conversation of 1000 turns still renders.
+        // Keyword arguments pass through the wrappers as they are (real templates use them).
+        let t = jinja("{{ [{'x': 2}, {'x': 1}] | sort(attribute='x') | map(attribute='x') | join(',') }} {{ messages | selectattr('role', 'equalto', 'user') | list | length }} {{ {'b': [1]} | tojson(indent=2) }}");
+        assert_eq!(t.apply(&m, false).unwrap(), "1,2 1 {\n  \"b\": [\n    1\n  ]\n}");
+        // A real conversation of 1000 turns still renders, even through a template that filters
+        // the whole conversation at every turn (n² items walked).
         let long: Vec<ChatMessage> = (0..1000).map(|i| ChatMessage::new(if i % 2 == 0 { "user" } else { "assistant" }, "some words here")).collect();
-        let t = jinja("{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</{{ m.role }}>\n{% endfor %}");
+        let t = jinja("{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</{{ m.role }}>{{ messages | selectattr('role', 'equalto', 'user') | list | length }}\n{% endfor %}");
         assert_eq!(t.apply(&long, true).unwrap().lines().count(), 1000);
     }
 

@@ -21,9 +21,12 @@ use minijinja::{Environment, Error, ErrorKind, State};
 
 /// Units (elements or bytes walked or built) one rendering may spend in filters and methods:
 /// a base far above a real template's few passes over its conversation, plus a multiple of the
-/// input's bytes.
-pub const TEMPLATE_WORK_BASE: u64 = 64 << 20;
+/// input's bytes, plus an allowance per message (a template that filters the whole conversation
+/// once per message walks n² items). ~50 ns a unit in minijinja's `sum`: the base is under a
+/// second of work.
+pub const TEMPLATE_WORK_BASE: u64 = 16 << 20;
 pub const TEMPLATE_WORK_PER_INPUT_BYTE: u64 = 16;
+pub const TEMPLATE_WORK_PER_MESSAGE: u64 = 20_000;
 
 /// The message a rendering stops with when its budget is spent (the caller maps it to
 /// `ChatTemplateTooCostly`).
