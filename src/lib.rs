@@ -11,6 +11,7 @@ pub mod engine;
 pub mod exec;
 pub mod generate;
 pub mod gguf;
+pub mod grammar_depth;
 pub mod host;
 pub mod kv;
 pub mod limits;
@@ -19,6 +20,7 @@ pub mod metrics;
 pub mod model;
 pub mod protocol;
 pub mod ops;
+pub mod percent;
 pub mod quant;
 pub mod sampling;
 #[cfg(not(target_arch = "wasm32"))]

@@ -12,6 +12,7 @@ use llguidance::{Matcher, ParserFactory};
 use serde_json::Value;
 
 use crate::generate::TokenFilter;
+use crate::grammar_depth;
 use crate::tokenizer::{TokenAttr, Tokenizer};
 
 /// What the output must be (a checked `response_format`; the worker's JSON:
@@ -80,11 +81,17 @@ impl Vocabulary {
 
     /// A constraint for one request: the grammar compiled (`Err`: the schema is not usable).
     pub fn constraint(&self, format: &OutputFormat) -> Result<Constraint, String> {
+        match format {
+            OutputFormat::JsonObject => {}
+            OutputFormat::JsonSchema { schema } => grammar_depth::check_schema(schema)?,
+            OutputFormat::Grammar { grammar } => grammar_depth::check_lark(grammar)?,
+        }
         self.compile(format.grammar())
     }
 
     /// A constraint to a grammar in llguidance's Lark syntax (the tool calls' grammar).
     pub(crate) fn lark(&self, grammar: &str) -> Result<Constraint, String> {
+        grammar_depth::check_lark(grammar)?;
         self.compile(TopLevelGrammar::from_lark(grammar.to_string()))
     }
 
@@ -102,10 +109,13 @@ impl Vocabulary {
     fn compile(&self, grammar: TopLevelGrammar) -> Result<Constraint, String> {
         // A schema llguidance cannot compile is an error here (not a panic: it reports them).
         let parser = self.factory.create_parser(grammar).map_err(|e| e.to_string())?;
-        let m = Matcher::new(Ok(parser));
+        let mut m = Matcher::new(Ok(parser));
         if let Some(e) = m.get_error() {
             return Err(e);
         }
+        // Some grammars only fail at their first mask (a `$ref` cycle that never reaches a
+        // value): found here, they are the request's error, not the generation's.
+        m.compute_mask_or_eos().map_err(|e| e.to_string())?;
         Ok(Constraint { m })
     }
 }

@@ -109,3 +109,54 @@ fn forward_refuses_bad_requests() {
     let mut wrong = other.new_kv_cache(4);
     assert_eq!(m.forward(&[1], &mut wrong, &mut s, LogitRows::Last, &mut out).unwrap_err().code(), "BAD_REQUEST");
 }
+
+/// `bytes` with the f16 at `at` set to NaN.
+fn nan_f16_at(bytes: &[u8], at: usize) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    b[at..at + 2].copy_from_slice(&0x7e00u16.to_le_bytes());
+    b
+}
+
+#[test]
+fn nan_in_a_norm_or_rope_factor_is_refused_at_load() {
+    for name in ["output_norm.weight", "blk.1.ffn_norm.weight", "rope_freqs.weight"] {
+        let e = rebuilt(&[], |n, d, t, b| {
+            let mut b = b.to_vec();
+            if n == name {
+                b[8..12].copy_from_slice(&f32::NAN.to_le_bytes());
+            }
+            Some((d.to_vec(), t, b))
+        })
+        .unwrap_err();
+        assert_eq!(e.code(), "BAD_TENSOR_DATA", "{name}: {e}");
+        assert!(e.to_string().contains(name), "{e}");
+    }
+}
+
+#[test]
+fn nan_scale_in_the_screened_head_is_refused_at_load() {
+    // output.weight is Q8_0 (34-byte blocks), re-laid out for the screen at load.
+    let e = rebuilt(&[], |n, d, t, b| Some((d.to_vec(), t, if n == "output.weight" { nan_f16_at(b, 34 * 5) } else { b.to_vec() }))).unwrap_err();
+    assert_eq!(e.code(), "BAD_TENSOR_DATA", "{e}");
+}
+
+/// A NaN scale in one token's embedding row: the model loads, a batch with that token fails
+/// with a typed error, and the cache is as before it (the next batches run as on a clean model).
+#[test]
+fn nan_reached_at_run_time_is_typed_and_loses_nothing() {
+    let bad_token = 383u32;
+    // token_embd is Q4_0: 64 values per row = two 18-byte blocks.
+    let m = rebuilt(&[], |n, d, t, b| Some((d.to_vec(), t, if n == "token_embd.weight" { nan_f16_at(b, 36 * bad_token as usize) } else { b.to_vec() }))).unwrap();
+    let clean = rebuilt(&[], same).unwrap();
+    let mut s = ForwardScratch::default();
+    let (mut kv, mut kv_clean) = (m.new_kv_cache(8), clean.new_kv_cache(8));
+    let (mut out, mut want) = (Vec::new(), Vec::new());
+    m.forward(&[1, 2, 3], &mut kv, &mut s, LogitRows::Last, &mut out).unwrap();
+    let e = m.forward(&[4, bad_token], &mut kv, &mut s, LogitRows::Last, &mut out).unwrap_err();
+    assert_eq!(e.code(), "MODEL_NON_FINITE", "{e}");
+    assert_eq!(kv.len(), 3, "the failed batch left nothing in the cache");
+    m.forward(&[4, 5], &mut kv, &mut s, LogitRows::Last, &mut out).unwrap();
+    clean.forward(&[1, 2, 3], &mut kv_clean, &mut s, LogitRows::Last, &mut want).unwrap();
+    clean.forward(&[4, 5], &mut kv_clean, &mut s, LogitRows::Last, &mut want).unwrap();
+    assert_eq!(out, want);
+}

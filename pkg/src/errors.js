@@ -120,8 +120,20 @@ export function umbrellaCode(detail) {
       return ErrorCode.PROMPT_TOO_LONG;
     case 'KV_BUDGET_TOO_SMALL': // kv option {bytes} below one token's worth
     case 'KV_BATCH_TOO_LARGE':
+    // The chat template refused the conversation (its raise_exception, a bad role order) or
+    // the contents hold too many special-token texts: the server's 400s.
+    case 'CHAT_TEMPLATE_ERROR':
+    case 'CHAT_TEMPLATE_TOO_MANY_LITERALS':
       return ErrorCode.INVALID_REQUEST;
+    // A file whose header or tensor values are inconsistent or impossible.
+    case 'BAD_METADATA':
+    case 'BAD_TENSOR_SHAPE':
+    case 'BAD_TENSOR_DATA':
+    case 'MISSING_TENSOR':
+      return ErrorCode.GGUF_INVALID;
   }
+  // The model's own chat template cannot render (too costly, too long a chain, too much output).
+  if (detail.startsWith('CHAT_TEMPLATE')) return ErrorCode.UNSUPPORTED_MODEL;
   if (detail.startsWith('UNSUPPORTED_') || detail.startsWith('GGUF_UNSUPPORTED')) return ErrorCode.UNSUPPORTED_MODEL;
   if (detail.startsWith('MODEL_') || detail.startsWith('TOKENIZER_')) return ErrorCode.UNSUPPORTED_MODEL;
   if (detail.startsWith('GGUF_')) return ErrorCode.GGUF_INVALID;

@@ -177,8 +177,9 @@ impl Model {
                 Ok(())
             }
             Err(e) => {
-                // Unreachable in practice (everything that can fail is checked above); if a
-                // full ring was already overwritten, the cache is cleared rather than left
+                // A NaN or infinite value (`NonFinite`: corrupt weights) is the one failure
+                // past the checks above: the batch's keys and values are dropped; if a full
+                // ring was already overwritten, the cache is cleared rather than left
                 // inconsistent.
                 kv.abort();
                 Err(e)
@@ -292,13 +293,21 @@ impl Model {
         // Output head on the selected rows.
         scratch::head_norm(&widths, n_cur, xn);
         rms_norm_into(x, xn, &self.output_norm, hp.rms_eps);
+        // NaN or infinity anywhere in the layers reaches every value here (norms and attention
+        // spread it): one check per row, before anything is reported or kept.
+        if xn.iter().any(|v| !v.is_finite()) {
+            return Err(ModelError::NonFinite("the output head's input".into()));
+        }
         let out_w = self.head();
         match head {
             HeadOut::Logits(logits) => {
                 scratch::head(&widths, n_cur, hp.n_vocab, xn, logits);
                 matmul_on(exec, out_w, xn, logits, mm)?;
                 if let Some(cap) = hp.final_logit_softcap {
-                    logits.iter_mut().for_each(|v| *v = (*v / cap).tanh() * cap);
+                    logits.iter_mut().for_each(|v| *v = crate::ops::math::tanh_f32(*v / cap) * cap);
+                }
+                if logits.iter().any(|v| !v.is_finite()) {
+                    return Err(ModelError::NonFinite("a logit".into()));
                 }
             }
             HeadOut::Hidden(out) => {

@@ -81,5 +81,11 @@ pub(super) fn prepare(m: &mut Model) -> Result<(), ModelError> {
         None => &mut m.tok_embd,
     };
     head.split_planes(&outliers);
+    // A NaN or infinite row scale: that row's logit is NaN, which the screen's bounds cannot
+    // rank (and the full head would report at run time).
+    if head.planes().is_some_and(|(l, _)| !l.finite_scales()) {
+        let name = if m.output.is_some() { "output.weight" } else { "token_embd.weight" };
+        return Err(ModelError::BadTensorData { name: name.into(), reason: "a block scale is NaN or infinite".into() });
+    }
     Ok(())
 }

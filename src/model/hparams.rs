@@ -135,14 +135,21 @@ impl HParams {
         if n_rot == 0 || n_rot % 2 != 0 || n_rot > head_dim_k {
             return Err(m.bad("rope.dimension_count", &format!("{n_rot} (head dim {head_dim_k})")));
         }
-        let rms_eps = m.opt_f64("attention.layer_norm_rms_epsilon")?.ok_or_else(|| m.missing("attention.layer_norm_rms_epsilon"))? as f32;
-        let rope_base = m.opt_f64("rope.freq_base")?.unwrap_or(10000.0) as f32;
+        // Values that reach the arithmetic: each in the range where every layer stays finite
+        // (a zero or negative epsilon, a zero RoPE base or an f64 too large for f32 made every
+        // logit NaN, and generation silently stopped at its first token).
+        let eps_key = "attention.layer_norm_rms_epsilon";
+        let rms_eps = m.opt_f32(eps_key, Range::Positive)?.ok_or_else(|| m.missing(eps_key))?;
+        if rms_eps > 1.0 {
+            return Err(m.bad(eps_key, &format!("{rms_eps} (an RMSNorm epsilon is small: at most 1)")));
+        }
+        let rope_base = m.opt_f32("rope.freq_base", Range::Positive)?.unwrap_or(10000.0);
         let n_ctx_train = m.opt_usize("context_length")?.unwrap_or(0);
 
         let rope_scaling = read_rope_scaling(&m)?;
 
         let (mut sliding_window, mut swa_layers, mut rope_base_swa) = (None, vec![false; n_layer], None);
-        let explicit_scale = m.opt_f64("attention.scale")?.map(|v| v as f32);
+        let explicit_scale = m.opt_f32("attention.scale", Range::Positive)?;
         let mut attn_scale = explicit_scale.unwrap_or(1.0 / (head_dim_k as f32).sqrt());
         match arch {
             Arch::Gemma3 => {
@@ -159,7 +166,7 @@ impl HParams {
                             (0..n_layer).map(|il| period == 0 || il % period < period - 1).collect()
                         }
                     };
-                    rope_base_swa = Some(m.opt_f64("rope.freq_base_swa")?.unwrap_or(10000.0) as f32);
+                    rope_base_swa = Some(m.opt_f32("rope.freq_base_swa", Range::Positive)?.unwrap_or(10000.0));
                 }
                 if explicit_scale.is_none() {
                     // gemma 3 27B scales queries by 1/sqrt(n_embd / n_head) (query_pre_attn_scalar).
@@ -178,7 +185,8 @@ impl HParams {
                 }
             }
         }
-        let final_logit_softcap = m.opt_f64("final_logit_softcapping")?.map(|v| v as f32).filter(|&v| v > 0.0);
+        // Zero or less means none (llama.cpp's convention); a cap must be finite as f32.
+        let final_logit_softcap = m.opt_f32("final_logit_softcapping", Range::Any)?.filter(|&v| v > 0.0);
         Ok(HParams {
             arch,
             n_vocab,
@@ -235,9 +243,10 @@ impl HParams {
 
 fn read_rope_scaling(m: &Meta) -> Result<RopeScaling, ModelError> {
     let ty = m.h.get_str(&m.key("rope.scaling.type")).map(str::to_owned);
-    let factor = m.opt_f64("rope.scaling.factor")?.map(|v| v as f32);
-    let legacy = m.opt_f64("rope.scale_linear")?.map(|v| v as f32);
-    let positive = |f: f32, key: &str| if f > 0.0 && f.is_finite() { Ok(f) } else { Err(m.bad(key, &format!("{f}"))) };
+    let factor = m.opt_f32("rope.scaling.factor", Range::Any)?;
+    let legacy = m.opt_f32("rope.scale_linear", Range::Any)?;
+    // The positions are divided by the factor: its reciprocal must be finite too.
+    let positive = |f: f32, key: &str| if f > 0.0 && (1.0 / f).is_finite() { Ok(f) } else { Err(m.bad(key, &format!("{f} (a positive factor)"))) };
     match ty.as_deref() {
         None => match legacy {
             Some(f) if f != 1.0 => Ok(RopeScaling::Linear { factor: positive(f, "rope.scale_linear")? }),
@@ -249,18 +258,28 @@ fn read_rope_scaling(m: &Meta) -> Result<RopeScaling, ModelError> {
             _ => Ok(RopeScaling::None),
         },
         Some("llama3") => {
-            let get = |k: &str| -> Result<f32, ModelError> {
-                Ok(m.opt_f64(k)?.ok_or_else(|| m.missing(k))? as f32)
-            };
+            let get = |k: &str| -> Result<f32, ModelError> { m.opt_f32(k, Range::Positive)?.ok_or_else(|| m.missing(k)) };
+            let (low, high) = (get("rope.scaling.low_freq_factor")?, get("rope.scaling.high_freq_factor")?);
+            // The smoothing between the two divides by their difference.
+            if high <= low {
+                return Err(m.bad("rope.scaling.high_freq_factor", &format!("{high} (must exceed low_freq_factor {low})")));
+            }
             Ok(RopeScaling::Llama3 {
                 factor: positive(factor.ok_or_else(|| m.missing("rope.scaling.factor"))?, "rope.scaling.factor")?,
-                low_freq_factor: get("rope.scaling.low_freq_factor")?,
-                high_freq_factor: get("rope.scaling.high_freq_factor")?,
+                low_freq_factor: low,
+                high_freq_factor: high,
                 original_context: get("rope.scaling.original_context_length")?,
             })
         }
         Some(other) => Err(ModelError::UnsupportedModel(format!("rope scaling type {other:?}"))),
     }
+}
+
+/// The values a float hyper-parameter may take ([`Meta::opt_f32`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Range {
+    Any,
+    Positive,
 }
 
 /// Typed access to `<arch>.<name>` keys.
@@ -305,6 +324,20 @@ impl Meta<'_> {
             None => Ok(None),
             Some(v) => v.as_f64().filter(|x| x.is_finite()).map(Some).ok_or_else(|| self.bad(name, "not a finite number")),
         }
+    }
+
+    /// A number as the f32 the arithmetic uses: finite as f32 (an f64 beyond f32's range is
+    /// infinite once cast), and in `range`.
+    fn opt_f32(&self, name: &str, range: Range) -> Result<Option<f32>, ModelError> {
+        let Some(v) = self.opt_f64(name)? else { return Ok(None) };
+        let f = v as f32;
+        if !f.is_finite() {
+            return Err(self.bad(name, &format!("{v} is beyond f32's range")));
+        }
+        if range == Range::Positive && f <= 0.0 {
+            return Err(self.bad(name, &format!("{v} (must be positive)")));
+        }
+        Ok(Some(f))
     }
 
     /// A value that may be given per layer (an array): it must then be the same for all.
@@ -418,5 +451,39 @@ mod tests {
         assert_eq!(HParams::from_header(&h, 10).unwrap_err().code(), "UNSUPPORTED_MODEL");
         let h = header("qwen2", &[("attention.head_count", Value::Array(crate::gguf::Array::U32(vec![4; 12])))]);
         assert_eq!(HParams::from_header(&h, 10).unwrap().n_head, 4);
+    }
+
+    /// Float values that made every logit NaN (or the positions infinite) are refused.
+    #[test]
+    fn float_values_out_of_range_are_refused() {
+        let bad: [(&str, Value); 9] = [
+            ("attention.layer_norm_rms_epsilon", Value::F32(0.0)),
+            ("attention.layer_norm_rms_epsilon", Value::F32(-1.0)),
+            ("attention.layer_norm_rms_epsilon", Value::F64(1e300)),
+            ("rope.freq_base", Value::F32(0.0)),
+            ("rope.freq_base", Value::F32(-100.0)),
+            ("attention.scale", Value::F64(1e300)),
+            ("attention.scale", Value::F32(0.0)),
+            ("final_logit_softcapping", Value::F64(1e300)),
+            ("rope.scale_linear", Value::F32(1e-45)),
+        ];
+        for (k, v) in bad {
+            let e = HParams::from_header(&header("llama", &[(k, v.clone())]), 10).unwrap_err();
+            assert_eq!(e.code(), "BAD_METADATA", "{k} = {v:?}: {e}");
+        }
+        let lin = [("rope.scaling.type", Value::String("linear".into())), ("rope.scaling.factor", Value::F32(1e-45))];
+        assert_eq!(HParams::from_header(&header("llama", &lin), 10).unwrap_err().code(), "BAD_METADATA");
+        let l3 = [
+            ("rope.scaling.type", Value::String("llama3".into())),
+            ("rope.scaling.factor", Value::F32(8.0)),
+            ("rope.scaling.low_freq_factor", Value::F32(4.0)),
+            ("rope.scaling.high_freq_factor", Value::F32(4.0)),
+            ("rope.scaling.original_context_length", Value::F32(8192.0)),
+        ];
+        assert_eq!(HParams::from_header(&header("llama", &l3), 10).unwrap_err().code(), "BAD_METADATA");
+        let swa = [("attention.sliding_window", Value::U32(512)), ("rope.freq_base_swa", Value::F32(0.0))];
+        assert_eq!(HParams::from_header(&header("gemma3", &swa), 100).unwrap_err().code(), "BAD_METADATA");
+        // Softcapping zero or negative means none, as in llama.cpp.
+        assert_eq!(HParams::from_header(&header("llama", &[("final_logit_softcapping", Value::F32(0.0))]), 10).unwrap().final_logit_softcap, None);
     }
 }

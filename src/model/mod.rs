@@ -39,6 +39,12 @@ pub enum ModelError {
     MissingTensor(String),
     BadTensorShape { name: String, expected: Vec<u64>, got: Vec<u64> },
     BadMetadata { key: String, reason: String },
+    /// Tensor values no model has (a NaN or infinite norm weight, bias, RoPE factor or scale):
+    /// refused at load.
+    BadTensorData { name: String, reason: String },
+    /// A forward pass produced a NaN or infinite value in the head's input or the logits: the
+    /// weights hold values that overflow on this input (found at run time; nothing is kept).
+    NonFinite(String),
     /// A token id outside the vocabulary.
     BadTokenId { id: u32, n_vocab: usize },
     /// The KV cache cannot take the batch (`CONTEXT_FULL`, `KV_FULL`, ...: the cache's code).
@@ -57,6 +63,8 @@ impl ModelError {
             ModelError::MissingTensor(_) => "MISSING_TENSOR",
             ModelError::BadTensorShape { .. } => "BAD_TENSOR_SHAPE",
             ModelError::BadMetadata { .. } => "BAD_METADATA",
+            ModelError::BadTensorData { .. } => "BAD_TENSOR_DATA",
+            ModelError::NonFinite(_) => "MODEL_NON_FINITE",
             ModelError::BadTokenId { .. } => "BAD_TOKEN_ID",
             ModelError::Kv(e) => e.code(),
             ModelError::Quant(e) => e.code(),
@@ -87,6 +95,10 @@ impl std::fmt::Display for ModelError {
                 write!(f, "tensor {name} has shape {got:?}, expected {expected:?}")
             }
             ModelError::BadMetadata { key, reason } => write!(f, "metadata {key}: {reason}"),
+            ModelError::BadTensorData { name, reason } => write!(f, "tensor {name}: {reason}"),
+            ModelError::NonFinite(what) => {
+                write!(f, "the model computed a NaN or infinite value ({what}): its weights are corrupt or out of range")
+            }
             ModelError::BadTokenId { id, n_vocab } => {
                 write!(f, "token id {id} is outside the vocabulary (0..{n_vocab})")
             }

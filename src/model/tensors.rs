@@ -67,6 +67,12 @@ impl Tensors {
         let (ty, bytes) = self.take(name, &[len])?;
         let mut v = vec![0.0f32; len];
         quant::dequantize(ty, &bytes, &mut v).map_err(|e| ModelError::tensor_type(name, ty, e))?;
+        // Norm weights, biases and RoPE factors are used as they are: one NaN or infinity
+        // makes every logit NaN (and a NaN RoPE factor made the KV cache unequal to its own
+        // model's, a misleading error).
+        if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+            return Err(ModelError::BadTensorData { name: name.to_string(), reason: format!("value {i} is {}", v[i]) });
+        }
         Ok(v)
     }
 

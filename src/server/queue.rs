@@ -82,6 +82,9 @@ pub struct Queue {
     pub stats: Arc<QueueStats>,
 }
 
+/// The inference thread's stack (Rust's default for a spawned thread is 2 MiB).
+const INFERENCE_STACK: usize = 32 << 20;
+
 impl Queue {
     /// Starts the inference thread over `host` (a model must be loaded). `capacity` >= 1.
     pub fn start(host: Host, capacity: usize) -> std::io::Result<(Queue, JoinHandle<()>)> {
@@ -89,7 +92,12 @@ impl Queue {
         let (tx, rx) = mpsc::channel(capacity);
         let stats = Arc::new(QueueStats::default());
         let s = stats.clone();
-        let thread = std::thread::Builder::new().name("edgellm-inference".into()).spawn(move || worker(host, rx, s))?;
+        // A roomy stack (reserved, touched only as used): the checks before llguidance and
+        // minijinja bound their recursion, and this is the margin behind them.
+        let thread = std::thread::Builder::new()
+            .name("edgellm-inference".into())
+            .stack_size(INFERENCE_STACK)
+            .spawn(move || worker(host, rx, s))?;
         Ok((Queue { tx, capacity, stats }, thread))
     }
 

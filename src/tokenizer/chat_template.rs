@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::TokenizerError;
 use super::literal::Literals;
+use super::template_chains;
 use super::template_work::{self, WorkBudget, TEMPLATE_WORK_BASE, TEMPLATE_WORK_PER_INPUT_BYTE, TEMPLATE_WORK_PER_MESSAGE};
 use super::{DecodeOptions, Tokenizer};
 
@@ -236,7 +237,8 @@ impl ChatTemplate {
             ChatTemplate::Builtin(_) => false,
             ChatTemplate::Jinja { source, .. } => {
                 let env = minijinja::Environment::new();
-                env.template_from_str(source).is_ok_and(|t| t.undeclared_variables(false).contains("tools"))
+                template_chains::check(source).is_ok()
+                    && env.template_from_str(source).is_ok_and(|t| t.undeclared_variables(false).contains("tools"))
             }
         }
     }
@@ -323,6 +325,7 @@ fn render_jinja(
         .saturating_add(TEMPLATE_WORK_PER_MESSAGE.saturating_mul(messages.len() as u64));
     let budget = WorkBudget::new(work);
     template_work::install(&mut env, &budget, minijinja_contrib::pycompat::unknown_method_callback);
+    template_chains::check(source)?;
     env.add_template("chat", source).map_err(template_error)?;
     let tmpl = env.get_template("chat").map_err(template_error)?;
     let ctx = minijinja::context! {

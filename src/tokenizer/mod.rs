@@ -18,6 +18,7 @@ mod literal;
 mod load;
 mod pretokenize;
 mod special;
+mod template_chains;
 mod template_work;
 mod spm;
 mod unicode;

@@ -50,6 +50,13 @@ test('umbrella codes', () => {
   assert.equal(umbrellaCode('OVER_MEMORY_BUDGET'), 'OVER_MEMORY_BUDGET');
   assert.equal(umbrellaCode('GGUF_ALLOC_FAILED'), 'OVER_MEMORY_BUDGET');
   assert.equal(umbrellaCode('SOMETHING_NEW'), 'INTERNAL');
+  // A template's refusal is the request's (the server's 400); an unusable template, a corrupt
+  // file or a forward pass gone NaN is the model's.
+  assert.equal(umbrellaCode('CHAT_TEMPLATE_ERROR'), 'INVALID_REQUEST');
+  assert.equal(umbrellaCode('CHAT_TEMPLATE_TOO_COSTLY'), 'UNSUPPORTED_MODEL');
+  assert.equal(umbrellaCode('BAD_METADATA'), 'GGUF_INVALID');
+  assert.equal(umbrellaCode('BAD_TENSOR_DATA'), 'GGUF_INVALID');
+  assert.equal(umbrellaCode('MODEL_NON_FINITE'), 'UNSUPPORTED_MODEL');
   const e = errorFromPayload({ code: 'NETWORK', message: 'x', status: 404, detail: 'HTTP_STATUS' });
   assert.ok(e instanceof EdgeLLMError && e instanceof Error);
   assert.deepEqual([e.code, e.status, e.detail], ['NETWORK', 404, 'HTTP_STATUS']);
