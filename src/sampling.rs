@@ -10,6 +10,7 @@
 pub mod gumbel;
 
 pub use crate::ops::screen::Need;
+use crate::ops::math::{exp_f64, ln_f32};
 
 /// Sampling settings. `Default` is llama.cpp's default chain (temperature 0.8, top-k 40,
 /// top-p 0.95, min-p 0.05, no penalties); [`SamplerConfig::greedy`] is argmax.
@@ -184,7 +185,7 @@ impl Sampler {
             return None;
         }
         if self.cfg.min_p > 0.0 {
-            return Some(Need::Floor(self.cfg.min_p.ln()));
+            return Some(Need::Floor(ln_f32(self.cfg.min_p)));
         }
         Some(Need::Gumbel { t: self.cfg.temperature, key: self.rng.clone().next_u64() })
     }
@@ -321,11 +322,11 @@ impl Sampler {
             self.cand.retain(|c| c.1 >= max - 60.0);
         }
         self.cand.sort_unstable_by(cmp_desc);
-        let z: f64 = self.cand.iter().map(|c| ((c.1 - max) as f64).exp()).sum();
+        let z: f64 = self.cand.iter().map(|c| exp_f64((c.1 - max) as f64)).sum();
         let mut cum = 0.0f64;
         let mut keep = self.cand.len();
         for (i, c) in self.cand.iter().enumerate() {
-            cum += ((c.1 - max) as f64).exp() / z;
+            cum += exp_f64((c.1 - max) as f64) / z;
             if cum >= p as f64 {
                 keep = i + 1;
                 break;
@@ -340,7 +341,7 @@ impl Sampler {
             return;
         }
         let max = self.cand.iter().map(|c| c.1).fold(f32::NEG_INFINITY, f32::max);
-        let floor = max + p.ln();
+        let floor = max + ln_f32(p);
         self.cand.retain(|c| c.1 >= floor);
     }
 
@@ -349,11 +350,11 @@ impl Sampler {
         let max = self.cand.iter().map(|c| c.1).fold(f32::NEG_INFINITY, f32::max);
         // Candidate order must not depend on how select/sort happened to leave it.
         self.cand.sort_unstable_by(cmp_desc);
-        let z: f64 = self.cand.iter().map(|c| (((c.1 - max) / t) as f64).exp()).sum();
+        let z: f64 = self.cand.iter().map(|c| exp_f64(((c.1 - max) / t) as f64)).sum();
         let target = self.rng.next_f64() * z;
         let mut cum = 0.0f64;
         for c in &self.cand {
-            cum += (((c.1 - max) / t) as f64).exp();
+            cum += exp_f64(((c.1 - max) / t) as f64);
             if cum > target {
                 return c.0;
             }

@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::tokenizer::Tokenizer;
+use crate::ops::math::{exp_f64, ln_f64};
 
 /// Most alternatives per token (OpenAI's limit for `top_logprobs`).
 pub const MAX_TOP_LOGPROBS: usize = 20;
@@ -44,8 +45,8 @@ pub fn token_logprob(logits: &[f32], id: u32, top: usize, tok: &Tokenizer) -> To
     let top = top.min(MAX_TOP_LOGPROBS);
     let max = logits.iter().copied().filter(|v| !v.is_nan()).fold(f32::NEG_INFINITY, f32::max);
     // log Σ exp(l - max), accumulated in f64: 262 144 terms stay exact enough.
-    let sum: f64 = logits.iter().filter(|v| !v.is_nan()).map(|&v| ((v - max) as f64).exp()).sum();
-    let lse = max as f64 + sum.ln();
+    let sum: f64 = logits.iter().filter(|v| !v.is_nan()).map(|&v| exp_f64((v - max) as f64)).sum();
+    let lse = max as f64 + ln_f64(sum);
     let lp = |v: f32| if v.is_nan() { f32::NEG_INFINITY } else { (v as f64 - lse) as f32 };
     let mut best: Vec<(f32, u32)> = Vec::with_capacity(top + 1);
     if top > 0 {

@@ -2,6 +2,7 @@
 
 use std::sync::OnceLock;
 
+use super::math::{exp_f32, tanh_f32};
 use crate::quant::{f16_to_f32, f32_to_f16};
 
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
@@ -10,7 +11,7 @@ const GELU_COEF_A: f32 = 0.044715;
 /// GELU, tanh approximation (`gelu_pytorch_tanh`, ggml's `ggml_gelu`).
 #[inline]
 pub fn gelu_tanh(x: f32) -> f32 {
-    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)).tanh())
+    0.5 * x * (1.0 + tanh_f32(SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)))
 }
 
 /// GELU as llama.cpp's CPU backend computes it (`GGML_GELU_FP16`): `x ≤ -10 → 0`,
@@ -35,7 +36,7 @@ fn gelu_table() -> &'static [u16] {
 /// SiLU / swish: `x * sigmoid(x)`.
 #[inline]
 pub fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
+    x / (1.0 + exp_f32(-x))
 }
 
 /// Softmax of `x` in place (max subtracted first; the sum accumulated in f64).
@@ -48,7 +49,7 @@ pub fn softmax_in_place(x: &mut [f32]) {
     }
     let mut sum = 0.0f64;
     for v in x.iter_mut() {
-        *v = (*v - max).exp();
+        *v = exp_f32(*v - max);
         sum += *v as f64;
     }
     let inv = (1.0 / sum) as f32;

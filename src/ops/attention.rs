@@ -213,7 +213,7 @@ fn heads_pass_body(job: &HeadsJob<'_>, s: &mut PartScratch, out: &SharedMut<'_, 
             let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let mut sum = 0.0f64;
             for x in row.iter_mut() {
-                let e = if *x == f32::NEG_INFINITY { 0.0 } else { (*x - max).exp() };
+                let e = if *x == f32::NEG_INFINITY { 0.0 } else { super::math::exp_f32(*x - max) };
                 *x = e;
                 sum += e as f64;
             }

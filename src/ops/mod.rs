@@ -8,6 +8,7 @@
 
 pub mod act;
 pub mod attention;
+pub mod math;
 pub mod matmul;
 pub mod norm;
 pub mod rope;

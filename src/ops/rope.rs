@@ -5,6 +5,8 @@
 //! built by repeated f32 multiplication as ggml does (so angles agree with llama.cpp to the
 //! last bit that matters at long positions). Dimensions past `n_rot` pass through unchanged.
 
+use super::math::{cos_f32, pow_f32, pow_f64, sin_f32};
+
 /// Which dimensions of a head are rotated together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RopeMode {
@@ -35,13 +37,13 @@ impl Rope {
     pub fn angles(&self, pos: usize, cs: &mut [f32]) {
         let half = self.n_rot / 2;
         debug_assert!(cs.len() >= 2 * half);
-        let theta_scale = self.freq_base.powf(-2.0 / self.n_rot as f32);
+        let theta_scale = pow_f32(self.freq_base, -2.0 / self.n_rot as f32);
         let mut theta = pos as f32;
         for i in 0..half {
             let ff = self.freq_factors.as_ref().map_or(1.0, |f| f[i]);
             let t = self.freq_scale * (theta / ff);
-            cs[2 * i] = t.cos();
-            cs[2 * i + 1] = t.sin();
+            cs[2 * i] = cos_f32(t);
+            cs[2 * i + 1] = sin_f32(t);
             theta *= theta_scale;
         }
     }
@@ -86,7 +88,7 @@ pub fn llama3_freq_factors(
     let high_wavelen = original_context as f64 / high_freq_factor as f64;
     (0..n_rot / 2)
         .map(|i| {
-            let freq = 1.0 / (base as f64).powf(2.0 * i as f64 / n_rot as f64);
+            let freq = 1.0 / pow_f64(base as f64, 2.0 * i as f64 / n_rot as f64);
             let wavelen = 2.0 * std::f64::consts::PI / freq;
             let f = if wavelen < high_wavelen {
                 1.0

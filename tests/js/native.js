@@ -6,10 +6,12 @@ export const GREEDY_PROMPT = 'The capital of France is';
 export const GREEDY_TOKENS = 8;
 
 /** Runs `edgellm generate … --temperature 0 --json`; returns its parsed JSON. */
-export function nativeGenerate(prompt = GREEDY_PROMPT, maxTokens = GREEDY_TOKENS, extra = []) {
+export function nativeGenerate(prompt = GREEDY_PROMPT, maxTokens = GREEDY_TOKENS, extra = [], model = MODEL) {
   const cli = cliPath();
   if (!cli) throw new Error('native CLI not built');
-  const out = execFileSync(cli, ['generate', '--model', MODEL, '--prompt', prompt, '--max-tokens', String(maxTokens), '--temperature', '0', '--json', ...extra], {
+  // Greedy unless `extra` sets a temperature.
+  const greedy = extra.includes('--temperature') ? [] : ['--temperature', '0'];
+  const out = execFileSync(cli, ['generate', '--model', model, '--prompt', prompt, '--max-tokens', String(maxTokens), ...greedy, '--json', ...extra], {
     encoding: 'utf8',
     maxBuffer: 16 << 20,
     timeout: 300_000,
