@@ -329,6 +329,12 @@ impl Session {
         }
     }
 
+    /// Of a kept prefix of `keep` tokens ([`reusable_prefix`](Self::reusable_prefix)), those
+    /// already in the KV cache (the pending sampled token is not: it runs with the prompt).
+    pub fn held_in_kv(&self, keep: usize) -> usize {
+        keep.min(self.cached_len())
+    }
+
     /// Tokens run through the model (all of `tokens` but a pending sampled one).
     fn cached_len(&self) -> usize {
         self.tokens.len() - self.pending.is_some() as usize

@@ -389,11 +389,21 @@ impl Host {
         let l = self.loaded.as_mut().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
         let prompt = prompt::prompt_tokens(&l.tokenizer, req)?;
         req.max_tokens.map_or(Ok(()), |n| crate::limits::check_new_tokens("max_tokens", n))?;
-        let max_tokens = match prompt::room_after(l, prompt.len())? {
+        let max_tokens = match (prompt::room_after(l, prompt.len())?, req.max_tokens) {
             // Window + sinks: any prompt (its oldest non-sink tokens are evicted as needed) and
             // any number of tokens; by default one cache's worth.
-            None => req.max_tokens.unwrap_or(l.info.max_context),
-            Some(room) => req.max_tokens.unwrap_or(room).min(room),
+            (None, Some(n)) => n,
+            (None, None) => req.max_tokens_default.unwrap_or(l.info.max_context),
+            // Asked for more than the context leaves: refused, as OpenAI does (it was cut to
+            // the room silently, and the answer ended early with "length").
+            (Some(room), Some(n)) if n > room => {
+                return Err(HostError::new(
+                    "PROMPT_TOO_LONG",
+                    format!("the prompt ({} tokens) and max_tokens ({n}) exceed the context: at most {room} tokens can be generated after this prompt", prompt.len()),
+                ))
+            }
+            (Some(_), Some(n)) => n,
+            (Some(room), None) => req.max_tokens_default.map_or(room, |d| d.min(room)),
         };
         if max_tokens == 0 {
             return Err(HostError::new("INVALID_REQUEST", "max_tokens must be at least 1"));
@@ -417,7 +427,11 @@ impl Host {
         };
         let calls = calling.map(|t| crate::tools::output::CallStream::new(t.forced(), crate::tools::call_id_base(&prompt, req.seed.unwrap_or(0))));
         l.session.set_sampler(req.sampler());
-        let opts = GenerateOptions { max_tokens, stop: req.stop.clone().unwrap_or_default(), stop_on_eog: true };
+        // A forced call (`required`, a named function) is the whole output, held to the call
+        // grammar: a stop string could only cut it (a "\n" stop cut every call after its first
+        // line), so stop strings apply to text answers only.
+        let stop = if calling.is_some_and(|t| t.forced()) { Vec::new() } else { req.stop.clone().unwrap_or_default() };
+        let opts = GenerateOptions { max_tokens, stop, stop_on_eog: true };
         let mut driver = Generator::start(&l.session, &l.tokenizer, prompt, opts)?;
         driver.set_logprobs(req.logprobs);
         let started = GenerateStarted { prompt_tokens: driver.prompt().len(), cached_tokens: driver.cached_tokens(), max_tokens };

@@ -91,9 +91,10 @@ fn conversation_cases(model: &Arc<Model>, tok: &Tokenizer, cache: Cache, label: 
         assert_eq!(ids, fids, "{label} {case}: greedy tokens differ from a fresh run");
         prompt.iter().chain(&ids).copied().collect::<Vec<u32>>()
     };
-    // The next turn: everything so far (the pending last answer token included) + a new message.
+    // The next turn: everything so far + a new message. All of it is kept; the last answer
+    // token, sampled but never run, is prefilled with the message, so the cache held one less.
     let p2: Vec<u32> = t1.iter().copied().chain(text_ids(nv, 11, 9)).collect();
-    let t2 = check(&mut s, &p2, 4, t1.len(), "next turn");
+    let t2 = check(&mut s, &p2, 4, t1.len() - 1, "next turn");
     // Regenerate: the same prompt again (the answer is replaced): all but its last token kept.
     check(&mut s, &p2, 3, p2.len() - 1, "regenerate");
     // An earlier message edited at position 9: reuse up to the edit.
@@ -147,7 +148,7 @@ fn sliding_window_rings_serve_rollbacks_only_before_they_wrap() {
         let t1: Vec<u32> = p1.iter().chain(&a1).copied().collect();
         let p2: Vec<u32> = t1.iter().copied().chain(text_ids(nv, 3, 6)).collect();
         let (c, l, ids) = request(&mut s, &tok, &p2, 5, 4);
-        assert_eq!(c, t1.len(), "{dtype:?}: extension reused");
+        assert_eq!(c, t1.len() - 1, "{dtype:?}: extension reused (the pending answer token is prefilled)");
         let (fl, fids) = fresh(&model, &tok, cache, &p2, 4);
         assert_eq!((bits(&l), ids), (bits(&fl), fids.clone()), "{dtype:?}: extension past the window equals a fresh run");
         // A rollback (regenerate) needs positions the rings overwrote: a full prefill, exact.
@@ -181,7 +182,7 @@ fn after_an_eviction_the_cache_extends_itself_and_a_rollback_prefills_afresh() {
         }
         manual.prefill(&suffix).unwrap();
         let (c, l, _) = request(&mut s, &tok, &p2, usize::MAX, 3);
-        assert_eq!(c, t1.len(), "{name}: everything held is kept");
+        assert_eq!(c, t1.len() - 1, "{name}: everything held is kept (the pending answer token is prefilled)");
         assert_eq!(bits(&l), bits(manual.logits()), "{name}: extension = the cache's own continuation");
 
         // Regenerate after an eviction: the cache cannot go back, so a full prefill, equal to a

@@ -9,6 +9,8 @@ use edgellm::model::Model;
 use edgellm::tokenizer::Tokenizer;
 use std::sync::Arc;
 
+mod common;
+
 const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_llama.gguf");
 
 fn host() -> Host {
@@ -88,4 +90,32 @@ fn logprobs_are_the_models_distribution_whatever_the_sampling() {
     assert_eq!(z[0].logprob, entries[0].logprob);
     let (off, streamed) = run(&mut h, &GenerateRequest { logprobs: None, ..request(0.0, 0) });
     assert!(off.logprobs.is_none() && streamed.is_empty());
+}
+
+/// A stop string cuts the entries of the tokens it removed from the answer: the entries'
+/// bytes spell the returned text (they used to spell the text with the stop string too),
+/// streamed and not alike. On the real chat model, whose answers are plain text.
+#[test]
+fn a_stop_string_cuts_its_tokens_entries() {
+    let Some(path) = common::chat_model() else { return };
+    let mut h = common::load_host(&path);
+    let mut req = request(0.0, 2);
+    req.prompt = Some("The three primary colors are".into());
+    req.repetition_penalty = None;
+    req.max_tokens = Some(12);
+    let (full, _) = run(&mut h, &req);
+    let entries = full.logprobs.clone().unwrap();
+    let utf8 = |e: &[edgellm::generate::TokenLogprob]| String::from_utf8(e.iter().flat_map(|e| e.bytes.clone()).collect()).unwrap();
+    assert_eq!(utf8(&entries), full.text, "plain text: the entries spell it");
+    // A stop string from the start of the third token on (its first occurrence): that token's
+    // entry and the later ones go.
+    let start = utf8(&entries[..2]).len();
+    let stop = utf8(&entries[2..4]);
+    assert!(!full.text[..start + stop.len() - 1].contains(&stop), "{:?} occurs earlier in {:?}", stop, full.text);
+    req.stop = Some(vec![stop]);
+    let (cut, streamed) = run(&mut h, &req);
+    assert_eq!((cut.finish_reason, cut.text.as_str()), ("stop", &full.text[..start]));
+    let kept = cut.logprobs.clone().unwrap();
+    assert_eq!(kept, entries[..2].to_vec());
+    assert_eq!(streamed, kept);
 }

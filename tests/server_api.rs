@@ -90,6 +90,14 @@ fn models_lists_sha256_and_context_limits_behind_the_token() {
     assert_eq!(m["max_context"], 4096);
     assert_eq!(m["max_prompt_tokens"], 200);
     assert_eq!(m["max_tokens"], 64);
+
+    // OpenAI's "retrieve model": the same object by its (percent-encoded) id; another id is 404.
+    let r = get(s.addr(), "/v1/models/Gemma%203%20270m", &[AUTH]);
+    assert_eq!(r.status, 200);
+    assert_eq!(&r.json(), m);
+    let r = get(s.addr(), "/v1/models/gpt-4o", &[AUTH]);
+    assert_eq!((r.status, r.error_code().as_str()), (404, "model_not_found"));
+    assert_eq!(get(s.addr(), "/v1/models/Gemma%203%20270m", &[]).status, 401);
 }
 
 #[test]

@@ -25,10 +25,32 @@ const STATUS = {
 const json = (status, value) => new Response(JSON.stringify(value), { status, headers: { 'content-type': 'application/json' } });
 
 /** OpenAI's error body: {error: {message, type, code, param}}. */
+/**
+ * OpenAI's `code` for an engine error, as edgellm serve words the same failure
+ * (`ApiError::from_host` in src/server/errors.rs): a broken request rule keeps its own code
+ * (`detail`, lower case: `unknown_parameter`, ...); the core's upper-case codes map as there.
+ */
+const SERVER_CODE = {
+  PROMPT_TOO_LONG: 'context_length_exceeded',
+  CONTEXT_FULL: 'context_length_exceeded',
+  INVALID_REQUEST: 'invalid_request',
+  CHAT_TEMPLATE_ERROR: 'chat_template_error',
+  CHAT_TEMPLATE_TOO_MANY_LITERALS: 'invalid_request',
+};
+
+function errorCode(e) {
+  if (!e) return 'internal_error';
+  if (e.detail && e.detail !== e.detail.toUpperCase()) return e.detail;
+  const key = e.detail || e.code;
+  if (SERVER_CODE[key]) return SERVER_CODE[key];
+  if (e.code === ErrorCode.PROMPT_TOO_LONG) return 'context_length_exceeded';
+  return (key && String(key).toLowerCase()) || 'internal_error';
+}
+
 function errorResponse(e) {
   const status = STATUS[e && e.code] ?? 500;
   const type = status === 400 ? 'invalid_request_error' : 'server_error';
-  const code = (e && (e.detail || (e.code && String(e.code).toLowerCase()))) || 'internal_error';
+  const code = errorCode(e);
   return json(status, { error: { message: e && e.message ? e.message : String(e), type, code, param: (e && e.param) || null } });
 }
 

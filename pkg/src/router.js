@@ -26,7 +26,7 @@ import { RemoteState } from './router/health.js';
 import { RemoteClient, remoteRetriable } from './router/remote.js';
 import { costOptions, costTerms, normalizeSignals } from './router/cost.js';
 import { DecodeWindows } from './sustained.js';
-import { strictBoolean } from './strict.js';
+import { requestSignal, strictBoolean } from './strict.js';
 
 const invalid = (m) => new EdgeLLMError(ErrorCode.INVALID_REQUEST, m);
 const LOCAL_FAILOVER = new Set([ErrorCode.OVER_MEMORY_BUDGET, ErrorCode.ENGINE_CRASHED]);
@@ -168,7 +168,7 @@ export class Router {
   /** Routes one request (the Engine's chat.completions.create / completions.create). */
   async create(kind, params, options = {}) {
     if (!params || typeof params !== 'object') throw invalid('create() needs a parameters object');
-    const signal = params.signal || options.signal;
+    const signal = requestSignal(params, options);
     if (signal && signal.aborted) throw abortedError('generation');
     const ro = params.route ?? {};
     if (typeof ro !== 'object') throw invalid('route must be an object such as {mode: "prefer-local"}');

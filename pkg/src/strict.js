@@ -13,3 +13,15 @@ export function strictBoolean(p, name) {
   }
   return v;
 }
+
+/**
+ * The request's AbortSignal (`params.signal`, else `options.signal`), or undefined. Anything
+ * else given as a signal is an INVALID_REQUEST (it used to fail deep inside with a TypeError).
+ */
+export function requestSignal(params, options = {}) {
+  const s = params.signal ?? options?.signal;
+  if (s === undefined || s === null) return undefined;
+  const ok = typeof s === 'object' && typeof s.aborted === 'boolean' && typeof s.addEventListener === 'function' && typeof s.removeEventListener === 'function';
+  if (!ok) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'signal must be an AbortSignal');
+  return s;
+}

@@ -122,7 +122,11 @@ pub trait TokenFilter {
 #[derive(Clone, Debug)]
 pub struct Generator {
     prompt: Vec<u32>,
+    /// Prompt tokens kept from the conversation (a pending sampled token included: it runs
+    /// with the rest of the prompt).
     cached: usize,
+    /// Of those, the ones already in the KV cache (`cached_tokens`: not the pending one).
+    in_kv: usize,
     /// The session was rolled back to the cached prefix (by the first `prefill`).
     started: bool,
     /// Prompt tokens in the KV cache (`cached` included).
@@ -137,6 +141,11 @@ pub struct Generator {
     /// Entries not yet handed out by an event; all of them, in order.
     logprobs_pending: Vec<TokenLogprob>,
     logprobs_all: Vec<TokenLogprob>,
+    /// Where each `logprobs_all` token's text starts in the decoded output (bytes): a stop
+    /// string cuts the entries of the tokens past its start (they are not in the answer).
+    logprob_at: Vec<usize>,
+    /// Bytes of text decoded so far (before any stop string cut).
+    decoded: usize,
 }
 
 impl Generator {
@@ -152,6 +161,7 @@ impl Generator {
         Ok(Generator {
             prompt,
             cached,
+            in_kv: session.held_in_kv(cached),
             started: false,
             prefilled: cached,
             ids: Vec::new(),
@@ -162,6 +172,8 @@ impl Generator {
             logprobs: None,
             logprobs_pending: Vec::new(),
             logprobs_all: Vec::new(),
+            logprob_at: Vec::new(),
+            decoded: 0,
         })
     }
 
@@ -171,7 +183,7 @@ impl Generator {
 
     /// Prompt tokens the KV cache already held when the generation started.
     pub fn cached_tokens(&self) -> usize {
-        self.cached
+        self.in_kv
     }
 
     /// Prompt tokens not yet run through the model.
@@ -220,6 +232,7 @@ impl Generator {
         if !self.started {
             // The session is the one `start` looked at, unchanged since (one generation at a
             // time); should it have changed, what it keeps now is what counts.
+            self.in_kv = session.held_in_kv(session.reusable_prefix(&self.prompt));
             self.cached = session.reuse_prefix(&self.prompt);
             self.prefilled = self.cached;
             self.started = true;
@@ -274,6 +287,7 @@ impl Generator {
             // under a filter, the copy taken before the mask.
             let e = token_logprob(if want_raw { &raw } else { session.logits() }, id, top, tok);
             self.logprobs_all.push(e.clone());
+            self.logprob_at.push(self.decoded);
             self.logprobs_pending.push(e);
         }
         if eog {
@@ -281,6 +295,7 @@ impl Generator {
             return Ok(self.event(Some(id), text));
         }
         let piece = self.decoder.push(tok, id)?;
+        self.decoded += piece.len();
         if self.hold.push(&piece) {
             let text = self.end(tok, FinishReason::Stop);
             return Ok(self.event(Some(id), text));
@@ -311,7 +326,7 @@ impl Generator {
     pub fn into_generation(self, session: &Session) -> Generation {
         Generation {
             prompt_ids: self.prompt,
-            cached_tokens: self.cached,
+            cached_tokens: self.in_kv,
             ids: self.ids,
             text: self.hold.text,
             finish_reason: self.finish.unwrap_or(FinishReason::Length),
@@ -329,7 +344,21 @@ impl Generator {
         let tail = self.decoder.finish(tok);
         let stopped = self.hold.push(&tail);
         self.finish = Some(if stopped { FinishReason::Stop } else { reason });
+        if stopped {
+            self.drop_logprobs_past(self.hold.text.len());
+        }
         self.hold.ready(true)
+    }
+
+    /// Drops the log probabilities of the tokens whose text starts at or past `len` (those a
+    /// stop string cut away): the entries match the returned text, as OpenAI's do.
+    fn drop_logprobs_past(&mut self, len: usize) {
+        let keep = self.logprob_at.iter().take_while(|&&at| at < len).count();
+        let cut = self.logprobs_all.len() - keep;
+        self.logprobs_all.truncate(keep);
+        self.logprob_at.truncate(keep);
+        let pending = self.logprobs_pending.len();
+        self.logprobs_pending.truncate(pending.saturating_sub(cut));
     }
 }
 

@@ -54,9 +54,14 @@ pub struct GenerateRequest {
     pub messages: Option<Vec<ChatMessage>>,
     #[serde(default)]
     pub prompt: Option<String>,
-    /// Default: until the context is full.
+    /// Default: until the context is full (or `max_tokens_default`). Asked for explicitly,
+    /// the prompt and it must fit the context together (OpenAI's `context_length_exceeded`).
     #[serde(default)]
     pub max_tokens: Option<usize>,
+    /// The default when `max_tokens` is not given (a server's cap): a ceiling, cut to the
+    /// room the prompt leaves, never an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens_default: Option<usize>,
     /// 0 = greedy. Unset sampling fields take llama.cpp's defaults (`SamplerConfig::default`).
     #[serde(default)]
     pub temperature: Option<f32>,
@@ -72,7 +77,10 @@ pub struct GenerateRequest {
     pub presence_penalty: Option<f32>,
     #[serde(default)]
     pub frequency_penalty: Option<f32>,
-    #[serde(default)]
+    /// Sent back to JS as an i64 (two's complement, `seed_as_i64`): a negative seed the
+    /// client gave stays a number JSON.parse reads exactly, where its u64 form (past 2^53)
+    /// came back rounded and was refused.
+    #[serde(default, with = "seed_as_i64")]
     pub seed: Option<u64>,
     #[serde(default)]
     pub stop: Option<Vec<String>>,
@@ -141,4 +149,53 @@ pub struct GenerateResult {
     /// "tool_calls".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<crate::tools::ToolCall>>,
+}
+
+/// A seed on the wire: written as an i64 (the same 64 bits), read from either form.
+mod seed_as_i64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.serialize_i64(*v as i64),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            U(u64),
+            I(i64),
+        }
+        Ok(Option::<Either>::deserialize(d)?.map(|e| match e {
+            Either::U(v) => v,
+            Either::I(v) => v as u64,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GenerateRequest;
+
+    /// A negative seed survives the worker's JSON round trip (JS numbers are f64).
+    #[test]
+    fn seeds_round_trip_through_js_numbers() {
+        for seed in [0u64, 7, u64::MAX, u64::MAX - 999, 1 << 63] {
+            let r = GenerateRequest { seed: Some(seed), ..Default::default() };
+            let text = serde_json::to_string(&r).unwrap();
+            // What JSON.parse + JSON.stringify give back: the number through an f64.
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let as_f64 = v["seed"].as_f64().unwrap();
+            let back = text.replace(&format!("\"seed\":{}", v["seed"]), &format!("\"seed\":{}", as_f64 as i64));
+            let r2: GenerateRequest = serde_json::from_str(&back).unwrap();
+            assert_eq!(r2.seed, Some(seed), "{text}");
+        }
+        let r: GenerateRequest = serde_json::from_str(r#"{"seed": 18446744073709551615}"#).unwrap();
+        assert_eq!(r.seed, Some(u64::MAX));
+        let r: GenerateRequest = serde_json::from_str(r#"{}"#).unwrap();
+        assert_eq!(r.seed, None);
+    }
 }

@@ -452,10 +452,12 @@ pub fn parse_request(kind: Kind, body: &Value, limits: RequestLimits) -> Result<
     // Both are checked (nothing given is ignored unchecked); max_tokens wins.
     let max_tokens = integer(o, "max_tokens")?;
     let max_completion_tokens = integer(o, "max_completion_tokens")?;
+    // The error names the parameter the value came from.
+    let given = if max_tokens.is_some() { "max_tokens" } else { "max_completion_tokens" };
     let max_tokens = max_tokens.or(max_completion_tokens);
     if let (Some(m), Some(cap)) = (max_tokens, limits.max_tokens) {
         if m > cap as i128 {
-            return Err(ProtocolError::new("max_tokens_exceeded", "max_tokens", format!("max_tokens is {m}; this server allows at most {cap}")));
+            return Err(ProtocolError::new("max_tokens_exceeded", given, format!("{given} is {m}; this server allows at most {cap}")));
         }
     }
     gen.max_tokens = max_tokens.map(|m| m as usize);

@@ -86,7 +86,7 @@ async fn route(st: &State, req: Request<Incoming>) -> Result<Response<ResBody>, 
     }
     let counter = match path.as_str() {
         "/health" => &r.health,
-        "/v1/models" => &r.models,
+        p if p == "/v1/models" || p.starts_with("/v1/models/") => &r.models,
         "/v1/chat/completions" => &r.chat,
         "/v1/completions" => &r.completions,
         _ => &r.other,
@@ -106,7 +106,19 @@ async fn route(st: &State, req: Request<Incoming>) -> Result<Response<ResBody>, 
             check_bearer(req.headers(), st.cfg.api_key.as_deref())?;
             completion(st, Kind::Completion, req).await
         }
+        // OpenAI's "retrieve model": this server's one model by its id (percent-encoded in the
+        // path), else 404 model_not_found.
+        (p, &Method::GET) if p.starts_with("/v1/models/") => {
+            check_bearer(req.headers(), st.cfg.api_key.as_deref())?;
+            let id = crate::percent::decode(&p["/v1/models/".len()..]);
+            if id == st.card.id {
+                Ok(json_response(StatusCode::OK, &model_object(st)))
+            } else {
+                Err(ApiError::new(404, "invalid_request_error", "model_not_found", format!("the model {id:?} does not exist; this server serves {:?}", st.card.id)))
+            }
+        }
         ("/health" | "/v1/models" | "/v1/chat/completions" | "/v1/completions", m) => Err(ApiError::method_not_allowed(m.as_str(), &path)),
+        (p, m) if p.starts_with("/v1/models/") => Err(ApiError::method_not_allowed(m.as_str(), &path)),
         _ => Err(ApiError::not_found(&path)),
     }
 }
@@ -147,10 +159,13 @@ fn health(st: &State) -> Value {
 }
 
 fn models(st: &State) -> Value {
+    json!({ "object": "list", "data": [model_object(st)] })
+}
+
+/// The model as OpenAI's model object, with the engine's facts about it.
+fn model_object(st: &State) -> Value {
     let c = &st.card;
     json!({
-        "object": "list",
-        "data": [{
             "id": c.id,
             "object": "model",
             "created": c.created,
@@ -163,7 +178,6 @@ fn models(st: &State) -> Value {
             "max_context": c.max_context,
             "max_prompt_tokens": st.max_prompt_tokens,
             "max_tokens": st.cfg.max_tokens,
-        }],
     })
 }
 

@@ -112,10 +112,12 @@ impl CallStream {
         out
     }
 
-    /// The end of the output: a start that never became a call is content.
+    /// The end of the output: a start that never became a call is content. Once the output is
+    /// calls, a piece of the call format cut short (the opening, or a name not yet closed, by
+    /// `max_tokens`) is dropped: it is neither the model's text nor a call with a name.
     pub fn finish(&mut self) -> Released {
         let mut out = Released::default();
-        if self.shape == Shape::Undecided || (self.calls.is_empty() && self.state == State::Open) {
+        if self.shape == Shape::Undecided {
             let held = std::mem::take(&mut self.buf);
             self.emit_content(&held, &mut out);
         }
@@ -298,6 +300,24 @@ mod tests {
         // Not the format after the trigger: kept as content.
         let (content, _, s) = run(false, "<tool_call>oops", 4);
         assert_eq!((content.as_str(), s.calls().len()), ("<tool_call>oops", 0));
+    }
+
+    /// A forced call cut in its opening or its name (max_tokens): no markup in the content and
+    /// no call without a whole name (it leaked `<tool_call>\n{"name` as the assistant's text).
+    #[test]
+    fn a_call_cut_before_its_name_closes_leaves_nothing() {
+        let name_end = TWO.find("\", \"arguments").unwrap();
+        for cut in 1..name_end + 2 {
+            for forced in [true, false] {
+                let (content, deltas, s) = run(forced, &TWO[..cut], 3);
+                if !forced && cut < "<tool_call>".len() {
+                    // Auto, still undecided: the text may be the model's own.
+                    assert_eq!(content, &TWO[..cut]);
+                    continue;
+                }
+                assert_eq!((content.as_str(), deltas.len(), s.calls().len()), ("", 0, 0), "cut {cut} forced {forced}");
+            }
+        }
     }
 
     #[test]

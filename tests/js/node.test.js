@@ -10,7 +10,7 @@ import { createEngine } from '../../pkg/src/node.js';
 import { relaxedSimdSupported } from '../../pkg/src/tier.js';
 import { startServer } from './server.js';
 import { ROOT, MODEL, MODEL_SIZE, REQUIRED, modelMissing, wasmMissing, cliPath, cliCanGenerate } from './helpers.js';
-import { nativeGreedy, GREEDY_PROMPT, GREEDY_TOKENS } from './native.js';
+import { nativeGreedy, nativeGenerate, GREEDY_PROMPT, GREEDY_TOKENS } from './native.js';
 
 const MODEL_SHA256 = 'a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818';
 const skip = modelMissing() || wasmMissing();
@@ -104,6 +104,24 @@ test('greedy completion equals the native CLI; usage has the timings', { skip: n
   console.log(`node greedy: ${JSON.stringify(r.choices[0].text)} decode ${u.decode_tokens_per_s.toFixed(2)} tok/s, ${(u.decode_bytes_per_token / 1e6).toFixed(1)} MB/tok, ${u.decode_gb_s.toFixed(2)} GB/s, ttft ${u.ttft_ms.toFixed(0)} ms`);
 });
 
+test('wasm and the native CLI agree on SmolLM2 past 30 positions, greedy and seeded', { skip: noCli }, async () => {
+  // Their exp / cos / sin were the platforms' own (glibc, and a port compiled into wasm): a
+  // last-bit difference grew into other greedy tokens here (src/ops/math.rs).
+  const chat = path.join(ROOT, 'models/SmolLM2-135M-Instruct.Q4_1.gguf');
+  const prompt = 'Kilo The quick brown fox jumps over the lazy dog and then runs into the forest where it meets a wise old owl who tells it a story about the ancient kingdom beyond the mountains far away';
+  const e2 = await createEngine({ cache: false });
+  try {
+    await e2.load(chat);
+    for (const [t, extra] of [[0, []], [0.9, ['--seed', '11']]]) {
+      const want = nativeGenerate(prompt, 24, ['--temperature', String(t), ...extra], chat);
+      const r = await e2.completions.create({ prompt, max_tokens: 24, temperature: t, ...(t ? { seed: 11 } : {}) });
+      assert.equal(r.choices[0].text, want.text, `temperature ${t}`);
+    }
+  } finally {
+    e2.terminate();
+  }
+});
+
 test('stop strings cut the text (finish "stop"); a seed makes sampling repeatable', { skip: noCli }, async () => {
   const want = nativeGreedy();
   const cut = want.text.indexOf(' of');
@@ -180,6 +198,21 @@ test('abort mid-generation settles within 100 ms; no chunk after it; the next re
   await assert.rejects(engine.chat.completions.create({ messages: [] }), (e) => e.code === 'INVALID_REQUEST');
   await assert.rejects(engine.completions.create({ prompt: 'x', temperature: -1 }), (e) => e.code === 'INVALID_REQUEST');
   await assert.rejects(engine.completions.create({ prompt: 'x '.repeat(5000), max_tokens: 1 }), (e) => e.code === 'PROMPT_TOO_LONG');
+  // A signal that is not an AbortSignal is refused as such (it was a TypeError).
+  await assert.rejects(engine.completions.create({ prompt: 'x', signal: 'x' }), (e) => e.code === 'INVALID_REQUEST' && /AbortSignal/.test(e.message));
+  await assert.rejects(engine.completions.create({ prompt: 'x' }, { signal: {} }), (e) => e.code === 'INVALID_REQUEST');
+  // A negative seed is a 64-bit seed like any other (it came back from the core past 2^53 and
+  // every request with it was refused).
+  const neg = await engine.completions.create({ prompt: 'Once', max_tokens: 3, temperature: 0.9, seed: -5 });
+  const neg2 = await engine.completions.create({ prompt: 'Once', max_tokens: 3, temperature: 0.9, seed: -5 });
+  assert.equal(neg.choices[0].text, neg2.choices[0].text);
+  // One request's `route` does not install a router on the engine.
+  assert.equal(engine.router, null);
+  const routed = await engine.completions.create({ prompt: 'Once', max_tokens: 1, route: { mode: 'local-only' } });
+  assert.equal(routed.route.target, 'local');
+  assert.equal(engine.router, null);
+  const plain = await engine.completions.create({ prompt: 'Once', max_tokens: 1 });
+  assert.equal(plain.route, undefined);
 });
 
 test('typed errors: 404, non-GGUF, truncated, cut connection, no length, wrong sha256', { skip }, async () => {

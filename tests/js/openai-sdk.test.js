@@ -151,6 +151,12 @@ for (const label of TARGETS) {
       assert.equal(e.param, 'tool_choice.function.name');
       return true;
     });
+    // The engine's own errors carry the server's codes too (a prompt past the context).
+    await assert.rejects(client.completions.create({ model: 'x', prompt: 'x '.repeat(5000), max_tokens: 1 }), (e) => {
+      assert.equal(e.status, 400);
+      assert.equal(e.code, 'context_length_exceeded');
+      return true;
+    });
     if (label === 'serve') {
       const wrong = new OpenAI({ baseURL: srv.baseURL, apiKey: 'nope', maxRetries: 0 });
       await assert.rejects(wrong.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);

@@ -302,10 +302,10 @@ export class Engine {
   // ── generation ───────────────────────────────────────────────────────────────────────────
   /** Requests go through the router when one is configured (createEngine({route}) or a per-request `route`). */
   #create(kind, params, options = {}) {
-    if (!this.#router && params && typeof params === 'object' && params.route) {
-      this.#router = new Router(this.#routerHooks(), { mode: 'local-only' });
-    }
     if (this.#router) return this.#router.create(kind, params, options);
+    // A per-request `route` on an engine without one: a router for this request only (the
+    // engine's later requests stay unrouted, without a `route` field).
+    if (params && typeof params === 'object' && params.route) return new Router(this.#routerHooks(), { mode: 'local-only' }).create(kind, params, options);
     return createLocal(this.#local, kind, params, options);
   }
 

@@ -7,6 +7,7 @@
 
 import { Req, Ev } from '../protocol.js';
 import { abortedError } from '../errors.js';
+import { requestSignal } from '../strict.js';
 import { CompletionStream } from './stream.js';
 import { nextId } from './worker-link.js';
 
@@ -29,7 +30,7 @@ function withPressure(usage, pressure) {
  */
 export async function createLocal(local, kind, params, options = {}) {
   const { request, stream: streamed, include_usage: includeUsage } = await local.check(kind, params);
-  const signal = params.signal || options.signal;
+  const signal = requestSignal(params, options);
   if (signal && signal.aborted) throw abortedError('generation');
   // The reload after a crash is the request's work: the caller's abort stops it too.
   await local.ensureModel(signal);
