@@ -115,7 +115,8 @@ impl Vocabulary {
         }
         // Some grammars only fail at their first mask (a `$ref` cycle that never reaches a
         // value): found here, they are the request's error, not the generation's.
-        m.compute_mask_or_eos().map_err(|e| e.to_string())?;
+        // Its message is followed by the parser's state dump: the first line is the reason.
+        m.compute_mask_or_eos().map_err(|e| e.to_string().lines().next().unwrap_or_default().to_string())?;
         Ok(Constraint { m })
     }
 }

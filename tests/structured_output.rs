@@ -94,3 +94,28 @@ fn json_schema_and_json_object_outputs_always_parse_and_validate() {
     let (text, _, _) = run(&mut h, &request(json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, "temperature": 0})));
     assert!(!text.is_empty());
 }
+
+/// Schemas and grammars llguidance would recurse through without end, or that fail at their
+/// first mask, are the request's errors (they aborted the server or trapped wasm, or came as
+/// 500 mid-generation).
+#[test]
+fn deep_or_cyclic_schemas_are_request_errors() {
+    use edgellm::structured::{OutputFormat, Vocabulary};
+    let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_llama.gguf")).unwrap();
+    let store = edgellm::gguf::load_bytes(&bytes).unwrap();
+    let tok = edgellm::tokenizer::Tokenizer::from_gguf(&store.header).unwrap();
+    let v = Vocabulary::new(&tok).unwrap();
+    let mut defs = serde_json::Map::new();
+    for i in 0..300 {
+        defs.insert(format!("d{i}"), serde_json::json!({"type": "array", "items": {"$ref": format!("#/$defs/d{}", i + 1)}}));
+    }
+    defs.insert("d300".into(), serde_json::json!({"type": "string"}));
+    let deep = OutputFormat::JsonSchema { schema: serde_json::json!({"$ref": "#/$defs/d0", "$defs": defs}) };
+    assert!(v.constraint(&deep).err().unwrap().contains("at most 128"));
+    let chain: String = (0..1000).map(|i| format!("x{i}: \"a\" x{} | \"b\"\n", i + 1)).collect();
+    let lark = OutputFormat::Grammar { grammar: format!("start: x0\n{chain}x1000: \"c\"\n") };
+    assert!(v.constraint(&lark).is_err());
+    let cycle = OutputFormat::JsonSchema { schema: serde_json::json!({"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}}) };
+    let e = v.constraint(&cycle).err().expect("a cycle that never reaches a value is refused");
+    assert!(!e.contains('\n'), "one line, not the parser's state: {e}");
+}
