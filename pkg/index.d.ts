@@ -881,8 +881,9 @@ export interface ChatCompletionChunk extends Routed {
     logprobs: ChatCompletionLogprobs | null;
     finish_reason: FinishReason | null;
   }>;
-  /** Only on the extra last chunk of stream_options.include_usage (whose choices are []), as OpenAI. */
-  usage?: CompletionUsage;
+  /** On the extra last chunk of stream_options.include_usage (whose choices are []); with
+   * include_usage every other chunk has `usage: null`, as OpenAI's. */
+  usage?: CompletionUsage | null;
 }
 
 export interface Completion extends Routed {
@@ -900,8 +901,8 @@ export interface CompletionChunk extends Routed {
   created: number;
   model: string;
   choices: Array<{ index: number; text: string; logprobs: CompletionLogprobs | null; finish_reason: FinishReason | null }>;
-  /** Only on the extra last chunk of stream_options.include_usage. */
-  usage?: CompletionUsage;
+  /** On the extra last chunk of stream_options.include_usage (`null` on the others then). */
+  usage?: CompletionUsage | null;
 }
 
 export interface RequestOptions {

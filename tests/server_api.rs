@@ -90,6 +90,8 @@ fn models_lists_sha256_and_context_limits_behind_the_token() {
     assert_eq!(m["max_context"], 4096);
     assert_eq!(m["max_prompt_tokens"], 200);
     assert_eq!(m["max_tokens"], 64);
+    // Gemma 3 270M (base) has no chat template in its file.
+    assert_eq!(m["chat_template"], "built-in");
 
     // OpenAI's "retrieve model": the same object by its (percent-encoded) id; another id is 404.
     let r = get(s.addr(), "/v1/models/Gemma%203%20270m", &[AUTH]);
@@ -175,9 +177,11 @@ fn greedy_chat_equals_the_cli_streamed_and_not() {
     assert_eq!(text, cli["text"].as_str().unwrap());
     let fin = &chunks[chunks.len() - 2];
     assert_eq!(fin["choices"][0]["finish_reason"], cli["finish_reason"]);
-    // OpenAI's include_usage: usage on exactly one chunk, the last, with no choices.
-    assert!(fin.get("usage").is_none(), "{fin}");
-    assert_eq!(chunks.iter().filter(|c| c.get("usage").is_some()).count(), 1);
+    // OpenAI's include_usage: usage on exactly one chunk, the last, with no choices; every
+    // other chunk has `usage: null`.
+    assert_eq!(fin.get("usage"), Some(&Value::Null), "{fin}");
+    assert_eq!(chunks.iter().filter(|c| !c["usage"].is_null()).count(), 1);
+    assert!(chunks.iter().all(|c| c.get("usage").is_some()));
     let last = &chunks[chunks.len() - 1];
     assert_eq!(last["choices"], json!([]));
     assert!(last["usage"]["decode_tokens_per_s"].as_f64().unwrap() > 0.0);

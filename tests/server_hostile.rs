@@ -118,5 +118,11 @@ fn a_prefill_past_its_time_limit_fails_and_the_queue_moves_on() {
     let r = post_json(a, "/v1/chat/completions", &[], &serde_json::from_slice(&chat_body()).unwrap());
     assert_eq!(r.status, 413);
     assert!(t0.elapsed() < Duration::from_secs(30));
-    assert_eq!(s.queue_stats().failed.load(std::sync::atomic::Ordering::Relaxed), 2);
+    // The inference thread counts a job after its answer is sent: wait for the count (bounded).
+    let failed = || s.queue_stats().failed.load(std::sync::atomic::Ordering::Relaxed);
+    let t1 = Instant::now();
+    while failed() < 2 && t1.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(failed(), 2);
 }

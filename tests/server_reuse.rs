@@ -25,7 +25,7 @@ fn chat(addr: std::net::SocketAddr, messages: &Value, stream: bool) -> (String, 
     let chunks: Vec<Value> = ev[..ev.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
     let text = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
     let usage = chunks.last().unwrap()["usage"].clone();
-    assert!(chunks[chunks.len() - 2].get("usage").is_none(), "usage only on the include_usage chunk (OpenAI)");
+    assert!(chunks[chunks.len() - 2]["usage"].is_null(), "usage only on the include_usage chunk, null on the others (OpenAI)");
     (text, usage)
 }
 

@@ -110,17 +110,27 @@ export function createOpenAIFetch(engine) {
     const signal = init.signal || (input instanceof Request ? input.signal : undefined);
     if (signal && signal.aborted) throw abortError();
     const path = url.pathname.replace(/\/+$/, '');
-    const route = path.endsWith('/chat/completions') ? 'chat' : path.endsWith('/completions') ? 'completion' : path.endsWith('/models') ? 'models' : null;
+    const one = /\/models\/([^/]+)$/.exec(path);
+    const route = path.endsWith('/chat/completions') ? 'chat' : path.endsWith('/completions') ? 'completion' : path.endsWith('/models') || one ? 'models' : null;
     if (!route) return json(404, { error: { message: `no route for ${method} ${path}`, type: 'invalid_request_error', code: 'not_found', param: null } });
     if (route === 'models') {
       if (method !== 'GET') return json(405, { error: { message: `${method} ${path}: use GET`, type: 'invalid_request_error', code: 'method_not_allowed', param: null } });
       const m = engine.model;
       // The card edgellm serve gives: locally a prompt may take the context but one position,
       // and a generation all of it.
-      const data = m
-        ? [{ id: m.name, object: 'model', created: 0, owned_by: 'edgellm', sha256: m.sha256, file_size: m.file_size, architecture: m.architecture, quantization: m.quantization, context_length: m.context_length, max_context: m.max_context, max_prompt_tokens: m.max_context - 1, max_tokens: m.max_context }]
-        : [];
-      return json(200, { object: 'list', data });
+      const card = m && { id: m.name, object: 'model', created: 0, owned_by: 'edgellm', sha256: m.sha256, file_size: m.file_size, architecture: m.architecture, quantization: m.quantization, context_length: m.context_length, max_context: m.max_context, max_prompt_tokens: m.max_context - 1, max_tokens: m.max_context, chat_template: m.has_chat_template ? 'file' : 'built-in' };
+      if (one) {
+        // OpenAI's "retrieve model", as edgellm serve answers it.
+        let id = one[1];
+        try {
+          id = decodeURIComponent(id);
+        } catch {
+          // A malformed escape: the id as written (it matches no model).
+        }
+        if (card && id === card.id) return json(200, card);
+        return json(404, { error: { message: `the model ${JSON.stringify(id)} does not exist`, type: 'invalid_request_error', code: 'model_not_found', param: null } });
+      }
+      return json(200, { object: 'list', data: card ? [card] : [] });
     }
     if (method !== 'POST') return json(405, { error: { message: `${method} ${path}: use POST`, type: 'invalid_request_error', code: 'method_not_allowed', param: null } });
     try {

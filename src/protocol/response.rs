@@ -176,7 +176,7 @@ impl Envelope {
                     delta.insert("content".into(), t.into());
                 }
                 if !tool_calls.is_empty() {
-                    delta.insert("tool_calls".into(), json!(tool_calls));
+                    delta.insert("tool_calls".into(), json!(one_per_call(tool_calls)));
                 }
                 json!({ "index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason })
             }
@@ -204,10 +204,28 @@ impl Envelope {
     }
 }
 
+/// A step's call pieces with one entry per call (OpenAI's chunks never repeat an `index`): a
+/// call's opening piece (id, name) and its first arguments, read in the same step, are one.
+fn one_per_call(deltas: &[ToolCallDelta]) -> Vec<ToolCallDelta> {
+    let mut out: Vec<ToolCallDelta> = Vec::with_capacity(deltas.len());
+    for d in deltas {
+        match out.iter_mut().find(|o| o.index == d.index) {
+            Some(o) => {
+                o.function.arguments.push_str(&d.function.arguments);
+                o.id = o.id.take().or_else(|| d.id.clone());
+                o.kind = o.kind.take().or_else(|| d.kind.clone());
+                o.function.name = o.function.name.take().or_else(|| d.function.name.clone());
+            }
+            None => out.push(d.clone()),
+        }
+    }
+    out
+}
+
 /// A streamed response's chunks, in order: [`start`](Self::start) (chat: the role chunk), one
 /// [`step`](Self::step) per decode step that has something to send, then [`end`](Self::end):
 /// the chunk with `finish_reason` and, with `include_usage`, exactly one more with
-/// `choices: []` and `usage` (as OpenAI: usage on no other chunk).
+/// `choices: []` and `usage` (as OpenAI: every other chunk then has `usage: null`).
 #[derive(Clone, Debug)]
 pub struct ChunkStream {
     env: Envelope,
@@ -228,7 +246,15 @@ impl ChunkStream {
 
     /// The chat stream's first chunk (`delta: {role: 'assistant', content: ''}`); none for completions.
     pub fn start(&self) -> Option<Value> {
-        (self.env.kind == Kind::Chat).then(|| self.env.chunk(Some(""), &[], true, None, None))
+        (self.env.kind == Kind::Chat).then(|| self.usage_null(self.env.chunk(Some(""), &[], true, None, None)))
+    }
+
+    /// With `include_usage`, OpenAI's chunks before the usage chunk carry `usage: null`.
+    fn usage_null(&self, mut chunk: Value) -> Value {
+        if self.include_usage {
+            chunk["usage"] = Value::Null;
+        }
+        chunk
     }
 
     /// The chunk of one step's text, log probabilities and call pieces (`None`: nothing to send).
@@ -239,12 +265,12 @@ impl ChunkStream {
         let lp = (!logprobs.is_empty()).then(|| logprobs_json(self.env.kind, logprobs, self.offset));
         self.offset += logprobs.iter().map(|e| e.token.chars().count()).sum::<usize>();
         let content = (!text.is_empty() || tool_calls.is_empty()).then_some(text);
-        Some(self.env.chunk(content, tool_calls, false, None, lp))
+        Some(self.usage_null(self.env.chunk(content, tool_calls, false, None, lp)))
     }
 
     /// The last chunks: `finish_reason`, then (with include_usage) the usage chunk.
     pub fn end(&self, finish_reason: &str, usage: Value) -> Vec<Value> {
-        let mut out = vec![self.env.chunk(None, &[], false, Some(finish_reason), None)];
+        let mut out = vec![self.usage_null(self.env.chunk(None, &[], false, Some(finish_reason), None))];
         if self.include_usage {
             out.push(self.env.usage_chunk(usage));
         }
@@ -269,13 +295,18 @@ mod tests {
         let c = s.step("Hi", &[], &[]).unwrap();
         assert_eq!((c["object"].as_str(), &c["choices"][0]["delta"]), (Some("chat.completion.chunk"), &json!({"content": "Hi"})));
         let call = ToolCallDelta { index: 0, id: Some("call_1".into()), kind: Some("function".into()), function: FunctionDelta { name: Some("f".into()), arguments: String::new() } };
-        let c = s.step("", &[], &[call]).unwrap();
-        assert_eq!(c["choices"][0]["delta"], json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}]}));
+        let args = |a: &str| ToolCallDelta { index: 0, id: None, kind: None, function: FunctionDelta { name: None, arguments: a.into() } };
+        // A call's opening and its first arguments in one step: one entry, as OpenAI's chunks.
+        let c = s.step("", &[], &[call, args("{\"a\""), args(": 1")]).unwrap();
+        assert_eq!(c["choices"][0]["delta"], json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1"}}]}));
+        assert_eq!(c["usage"], Value::Null, "with include_usage, every other chunk has usage: null");
+        assert!(c.as_object().unwrap().contains_key("usage"));
         let end = s.end("tool_calls", json!({"total_tokens": 3}));
         assert_eq!(end.len(), 2);
-        assert_eq!((&end[0]["choices"][0]["finish_reason"], end[0].get("usage")), (&json!("tool_calls"), None));
+        assert_eq!((&end[0]["choices"][0]["finish_reason"], end[0].get("usage")), (&json!("tool_calls"), Some(&Value::Null)));
         assert_eq!((&end[1]["choices"], &end[1]["usage"]["total_tokens"]), (&json!([]), &json!(3)));
         assert_eq!(ChunkStream::new(env("chat"), false).end("stop", json!({})).len(), 1, "usage only with include_usage");
+        assert!(ChunkStream::new(env("chat"), false).end("stop", json!({}))[0].get("usage").is_none(), "no usage key without include_usage");
         // Completions: no role chunk, `text` per chunk.
         let mut s = ChunkStream::new(env("completion"), false);
         assert!(s.start().is_none());

@@ -126,6 +126,9 @@ pub struct ModelCard {
     /// Positions the server's session holds (prompt + generated).
     pub max_context: usize,
     pub created: u64,
+    /// Whether the file has its own chat template (else chat turns take the built-in format
+    /// for its vocabulary; a base model then continues the text rather than answering).
+    pub has_chat_template: bool,
 }
 
 /// Why the server could not start. `code`: `MODEL_LOAD_FAILED`, `BAD_CONFIG`, `THREADS_FAILED`,
@@ -247,6 +250,7 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
         context_length: info.context_length,
         max_context: info.max_context,
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        has_chat_template: info.has_chat_template,
     };
     let room = info.max_context.saturating_sub(1).max(1);
     let max_prompt_tokens = cfg.max_prompt_tokens.unwrap_or(room).min(room);

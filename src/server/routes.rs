@@ -178,6 +178,9 @@ fn model_object(st: &State) -> Value {
             "max_context": c.max_context,
             "max_prompt_tokens": st.max_prompt_tokens,
             "max_tokens": st.cfg.max_tokens,
+            // "file": the GGUF's own template; "built-in": the engine's format for the
+            // vocabulary (a model without one is often a base model: use /v1/completions).
+            "chat_template": if c.has_chat_template { "file" } else { "built-in" },
     })
 }
 

@@ -152,7 +152,7 @@ test('streamed chat completion: OpenAI chunk shapes, text equals the non-streame
   assert.equal(chunks.filter((c) => c.usage).length, 1, 'usage on exactly one chunk (OpenAI)');
   const fin = chunks[chunks.length - 2];
   assert.equal(fin.choices[0].finish_reason, full.choices[0].finish_reason);
-  assert.equal(fin.usage, undefined);
+  assert.equal(fin.usage, null, 'with include_usage, the other chunks have usage: null (OpenAI)');
   const text = chunks.map((c) => (c.choices[0] && c.choices[0].delta.content) || '').join('');
   assert.equal(text, full.choices[0].message.content);
 });

@@ -115,6 +115,13 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         m.sha256,
         m.max_context
     );
+    if !m.has_chat_template {
+        eprintln!(
+            "edgellm serve: {} has no chat template: /v1/chat/completions writes turns in the built-in format for its vocabulary; \
+             a base model continues such text rather than answering (/v1/completions serves raw text)",
+            m.id
+        );
+    }
     use std::io::Write;
     let _ = std::io::stdout().flush();
     handle.wait();
