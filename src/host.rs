@@ -389,21 +389,16 @@ impl Host {
         let l = self.loaded.as_mut().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
         let prompt = prompt::prompt_tokens(&l.tokenizer, req)?;
         req.max_tokens.map_or(Ok(()), |n| crate::limits::check_new_tokens("max_tokens", n))?;
-        let max_tokens = match (prompt::room_after(l, prompt.len())?, req.max_tokens) {
+        // The request's max_tokens, else the host's default (a server's cap).
+        let asked = req.max_tokens.or(req.max_tokens_default);
+        let max_tokens = match prompt::room_after(l, prompt.len())? {
             // Window + sinks: any prompt (its oldest non-sink tokens are evicted as needed) and
             // any number of tokens; by default one cache's worth.
-            (None, Some(n)) => n,
-            (None, None) => req.max_tokens_default.unwrap_or(l.info.max_context),
-            // Asked for more than the context leaves: refused, as OpenAI does (it was cut to
-            // the room silently, and the answer ended early with "length").
-            (Some(room), Some(n)) if n > room => {
-                return Err(HostError::new(
-                    "PROMPT_TOO_LONG",
-                    format!("the prompt ({} tokens) and max_tokens ({n}) exceed the context: at most {room} tokens can be generated after this prompt", prompt.len()),
-                ))
-            }
-            (Some(_), Some(n)) => n,
-            (Some(room), None) => req.max_tokens_default.map_or(room, |d| d.min(room)),
+            None => asked.unwrap_or(l.info.max_context),
+            // Cut to the room the context and the KV budget leave (the answer then ends with
+            // "length"). OpenAI refuses a max_tokens past the context instead; here the room
+            // also depends on the KV byte budget, which the caller does not see.
+            Some(room) => asked.unwrap_or(room).min(room),
         };
         if max_tokens == 0 {
             return Err(HostError::new("INVALID_REQUEST", "max_tokens must be at least 1"));

@@ -54,12 +54,11 @@ pub struct GenerateRequest {
     pub messages: Option<Vec<ChatMessage>>,
     #[serde(default)]
     pub prompt: Option<String>,
-    /// Default: until the context is full (or `max_tokens_default`). Asked for explicitly,
-    /// the prompt and it must fit the context together (OpenAI's `context_length_exceeded`).
+    /// Default: `max_tokens_default`, else until the context is full; cut to the room the
+    /// prompt leaves either way.
     #[serde(default)]
     pub max_tokens: Option<usize>,
-    /// The default when `max_tokens` is not given (a server's cap): a ceiling, cut to the
-    /// room the prompt leaves, never an error.
+    /// The default when `max_tokens` is not given (a server's cap).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens_default: Option<usize>,
     /// 0 = greedy. Unset sampling fields take llama.cpp's defaults (`SamplerConfig::default`).
