@@ -389,16 +389,14 @@ impl Host {
         let l = self.loaded.as_mut().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
         let prompt = prompt::prompt_tokens(&l.tokenizer, req)?;
         req.max_tokens.map_or(Ok(()), |n| crate::limits::check_new_tokens("max_tokens", n))?;
-        // The request's max_tokens, else the host's default (a server's cap).
-        let asked = req.max_tokens.or(req.max_tokens_default);
         let max_tokens = match prompt::room_after(l, prompt.len())? {
             // Window + sinks: any prompt (its oldest non-sink tokens are evicted as needed) and
             // any number of tokens; by default one cache's worth.
-            None => asked.unwrap_or(l.info.max_context),
+            None => req.max_tokens.unwrap_or(l.info.max_context),
             // Cut to the room the context and the KV budget leave (the answer then ends with
             // "length"). OpenAI refuses a max_tokens past the context instead; here the room
             // also depends on the KV byte budget, which the caller does not see.
-            Some(room) => asked.unwrap_or(room).min(room),
+            Some(room) => req.max_tokens.unwrap_or(room).min(room),
         };
         if max_tokens == 0 {
             return Err(HostError::new("INVALID_REQUEST", "max_tokens must be at least 1"));

@@ -114,21 +114,27 @@ impl Vocabulary {
             return Err(e);
         }
         // Some grammars only fail at their first mask (a `$ref` cycle that never reaches a
-        // value): found here, they are the request's error, not the generation's.
-        // Its message is followed by the parser's state dump: the first line is the reason.
-        m.compute_mask_or_eos().map_err(|e| e.to_string().lines().next().unwrap_or_default().to_string())?;
-        Ok(Constraint { m })
+        // value): found here, they are the request's error, not the generation's. Its message
+        // is followed by the parser's state dump: the first line is the reason. The mask is
+        // kept for the first step, which would compute the same one.
+        let first = m.compute_mask_or_eos().map_err(|e| e.to_string().lines().next().unwrap_or_default().to_string())?;
+        Ok(Constraint { m, first: Some(first) })
     }
 }
 
 /// One request's grammar state.
 pub struct Constraint {
     m: Matcher,
+    /// The mask before any token, computed by `compile` (taken by the first `mask`).
+    first: Option<llguidance::toktrie::SimpleVob>,
 }
 
 impl Constraint {
     /// The tokens the grammar allows next (only the end token once it is complete).
     pub(crate) fn mask(&mut self) -> Result<llguidance::toktrie::SimpleVob, String> {
+        if let Some(first) = self.first.take() {
+            return Ok(first);
+        }
         self.m.compute_mask_or_eos().map_err(|e| e.to_string())
     }
 }
@@ -145,6 +151,8 @@ impl TokenFilter for Constraint {
     }
 
     fn accept(&mut self, id: u32) -> Result<(), String> {
+        // The kept first mask is the start's only.
+        self.first = None;
         // Once the grammar is complete only the end token was allowed: it ends the generation,
         // and the stopped matcher has nothing more to follow.
         if self.m.is_stopped() {

@@ -41,9 +41,10 @@ const SERVER_CODE = {
 function errorCode(e) {
   if (!e) return 'internal_error';
   if (e.detail && e.detail !== e.detail.toUpperCase()) return e.detail;
+  // The precise code first, then the umbrella one (PROMPT_TOO_LONG covers CONTEXT_OVERFLOW...).
+  const mapped = SERVER_CODE[e.detail] ?? SERVER_CODE[e.code];
+  if (mapped) return mapped;
   const key = e.detail || e.code;
-  if (SERVER_CODE[key]) return SERVER_CODE[key];
-  if (e.code === ErrorCode.PROMPT_TOO_LONG) return 'context_length_exceeded';
   return (key && String(key).toLowerCase()) || 'internal_error';
 }
 

@@ -232,8 +232,11 @@ impl Generator {
         if !self.started {
             // The session is the one `start` looked at, unchanged since (one generation at a
             // time); should it have changed, what it keeps now is what counts.
-            self.in_kv = session.held_in_kv(session.reusable_prefix(&self.prompt));
+            // Of what is kept, the tokens already in the KV cache (before `reuse_prefix` drops
+            // the pending one from the session).
+            let held = session.held_in_kv(usize::MAX);
             self.cached = session.reuse_prefix(&self.prompt);
+            self.in_kv = self.cached.min(held);
             self.prefilled = self.cached;
             self.started = true;
         }

@@ -54,13 +54,9 @@ pub struct GenerateRequest {
     pub messages: Option<Vec<ChatMessage>>,
     #[serde(default)]
     pub prompt: Option<String>,
-    /// Default: `max_tokens_default`, else until the context is full; cut to the room the
-    /// prompt leaves either way.
+    /// Default: until the context is full; cut to the room the prompt leaves either way.
     #[serde(default)]
     pub max_tokens: Option<usize>,
-    /// The default when `max_tokens` is not given (a server's cap).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens_default: Option<usize>,
     /// 0 = greedy. Unset sampling fields take llama.cpp's defaults (`SamplerConfig::default`).
     #[serde(default)]
     pub temperature: Option<f32>,

@@ -25,7 +25,7 @@ pub struct Limits {
 /// is also the default.
 pub fn parse(kind: Kind, body: &[u8], limits: Limits) -> Result<Parsed, ApiError> {
     let mut r = crate::protocol::parse_request_json(kind, body, RequestLimits { max_tokens: Some(limits.max_tokens) })?;
-    r.gen.max_tokens_default = Some(limits.max_tokens);
+    r.gen.max_tokens = Some(r.gen.max_tokens.unwrap_or(limits.max_tokens));
     Ok(r)
 }
 
