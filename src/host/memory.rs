@@ -292,7 +292,8 @@ impl Host {
         }
         let kv = l.session.kv();
         let kv_growth = kv.allocated_at(kv.n_past() + n).saturating_sub(kv.bytes_allocated() as u64);
-        let act_now = (l.session.bytes() - kv.bytes_allocated() + l.session.sampler().bytes()) as u64;
+        // What the activation buffers hold now, as the ledger measures them.
+        let act_now = self.measured().map_or(0, |m| m.activations);
         let act_growth = self.memory.ledger.estimate.as_ref().map_or(0, |e| e.activations.saturating_sub(act_now));
         let growth = kv_growth + act_growth;
         if growth > 0 && now + growth > budget {

@@ -130,63 +130,97 @@ test('pressure: every level the memory crosses as the KV fills is announced (ele
     const A = est.terms.activations;
     const S = est.parts.activations.sampler;
     const P = est.terms.kv / 2;
-    // The budget leaves room for the first KV page, not the second: the KV budget sits right at
-    // the memory budget. Thresholds between the steps as the estimate sizes them: elevated after
-    // the first prefill chunk (activations + first page), critical once the sampler's list is
-    // allocated too (the screened head may never need it: then critical is not reached).
-    const budget = Math.floor(w0 + A + P + P / 2);
-    const elevated = (w0 + 0.5 * (A - S + P)) / budget;
-    const critical = (w0 + A - S + P + S / 2) / budget;
-    await e.setMemoryOptions({ budget_bytes: budget, elevated, critical });
+    // Phase 1, the levels: a budget with room for the activations and the first KV page as the
+    // guard counts them (every new byte grows memory); thresholds between the steps as the
+    // estimate sizes them: elevated after the first prefill chunk (activations + first page),
+    // critical once the sampler's list is allocated too (the screened head may never need it).
+    // The load leaves free space in the heap (how the browser chunked the download, the
+    // calibration pass), which these allocations fill first: a step may cross one threshold,
+    // both, or none.
+    const budget1 = Math.floor(w0 + A + P + P / 2);
+    const elevated = (w0 + 0.5 * (A - S + P)) / budget1;
+    const critical = (w0 + A - S + P + S / 2) / budget1;
+    await e.setMemoryOptions({ budget_bytes: budget1, elevated, critical });
     const levels = [];
     e.on('memory', (s) => levels.push([s.reason, s.level, s.wasm_memory_bytes]));
     const prompt = 'The quick brown fox jumps over the lazy dog. '.repeat(20);
-    let tokens = 0;
-    let err = null;
-    try {
-      const stream = await e.completions.create({ prompt, max_tokens: 400, temperature: 0.7, seed: 1, stream: true });
-      for await (const c of stream) tokens += c.choices[0].text ? 1 : 0;
-    } catch (x) {
-      err = { code: x.code, message: x.message };
-    }
+    const run = async (max_tokens) => {
+      let tokens = 0;
+      let err = null;
+      let finish = null;
+      try {
+        const stream = await e.completions.create({ prompt, max_tokens, temperature: 0.7, seed: 1, stream: true });
+        for await (const c of stream) {
+          tokens += c.choices[0].text ? 1 : 0;
+          finish = c.choices[0].finish_reason || finish;
+        }
+      } catch (x) {
+        err = { code: x.code, message: x.message };
+      }
+      return { tokens, err, finish };
+    };
+    // ~200 prompt tokens and 16 more: all within the first KV page.
+    const first = await run(16);
+    const m1 = e.memory();
+    const phase1 = { budget: budget1, levels: levels.slice(), last: m1.wasm_memory_bytes };
+    // Phase 2, the refusal: the same conversation continued, under a budget half a page above
+    // what the guard counts as the next steps' growth without a KV page: the activation
+    // buffers' estimate less what they hold now (a step that may need them is admitted only if
+    // they fit). The next KV page cannot fit then, whatever free space the heap holds, and the
+    // guard must refuse it before memory grows.
+    const actGap = Math.max(0, m1.terms.activations.estimated - m1.terms.activations.measured);
+    const budget = Math.floor(phase1.last + actGap + P / 2);
+    const elevated2 = Math.min(0.999, phase1.last / budget);
+    await e.setMemoryOptions({ budget_bytes: budget, elevated: elevated2, critical: 1 });
+    const mark2 = levels.length;
+    const second = await run(400);
     const status = await e.status();
     const last = e.memory();
     // Then `critical` for sure: a threshold lowered to where the memory stands is announced as
-    // a `level` event before the snapshot that answers setMemoryOptions (when the KV run above
-    // did not reach critical already).
+    // a `level` event before the snapshot that answers setMemoryOptions.
     const mark = levels.length;
-    const lowered = Math.min(critical, last.wasm_memory_bytes / budget);
-    await e.setMemoryOptions({ budget_bytes: budget, elevated: Math.min(elevated, lowered), critical: lowered });
+    const lowered = last.wasm_memory_bytes / budget;
+    await e.setMemoryOptions({ budget_bytes: budget, elevated: Math.min(elevated2, lowered), critical: lowered });
     const afterLowering = levels.slice(mark);
     e.terminate();
-    return { w0, budget, elevated, critical, levels: levels.slice(0, mark), tokens, err, last, dead: status.dead, loaded: status.loaded, afterLowering };
+    return { w0, P, phase1, first, elevated, critical, budget, elevated2, levels2: levels.slice(mark2, mark), second, last, dead: status.dead, loaded: status.loaded, afterLowering };
   }, { url: URL_, kv: KV });
-  report.pressure = { budget: r.budget, elevated: +r.elevated.toFixed(4), critical: +r.critical.toFixed(4), levels: r.levels, error: r.err && r.err.message };
-  const why = JSON.stringify({ levels: r.levels, wasm: r.last.wasm_memory_bytes, elevated_at: Math.ceil(r.elevated * r.budget), critical_at: Math.ceil(r.critical * r.budget) });
-  // Where wasm memory grows depends on the free space the allocator holds after the download
-  // (how the browser chunked it) and after the load's calibration pass: a step may cross one
-  // threshold or both. What must hold whatever the growth: each announced level is the level
-  // of the memory it reports, the levels only rise (memory never shrinks), and no change goes
-  // unannounced: the last level event says the level of the memory at the end.
+  report.pressure = {
+    budget_phase1: r.phase1.budget, elevated: +r.elevated.toFixed(4), critical: +r.critical.toFixed(4), levels: r.phase1.levels,
+    budget: r.budget, levels_phase2: r.levels2, tokens: r.second.tokens, error: r.second.err && r.second.err.message,
+  };
+  const why = JSON.stringify({ levels: r.phase1.levels, wasm: r.phase1.last, elevated_at: Math.ceil(r.elevated * r.phase1.budget), critical_at: Math.ceil(r.critical * r.phase1.budget) });
+  // Phase 1: each announced level is the level of the memory it reports, the levels only rise
+  // (memory never shrinks), and no change goes unannounced: the last level event says the level
+  // of the memory at the end.
+  assert.equal(r.first.err, null, JSON.stringify(r.first.err));
+  assert.equal(r.first.finish, 'length');
   const rank = { ok: 0, elevated: 1, critical: 2 };
-  const levelOf = (bytes) => (bytes / r.budget >= r.critical ? 'critical' : bytes / r.budget >= r.elevated ? 'elevated' : 'ok'); // as MemoryOptions::level
-  const changes = r.levels.filter(([reason]) => reason === 'level');
-  for (const [, level, wasm] of r.levels) assert.equal(level, levelOf(wasm), why);
+  const levelOf = (bytes, budget, elevated, critical) => (bytes / budget >= critical ? 'critical' : bytes / budget >= elevated ? 'elevated' : 'ok'); // as MemoryOptions::level
+  const level1 = (bytes) => levelOf(bytes, r.phase1.budget, r.elevated, r.critical);
+  const changes = r.phase1.levels.filter(([reason]) => reason === 'level');
+  for (const [, level, wasm] of r.phase1.levels) assert.equal(level, level1(wasm), why);
   for (let i = 1; i < changes.length; i++) assert.ok(rank[changes[i][1]] > rank[changes[i - 1][1]], why);
-  const final = levelOf(r.last.wasm_memory_bytes);
-  assert.ok(changes.length > 0 && changes[changes.length - 1][1] === final, why);
-  // The refusal comes within the next step's growth (a KV page and what the activations still
-  // need) of the budget, well above `elevated`: the KV filled the memory to at least there.
-  assert.ok(rank[final] >= rank.elevated, why);
-  assert.ok(r.err, 'the generation ended with an error');
-  assert.equal(r.err.code, 'OVER_MEMORY_BUDGET');
+  const final1 = level1(r.phase1.last);
+  if (final1 !== 'ok') assert.ok(changes.length > 0 && changes[changes.length - 1][1] === final1, why);
+  else assert.equal(changes.length, 0, why);
+  assert.ok(r.phase1.last <= r.phase1.budget, 'memory stayed within the first budget');
+  const lastEvent = r.phase1.levels[r.phase1.levels.length - 1];
+  assert.deepEqual([lastEvent[0], lastEvent[1]], ['request', final1], why);
+  // Phase 2: refused with the typed error when the next KV page is due (past the first page's
+  // 256 positions), memory within the budget, the engine and its model still there.
+  const why2 = JSON.stringify({ budget: r.budget, P: r.P, levels: r.levels2, second: r.second, wasm: r.last.wasm_memory_bytes });
+  assert.ok(r.second.err, `the generation ended with an error: ${why2}`);
+  assert.equal(r.second.err.code, 'OVER_MEMORY_BUDGET', why2);
+  assert.ok(r.second.tokens > 0 && r.second.tokens < 400, why2);
   assert.ok(r.last.wasm_memory_bytes <= r.budget, 'memory stayed within the budget');
   assert.ok(!r.dead && r.loaded, 'no crash: the engine and its model are still there');
-  const last = r.levels[r.levels.length - 1];
-  assert.deepEqual([last[0], last[1]], ['request', final], why);
-  const reachedCritical = final === 'critical';
-  // Lowering `critical` to the memory in use: announced first (unless already critical).
+  // Phase 2 starts at `elevated` of its budget (the memory in use then) and its `critical` is
+  // the budget itself, which the memory never reaches: every snapshot says `elevated`.
+  for (const [, level, wasm] of r.levels2) assert.equal(level, levelOf(wasm, r.budget, r.elevated2, 1), why2);
+  assert.deepEqual(r.levels2[r.levels2.length - 1].slice(0, 2), ['request', 'elevated'], why2);
+  // Lowering `critical` to the memory in use: announced first, then the options' snapshot.
   const lowered = r.afterLowering.map(([reason, level]) => [reason, level]);
-  assert.deepEqual(lowered, reachedCritical ? [['options', 'critical']] : [['level', 'critical'], ['options', 'critical']], JSON.stringify(r.afterLowering));
-  report.pressure.reached_critical = reachedCritical;
+  assert.deepEqual(lowered, [['level', 'critical'], ['options', 'critical']], JSON.stringify(r.afterLowering));
+  report.pressure.reached_critical_phase1 = final1 === 'critical';
 });
