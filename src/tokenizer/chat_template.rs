@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::error::TokenizerError;
 use super::literal::Literals;
 use super::template_chains;
+use super::template_filters::{self, c_trim};
 use super::template_work::{self, WorkBudget, TEMPLATE_WORK_BASE, TEMPLATE_WORK_PER_INPUT_BYTE, TEMPLATE_WORK_PER_MESSAGE};
 use super::{DecodeOptions, Tokenizer};
 
@@ -181,11 +182,6 @@ impl BuiltinTemplate {
     }
 }
 
-/// Trims C `isspace` characters (space, \t, \n, \v, \f, \r) as llama.cpp's `trim` does.
-fn c_trim(s: &str) -> &str {
-    s.trim_matches(|c: char| matches!(c, ' ' | '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r'))
-}
-
 impl ChatTemplate {
     /// The template for a tokenizer: the file's Jinja template if it has one, else the
     /// built-in format that fits the vocabulary.
@@ -324,7 +320,7 @@ fn render_jinja(
         .saturating_add(TEMPLATE_WORK_PER_INPUT_BYTE.saturating_mul(content as u64))
         .saturating_add(TEMPLATE_WORK_PER_MESSAGE.saturating_mul(messages.len() as u64));
     let budget = WorkBudget::new(work);
-    template_work::install(&mut env, &budget, minijinja_contrib::pycompat::unknown_method_callback);
+    template_work::install(&mut env, &budget, template_filters::methods);
     template_chains::check(source)?;
     env.add_template("chat", source).map_err(template_error)?;
     let tmpl = env.get_template("chat").map_err(template_error)?;
@@ -655,7 +651,7 @@ mod tests {
         assert!(jinja("{{ [1, 2] | budget:sum }}").apply(&m, true).is_err());
         // The wrapped filters and methods still do their work.
         let t = jinja("{{ [3, 1, 2] | sort | join('-') }} {{ ' a b '.strip().split(' ') | list | length }} {{ 'abc' | replace('b', 'BB') | upper }} {{ {'k': 1} | tojson }}");
-        assert_eq!(t.apply(&m, false).unwrap(), "1-2-3 2 ABBC {\"k\":1}");
+        assert_eq!(t.apply(&m, false).unwrap(), "1-2-3 2 ABBC {\"k\": 1}");
         // Keyword arguments pass through the wrappers as they are (real templates use them).
         let t = jinja("{{ [{'x': 2}, {'x': 1}] | sort(attribute='x') | map(attribute='x') | join(',') }} {{ messages | selectattr('role', 'equalto', 'user') | list | length }} {{ {'b': [1]} | tojson(indent=2) }}");
         assert_eq!(t.apply(&m, false).unwrap(), "1,2 1 {\n  \"b\": [\n    1\n  ]\n}");

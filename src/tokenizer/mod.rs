@@ -19,6 +19,7 @@ mod load;
 mod pretokenize;
 mod special;
 mod template_chains;
+mod template_filters;
 mod template_work;
 mod spm;
 mod unicode;

@@ -17,7 +17,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use minijinja::value::{Rest, Value, ValueKind};
+use minijinja::filters as builtin;
 use minijinja::{Environment, Error, ErrorKind, State};
+
+use super::template_filters as ours;
 
 /// Units (elements or bytes walked or built) one rendering may spend in filters and methods:
 /// a base far above a real template's few passes over its conversation, plus a multiple of the
@@ -79,13 +82,15 @@ fn replace_bound(args: &[Value]) -> u64 {
     }
 }
 
-/// The builtin filters that walk or build data; the others (tests of a value, `default`,
-/// `length`, `first`, number conversions) take constant time.
+/// The filters that walk or build data: minijinja's builtins, and ours where the prompt must
+/// be llama.cpp's (`template_filters`); the others (tests of a value, `default`, `length`,
+/// `first`, number conversions) take constant time.
 macro_rules! walking_filters {
     ($m:ident) => {
         $m!(
-            sum, join, list, sort, reverse, unique, min, max, last, batch, slice, map, select, reject, selectattr, rejectattr, groupby, items, dictsort, string, tojson, pprint, replace, indent, trim, upper, lower, title, capitalize, split, lines, format, escape, chain, zip
-        )
+            builtin: sum, join, list, sort, reverse, unique, min, max, last, batch, slice, map, select, reject, selectattr, rejectattr, groupby, items, dictsort, string, pprint, replace, indent, upper, lower, title, capitalize, split, lines, format, escape, chain, zip
+        );
+        $m!(ours: tojson, trim);
     };
 }
 
@@ -93,8 +98,8 @@ macro_rules! walking_filters {
 /// string and list methods) with `budget`.
 pub fn install(env: &mut Environment<'_>, budget: &WorkBudget, methods: fn(&State, &Value, &str, &[Value]) -> Result<Value, Error>) {
     macro_rules! wrap {
-        ($($name:ident),*) => {$(
-            env.add_filter(concat!("budget:", stringify!($name)), minijinja::filters::$name);
+        ($module:ident: $($name:ident),*) => {$(
+            env.add_filter(concat!("budget:", stringify!($name)), $module::$name);
             let b = budget.clone();
             env.add_filter(stringify!($name), move |state: &State, args: Rest<Value>| -> Result<Value, Error> {
                 let before = if stringify!($name) == "replace" { replace_bound(&args) } else { args.iter().map(size).sum() };

@@ -1,0 +1,211 @@
+//! The chat-template filters and string methods whose output goes into the prompt, written as
+//! llama.cpp's Jinja engine gives them (the reference for the prompt's tokens), where
+//! minijinja's builtins differ:
+//!
+//! - `tojson`: keys in their order (a tool's parameters as the caller wrote them, not sorted),
+//!   `", "` and `": "` between items (Python's `json.dumps`, which is what the templates were
+//!   written against), non-ASCII and `<>&'` written as they are. minijinja writes compact,
+//!   HTML-escaped JSON.
+//! - `trim`, `.strip()`, `.lstrip()`, `.rstrip()` without characters: C `isspace` only (space,
+//!   `\t`, `\n`, `\v`, `\f`, `\r`); minijinja also trims Unicode spaces (a message starting with
+//!   a no-break space lost it).
+//!
+//! Map order itself comes from minijinja's `preserve_order` feature (`Cargo.toml`).
+
+use minijinja::value::{Kwargs, Value, ValueKind};
+use minijinja::{Error, ErrorKind, State};
+
+/// The characters llama.cpp's `trim` removes (C `isspace`).
+pub fn is_c_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r')
+}
+
+/// `s` without leading and trailing C `isspace` characters.
+pub fn c_trim(s: &str) -> &str {
+    s.trim_matches(is_c_space)
+}
+
+/// `trim(chars=None)`.
+pub fn trim(s: &str, chars: Option<&str>) -> String {
+    match chars {
+        Some(chars) => s.trim_matches(|c| chars.contains(c)).to_string(),
+        None => c_trim(s).to_string(),
+    }
+}
+
+/// The Python string and list methods: `strip`/`lstrip`/`rstrip` without arguments here,
+/// everything else by `minijinja_contrib::pycompat`.
+pub fn methods(state: &State, value: &Value, method: &str, args: &[Value]) -> Result<Value, Error> {
+    if let (Some(s), true) = (value.as_str(), args.is_empty() || args.iter().all(Value::is_none)) {
+        match method {
+            "strip" => return Ok(Value::from(c_trim(s))),
+            "lstrip" => return Ok(Value::from(s.trim_start_matches(is_c_space))),
+            "rstrip" => return Ok(Value::from(s.trim_end_matches(is_c_space))),
+            _ => {}
+        }
+    }
+    minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
+}
+
+/// `tojson(indent=None, ensure_ascii=False, sort_keys=False, separators=None)`, as Python's
+/// `json.dumps` with those arguments (the defaults of the Hugging Face and llama.cpp
+/// renderers).
+pub fn tojson(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let indent = match indent {
+        Some(v) => Some(v),
+        None => kwargs.get::<Option<Value>>("indent")?,
+    };
+    let indent = match indent {
+        None => None,
+        Some(v) if v.is_none() => None,
+        Some(v) if v.kind() == ValueKind::String => Some(v.as_str().unwrap_or_default().to_string()),
+        Some(v) => Some(" ".repeat(usize::try_from(v)?.min(64))),
+    };
+    let ensure_ascii = kwargs.get::<Option<bool>>("ensure_ascii")?.unwrap_or(false);
+    let sort_keys = kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(false);
+    let separators = kwargs.get::<Option<Vec<String>>>("separators")?;
+    kwargs.assert_all_used()?;
+    let (item, key) = match separators.as_deref() {
+        Some([item, key]) => (item.clone(), key.clone()),
+        Some(_) => return Err(Error::new(ErrorKind::InvalidOperation, "tojson: separators must be (item, key)")),
+        // Python: "," at line ends when indenting.
+        None if indent.is_some() => (",".to_string(), ": ".to_string()),
+        None => (", ".to_string(), ": ".to_string()),
+    };
+    let json = serde_json::to_value(value).map_err(|e| Error::new(ErrorKind::InvalidOperation, "cannot serialize to JSON").with_source(e))?;
+    let style = Style { indent, item, key, sort_keys, ensure_ascii };
+    let mut out = String::new();
+    write_value(&mut out, &json, &style, 0);
+    Ok(Value::from_safe_string(out))
+}
+
+struct Style {
+    indent: Option<String>,
+    item: String,
+    key: String,
+    sort_keys: bool,
+    ensure_ascii: bool,
+}
+
+impl Style {
+    /// Before an item at `depth` (after the first: the item separator).
+    fn item(&self, out: &mut String, first: bool, depth: usize) {
+        if !first {
+            out.push_str(&self.item);
+        }
+        self.newline(out, depth);
+    }
+
+    fn newline(&self, out: &mut String, depth: usize) {
+        if let Some(unit) = &self.indent {
+            out.push('\n');
+            for _ in 0..depth {
+                out.push_str(unit);
+            }
+        }
+    }
+}
+
+fn write_value(out: &mut String, v: &serde_json::Value, st: &Style, depth: usize) {
+    use serde_json::Value as J;
+    match v {
+        J::Array(items) if !items.is_empty() => {
+            out.push('[');
+            for (i, x) in items.iter().enumerate() {
+                st.item(out, i == 0, depth + 1);
+                write_value(out, x, st, depth + 1);
+            }
+            st.newline(out, depth);
+            out.push(']');
+        }
+        J::Object(map) if !map.is_empty() => {
+            let mut entries: Vec<(&String, &serde_json::Value)> = map.iter().collect();
+            if st.sort_keys {
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+            }
+            out.push('{');
+            for (i, (k, x)) in entries.into_iter().enumerate() {
+                st.item(out, i == 0, depth + 1);
+                write_string(out, k, st.ensure_ascii);
+                out.push_str(&st.key);
+                write_value(out, x, st, depth + 1);
+            }
+            st.newline(out, depth);
+            out.push('}');
+        }
+        J::Array(_) => out.push_str("[]"),
+        J::Object(_) => out.push_str("{}"),
+        J::String(s) => write_string(out, s, st.ensure_ascii),
+        // null, booleans and numbers as serde_json writes them.
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// A JSON string: `"` and `\` escaped, `\b \f \n \r \t` short, other controls `\u00XX`;
+/// everything else as it is, or as `\uXXXX` (UTF-16 units) past ASCII with `ensure_ascii`.
+fn write_string(out: &mut String, s: &str, ensure_ascii: bool) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{08}' => out.push_str("\\b"),
+            '\u{0C}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || (ensure_ascii && !c.is_ascii()) => {
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{:04x}", u));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(src: &str, ctx: Value) -> String {
+        let mut env = minijinja::Environment::new();
+        env.add_filter("tojson", tojson);
+        env.add_filter("trim", |s: &str, chars: Option<&str>| trim(s, chars));
+        env.set_unknown_method_callback(methods);
+        env.render_str(src, ctx).unwrap()
+    }
+
+    fn ctx(json: &str) -> Value {
+        Value::from_serialize(serde_json::from_str::<serde_json::Value>(json).unwrap())
+    }
+
+    // Expected strings: llama.cpp's renderer (node-llama-cpp 3.21.1, AddonJinjaRenderer) on the
+    // same templates and values.
+    #[test]
+    fn tojson_keeps_key_order_with_python_separators() {
+        let c = ctx(r#"{"x": {"b": 1, "a": [1, 2.5, true, null, "s\"\\/<>&'é\u0001\t\n\b\f"], "c": {}, "d": []}}"#);
+        assert_eq!(render("{{ x|tojson }}", c), r#"{"b": 1, "a": [1, 2.5, true, null, "s\"\\/<>&'é\u0001\t\n\b\f"], "c": {}, "d": []}"#);
+        let c = ctx(r#"{"x": {"b": 1, "a": [1, {"z": []}], "c": {}}}"#);
+        assert_eq!(render("{{ x|tojson(indent=2) }}", c), "{\n  \"b\": 1,\n  \"a\": [\n    1,\n    {\n      \"z\": []\n    }\n  ],\n  \"c\": {}\n}");
+        assert_eq!(render("{{ x|tojson(indent=4) }}", ctx(r#"{"x": [1, [2, 3]]}"#)), "[\n    1,\n    [\n        2,\n        3\n    ]\n]");
+    }
+
+    #[test]
+    fn tojson_python_arguments() {
+        let c = ctx(r#"{"x": {"b": "é😀", "a": 1}}"#);
+        assert_eq!(render("{{ x|tojson(ensure_ascii=true, sort_keys=true) }}", c.clone()), r#"{"a": 1, "b": "\u00e9\ud83d\ude00"}"#);
+        assert_eq!(render("{{ x|tojson(separators=[',', ':']) }}", c), r#"{"b":"é😀","a":1}"#);
+    }
+
+    #[test]
+    fn trim_and_strip_remove_c_spaces_only() {
+        let c = ctx(r#"{"x": "\u000b\u00a0 a \t\r\n\u00a0\f", "y": "\u001ca\u001c"}"#);
+        assert_eq!(render("[{{ x|trim }}]", c.clone()), "[\u{a0} a \t\r\n\u{a0}]");
+        assert_eq!(render("[{{ x.strip() }}|{{ x.lstrip() }}|{{ x.rstrip() }}]", c.clone()), "[\u{a0} a \t\r\n\u{a0}|\u{a0} a \t\r\n\u{a0}\u{0c}|\u{0b}\u{a0} a \t\r\n\u{a0}]");
+        assert_eq!(render("[{{ y|trim }}|{{ y.strip() }}]", c.clone()), "[\u{1c}a\u{1c}|\u{1c}a\u{1c}]");
+        assert_eq!(render("[{{ 'abxba'.strip('ab') }}|{{ 'abxba'|trim('ab') }}]", c), "[x|x]");
+    }
+}
