@@ -32,16 +32,19 @@ pub fn conversation(template: &ChatTemplate, messages: &[ChatMessage], tools: Op
     (fallback(messages, shown), None)
 }
 
-/// OpenAI's `tools` list (what a template that renders tools expects).
+/// OpenAI's `tools` list (what a template that renders tools expects), each function's keys in
+/// OpenAI's order (`name`, `description`, `parameters`): templates write it with `tojson`, which
+/// keeps the order.
 pub fn openai_tools(t: &Tools) -> Value {
     Value::Array(
         t.functions
             .iter()
             .map(|f| {
-                let mut func = json!({ "name": f.name, "parameters": f.parameters });
+                let mut func = json!({ "name": f.name });
                 if let Some(d) = &f.description {
                     func["description"] = d.clone().into();
                 }
+                func["parameters"] = f.parameters.clone();
                 json!({ "type": "function", "function": func })
             })
             .collect(),
@@ -228,5 +231,21 @@ mod tests {
         assert_eq!(text, "TOOLS:get_weather;[user]Weather in Paris?[assistant]<get_weather Paris>[tool]{\"temp\": 21}(call_1)");
         let plain = ChatTemplate::Jinja { source: "{% for m in messages %}{{ m.content }}{% endfor %}".into(), bos_token: String::new(), eos_token: String::new(), strip_bos: false, strip_eos: false };
         assert!(!plain.renders_tools());
+    }
+
+    #[test]
+    fn tools_reach_a_template_in_the_callers_key_order() {
+        // A schema whose properties are not in sorted order, written with `tojson` as Hugging
+        // Face templates do: OpenAI's order for the function, the caller's for the schema.
+        let src = "{% for t in tools %}{{ t | tojson }}{% endfor %}{% for m in messages %}{{ m.content }}{% endfor %}";
+        let tpl = ChatTemplate::Jinja { source: src.into(), bos_token: String::new(), eos_token: String::new(), strip_bos: false, strip_eos: false };
+        let parameters: Value = serde_json::from_str(r#"{"type": "object", "properties": {"zone": {"type": "string"}, "city": {"type": "string"}}, "required": ["zone"]}"#).unwrap();
+        let t = Tools { functions: vec![Function { name: "f".into(), description: Some("d".into()), parameters }], choice: ToolChoice::Auto, parallel: true };
+        let (m, ctx) = conversation(&tpl, &[ChatMessage::new("user", "hi")], Some(&t));
+        let text = tpl.apply_with_tools(&m, false, ctx.as_ref()).unwrap();
+        assert_eq!(
+            text,
+            r#"{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object", "properties": {"zone": {"type": "string"}, "city": {"type": "string"}}, "required": ["zone"]}}}hi"#
+        );
     }
 }
