@@ -127,9 +127,34 @@ pub(super) fn dequantize_f32(src: &[u8], dst: &mut [f32]) {
     }
 }
 
+/// Rows of f16: [`f16_to_f32`] without its branch (Inf/NaN chosen by a select after computing
+/// both forms), so the loop vectorizes (natively SSE2, AVX2 under `avx2`); the same bits for
+/// every input (tested on all 65,536). The K/V cache reads every f16 row through here natively:
+/// with the branch, 27.6 M values (a 2,400-token SmolLM2 context, one decode step) took 52 ms.
 pub(super) fn dequantize_f16(src: &[u8], dst: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx2::enabled() {
+        // Safety: the CPU has AVX2 (probed).
+        return unsafe { dequantize_f16_avx2(src, dst) };
+    }
+    dequantize_f16_body(src, dst)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dequantize_f16_avx2(src: &[u8], dst: &mut [f32]) {
+    dequantize_f16_body(src, dst)
+}
+
+#[inline(always)]
+fn dequantize_f16_body(src: &[u8], dst: &mut [f32]) {
     for (s, d) in src.chunks_exact(2).zip(dst.iter_mut()) {
-        *d = f16_to_f32(u16::from_le_bytes([s[0], s[1]]));
+        let h = u16::from_le_bytes([s[0], s[1]]) as u32;
+        let sign = (h & 0x8000) << 16;
+        let em = h & 0x7fff;
+        let finite = (f32::from_bits(em << 13) * f32::from_bits(0x7780_0000)).to_bits();
+        let inf_nan = 0x7f80_0000 | ((em & 0x03ff) << 13);
+        *d = f32::from_bits(sign | if em >= 0x7c00 { inf_nan } else { finite });
     }
 }
 
@@ -224,6 +249,23 @@ mod tests {
                 assert_eq!(got as f64, want, "{h:#06x}");
                 assert_eq!(got.is_sign_negative(), h & 0x8000 != 0, "{h:#06x}");
             }
+        }
+    }
+
+    #[test]
+    fn f16_rows_give_f16_to_f32_bits_for_all_65536() {
+        // Every bit pattern, in rows with and without a remainder, through the row loop (and
+        // its AVX2 compilation where the CPU has it) against the branchy scalar conversion.
+        let src: Vec<u8> = (0..=u16::MAX).flat_map(|h| h.to_le_bytes()).collect();
+        for len in [65_536, 65_535, 7, 1] {
+            let mut got = vec![0f32; len];
+            dequantize_f16(&src[..2 * len], &mut got);
+            for (h, g) in got.iter().enumerate() {
+                assert_eq!(g.to_bits(), f16_to_f32(h as u16).to_bits(), "{h:#06x}");
+            }
+            let mut body = vec![0f32; len];
+            dequantize_f16_body(&src[..2 * len], &mut body);
+            assert!(body.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()));
         }
     }
 
