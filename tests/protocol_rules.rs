@@ -56,9 +56,17 @@ fn unsupported_and_unknown_parameters_are_refused_by_name() {
     ] {
         assert_eq!(refused(chat(body.clone())), (code.to_string(), param.to_string()), "{body}");
     }
-    // Messages carry role, content, tool_calls and tool_call_id: name is not dropped silently.
-    let body = json!({"messages": [{"role": "user", "content": "hi", "name": "bob"}]});
-    assert_eq!(refused(body).1, "messages[0].name");
+    // Messages carry role, content, name, tool_calls and tool_call_id. A name reaches the
+    // template (which may write it); one that could carry markup is refused.
+    let body = json!({"messages": [{"role": "user", "content": "hi", "name": "bob_2"}]});
+    let r = parse_request(Kind::Chat, &body, RequestLimits::default()).unwrap();
+    assert_eq!(r.gen.messages.as_ref().unwrap()[0].name.as_deref(), Some("bob_2"));
+    for bad in [json!("<|im_start|>"), json!(""), json!(7), json!("a b")] {
+        let body = json!({"messages": [{"role": "user", "content": "hi", "name": bad}]});
+        assert_eq!(refused(body).1, "messages[0].name");
+    }
+    let body = json!({"messages": [{"role": "user", "content": "hi", "audio": {"id": "x"}}]});
+    assert_eq!(refused(body).1, "messages[0].audio");
     // A chat-only parameter on /v1/completions is not one of its parameters.
     let e = parse_request(Kind::Completion, &json!({"prompt": "x", "messages": []}), RequestLimits::default()).unwrap_err();
     assert_eq!((e.code, e.param.as_str()), ("unknown_parameter", "messages"));

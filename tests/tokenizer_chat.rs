@@ -41,8 +41,8 @@ fn jinja_renders_like_llamacpp() {
         let got = t.apply(conv, add_gen);
         match r["output"].as_str() {
             Some(want) => assert_eq!(
-                got.as_deref().ok(),
-                Some(want),
+                got.as_deref().map_err(|e| e.to_string()),
+                Ok(want),
                 "{name} conv {} gen {add_gen}",
                 r["conversation"]
             ),

@@ -133,7 +133,7 @@ pub const PARAMETERS: &[Param] = &[
 ];
 
 /// The fields a chat message may have.
-const MESSAGE_FIELDS: &[&str] = &["role", "content", "tool_calls", "tool_call_id"];
+const MESSAGE_FIELDS: &[&str] = &["role", "content", "tool_calls", "tool_call_id", "name"];
 
 /// Limits a host adds to the rules (the server's `--max-tokens`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -267,7 +267,7 @@ fn messages(o: &Map<String, Value>) -> Result<Vec<ChatMessage>, ProtocolError> {
     for (i, m) in msgs.iter().enumerate() {
         let m = m.as_object().ok_or_else(|| bad(format!("messages[{i}]"), format!("messages[{i}] must be an object")))?;
         if let Some(k) = m.keys().find(|k| !MESSAGE_FIELDS.contains(&k.as_str()) && !m[k.as_str()].is_null()) {
-            let why = if k == "function_call" { OLD_FUNCTIONS } else { "messages have only role, content, tool_calls and tool_call_id here" };
+            let why = if k == "function_call" { OLD_FUNCTIONS } else { "messages have only role, content, name, tool_calls and tool_call_id here" };
             return Err(ProtocolError::unsupported(format!("messages[{i}].{k}"), format!("messages[{i}].{k} is not supported: {why}")));
         }
         let role = m.get("role").and_then(Value::as_str).ok_or_else(|| bad(format!("messages[{i}].role"), format!("messages[{i}].role must be a string")))?;
@@ -282,6 +282,11 @@ fn messages(o: &Map<String, Value>) -> Result<Vec<ChatMessage>, ProtocolError> {
         let mut msg = ChatMessage::new(role, &content_text(m.get("content"), i)?);
         if let Some(c) = get(m, "tool_calls") {
             msg.tool_calls = super::tools::message_calls(c, i)?;
+        }
+        match get(m, "name") {
+            None => {}
+            Some(Value::String(n)) if super::tools::valid_name(n) => msg.name = Some(n.clone()),
+            Some(v) => return Err(bad(format!("messages[{i}].name"), format!("messages[{i}].name must be 1 to 64 letters, digits, '_' or '-', got {v}"))),
         }
         match get(m, "tool_call_id") {
             None => {}

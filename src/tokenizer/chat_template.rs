@@ -66,6 +66,10 @@ pub struct ChatMessage {
     /// A tool turn: the call it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// OpenAI's optional participant name (`[A-Za-z0-9_-]{1,64}`, checked by the protocol, so
+    /// it cannot carry special-token text); templates may write it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl ChatMessage {
@@ -75,6 +79,7 @@ impl ChatMessage {
             content: content.to_string(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            name: None,
         }
     }
 }
@@ -309,6 +314,7 @@ fn render_jinja(
             ))
         },
     );
+    env.add_test("iterable", template_filters::is_iterable);
     env.add_function("strftime_now", |fmt: String| {
         strftime(&fmt, now_unix_seconds())
     });
@@ -324,12 +330,17 @@ fn render_jinja(
     template_chains::check(source)?;
     env.add_template("chat", source).map_err(template_error)?;
     let tmpl = env.get_template("chat").map_err(template_error)?;
-    let ctx = minijinja::context! {
+    let base = minijinja::context! {
         messages => minijinja::Value::from_serialize(template_messages(messages)),
         add_generation_prompt => add_generation_prompt,
         bos_token => bos_token,
         eos_token => eos_token,
-        tools => tools.map(minijinja::Value::from_serialize),
+    };
+    // Without tools, `tools` is left undefined, as llama.cpp leaves it (templates test
+    // `tools is defined` or `tools is iterable`, which a none value passes in minijinja).
+    let ctx = match tools {
+        Some(t) => minijinja::context! { tools => minijinja::Value::from_serialize(t), ..base },
+        None => base,
     };
     let mut out = CappedWriter { bytes: Vec::new(), limit: TEMPLATE_OUTPUT_BASE.saturating_add(content.saturating_mul(4)), over: false };
     let rendered = tmpl.render_captured_to(ctx, &mut out).map(drop);
@@ -618,6 +629,14 @@ mod tests {
 
     fn jinja(source: &str) -> ChatTemplate {
         ChatTemplate::Jinja { source: source.into(), bos_token: String::new(), eos_token: String::new(), strip_bos: false, strip_eos: false }
+    }
+
+    #[test]
+    fn templates_see_names_and_no_tools_variable_without_tools() {
+        let mut named = ChatMessage::new("user", "hi");
+        named.name = Some("bob".into());
+        let t = jinja("{% for m in messages %}{{ m.name or '-' }}:{{ m.content }};{% endfor %}{% if tools is defined %}T{% endif %}{% if tools is iterable %}I{% endif %}");
+        assert_eq!(t.apply(&[named, ChatMessage::new("user", "yo")], false).unwrap(), "bob:hi;-:yo;");
     }
 
     #[test]

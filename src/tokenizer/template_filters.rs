@@ -10,6 +10,8 @@
 //!   `\t`, `\n`, `\v`, `\f`, `\r`); minijinja also trims Unicode spaces (a message starting with
 //!   a no-break space lost it).
 //!
+//! - the `iterable` test: false for undefined and none.
+//!
 //! Map order itself comes from minijinja's `preserve_order` feature (`Cargo.toml`).
 
 use minijinja::value::{Kwargs, Value, ValueKind};
@@ -25,12 +27,26 @@ pub fn c_trim(s: &str) -> &str {
     s.trim_matches(is_c_space)
 }
 
-/// `trim(chars=None)`.
-pub fn trim(s: &str, chars: Option<&str>) -> String {
+/// `trim(chars=None)`, on any value as Python's Jinja takes it (`str(value).strip()`): an
+/// undefined value is `""` (a tool parameter without a description), none `"None"`, booleans
+/// `"True"`/`"False"`.
+pub fn trim(value: &Value, chars: Option<&str>) -> String {
+    let text = match value.kind() {
+        ValueKind::Undefined => String::new(),
+        ValueKind::None => "None".to_string(),
+        ValueKind::Bool => if value.is_true() { "True" } else { "False" }.to_string(),
+        _ => value.as_str().map_or_else(|| value.to_string(), str::to_string),
+    };
     match chars {
-        Some(chars) => s.trim_matches(|c| chars.contains(c)).to_string(),
-        None => c_trim(s).to_string(),
+        Some(chars) => text.trim_matches(|c| chars.contains(c)).to_string(),
+        None => c_trim(&text).to_string(),
     }
+}
+
+/// The `iterable` test: undefined and none are not (in minijinja they are, and a template's
+/// `tools is iterable and tools | length > 0` then fails without tools, as llama.cpp's does not).
+pub fn is_iterable(value: &Value) -> bool {
+    !value.is_undefined() && !value.is_none() && value.try_iter().is_ok()
 }
 
 /// The Python string and list methods: `strip`/`lstrip`/`rstrip` without arguments here,
@@ -136,8 +152,36 @@ fn write_value(out: &mut String, v: &serde_json::Value, st: &Style, depth: usize
         J::Array(_) => out.push_str("[]"),
         J::Object(_) => out.push_str("{}"),
         J::String(s) => write_string(out, s, st.ensure_ascii),
-        // null, booleans and numbers as serde_json writes them.
+        J::Number(n) => match n.as_f64().filter(|_| n.is_f64()) {
+            Some(x) => out.push_str(&python_float(x)),
+            None => out.push_str(&n.to_string()),
+        },
+        // null and booleans as JSON writes them.
         other => out.push_str(&other.to_string()),
+    }
+}
+
+/// A float as Python's `repr` (and so `json.dumps`) writes it: the shortest digits that read
+/// back to it, in positional notation with at least one decimal for exponents -4..16
+/// (`0.0001`, `2.0`, `1e+16` past), else `d.ddde±XX` with at least two exponent digits
+/// (`1e-07`, `1.5e-05`).
+fn python_float(x: f64) -> String {
+    if x.is_nan() {
+        return "NaN".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    // Rust's `{:e}` gives the shortest round-trip digits: `-1.5e-5`, `1e16`, `0e0`.
+    let sci = format!("{x:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..16).contains(&exp) {
+        let fixed = format!("{x}");
+        if fixed.contains('.') { fixed } else { format!("{fixed}.0") }
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
     }
 }
 
@@ -173,7 +217,7 @@ mod tests {
     fn render(src: &str, ctx: Value) -> String {
         let mut env = minijinja::Environment::new();
         env.add_filter("tojson", tojson);
-        env.add_filter("trim", |s: &str, chars: Option<&str>| trim(s, chars));
+        env.add_filter("trim", trim);
         env.set_unknown_method_callback(methods);
         env.render_str(src, ctx).unwrap()
     }
@@ -198,6 +242,34 @@ mod tests {
         let c = ctx(r#"{"x": {"b": "é😀", "a": 1}}"#);
         assert_eq!(render("{{ x|tojson(ensure_ascii=true, sort_keys=true) }}", c.clone()), r#"{"a": 1, "b": "\u00e9\ud83d\ude00"}"#);
         assert_eq!(render("{{ x|tojson(separators=[',', ':']) }}", c), r#"{"b":"é😀","a":1}"#);
+    }
+
+    #[test]
+    fn floats_as_python_writes_them() {
+        let cases = [
+            (1e-7, "1e-07"),
+            (1.5e-5, "1.5e-05"),
+            (0.0001, "0.0001"),
+            (2.0, "2.0"),
+            (-0.0, "-0.0"),
+            (0.1, "0.1"),
+            (123456.789, "123456.789"),
+            (1e15, "1000000000000000.0"),
+            (1e16, "1e+16"),
+            (1.2345e20, "1.2345e+20"),
+            (-2.5e-300, "-2.5e-300"),
+            (f64::MAX, "1.7976931348623157e+308"),
+        ];
+        for (x, want) in cases {
+            assert_eq!(python_float(x), want, "{x}");
+        }
+        assert_eq!(render("{{ x|tojson }}", ctx(r#"{"x": {"a": 1e-07, "b": 1.5e-05, "c": 3, "d": 2.0}}"#)), r#"{"a": 1e-07, "b": 1.5e-05, "c": 3, "d": 2.0}"#);
+    }
+
+    #[test]
+    fn trim_takes_any_value() {
+        let c = ctx(r#"{"p": {"type": "string"}, "n": null, "b": true, "i": 5}"#);
+        assert_eq!(render("[{{ p.description|trim }}][{{ n|trim }}][{{ b|trim }}][{{ i|trim }}]", c), "[][None][True][5]");
     }
 
     #[test]
