@@ -65,6 +65,16 @@ fn unsupported_and_unknown_parameters_are_refused_by_name() {
         let body = json!({"messages": [{"role": "user", "content": "hi", "name": bad}]});
         assert_eq!(refused(body).1, "messages[0].name");
     }
+    // An unsupported parameter asking for what runs anyway is accepted; any other value is not.
+    for ok in [json!({"store": false}), json!({"modalities": ["text"]}), json!({"service_tier": "auto"}), json!({"store": null})] {
+        assert!(parse_request(Kind::Chat, &chat(ok.clone()), RequestLimits::default()).is_ok(), "{ok}");
+    }
+    for (body, param) in [(json!({"store": true}), "store"), (json!({"modalities": ["text", "audio"]}), "modalities"), (json!({"service_tier": "flex"}), "service_tier")] {
+        assert_eq!(refused(chat(body)), ("unsupported_parameter".to_string(), param.to_string()));
+    }
+    for (body, ok) in [(json!({"prompt": "x", "echo": false, "best_of": 1, "suffix": ""}), true), (json!({"prompt": "x", "echo": true}), false), (json!({"prompt": "x", "best_of": 2}), false)] {
+        assert_eq!(parse_request(Kind::Completion, &body, RequestLimits::default()).is_ok(), ok, "{body}");
+    }
     let body = json!({"messages": [{"role": "user", "content": "hi", "audio": {"id": "x"}}]});
     assert_eq!(refused(body).1, "messages[0].audio");
     // A chat-only parameter on /v1/completions is not one of its parameters.

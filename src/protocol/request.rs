@@ -216,6 +216,19 @@ fn boolean(o: &Map<String, Value>, name: &str) -> Result<Option<bool>, ProtocolE
     }
 }
 
+/// An unsupported parameter given the value that asks for what the engine does anyway
+/// (clients send these explicitly: `store: false`, `modalities: ["text"]`): accepted.
+fn asks_for_what_runs(name: &str, v: &Value) -> bool {
+    match name {
+        "store" | "echo" => v == &Value::Bool(false),
+        "best_of" => v.as_u64() == Some(1),
+        "modalities" => v.as_array().is_some_and(|m| m.iter().all(|x| x == "text")),
+        "service_tier" => matches!(v.as_str(), Some("auto" | "default")),
+        "suffix" => v.as_str() == Some(""),
+        _ => false,
+    }
+}
+
 /// Every key is a known parameter of this endpoint, with a value of its rule's type.
 fn check_keys(kind: Kind, o: &Map<String, Value>) -> Result<(), ProtocolError> {
     for (name, v) in o {
@@ -229,6 +242,7 @@ fn check_keys(kind: Kind, o: &Map<String, Value>) -> Result<(), ProtocolError> {
             continue;
         }
         match p.rule {
+            Rule::Unsupported(_) if asks_for_what_runs(name, v) => {}
             Rule::Unsupported(why) => return Err(ProtocolError::unsupported(name.as_str(), format!("{name} is not supported: {why}"))),
             Rule::Text if !v.is_string() => return Err(ProtocolError::invalid(name.as_str(), format!("{name} must be a string, got {v}"))),
             _ => {}
