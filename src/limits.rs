@@ -29,6 +29,10 @@ pub const MAX_THREADS: usize = 256;
 /// their buffers on the heap, so a small stack is plenty.
 pub const WORKER_STACK_BYTES: usize = 1 << 20;
 
+/// Stack of `edgellm serve`'s inference thread (Rust's default for a spawned thread is 2 MiB):
+/// margin for what recurses over its input (grammars, template values at their limits).
+pub const INFERENCE_STACK_BYTES: usize = 32 << 20;
+
 /// A caller-supplied value outside its range. `code()` is `INVALID_REQUEST`, the hosts' code for
 /// a bad request field.
 #[derive(Clone, Debug, PartialEq, Eq)]

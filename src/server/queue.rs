@@ -82,9 +82,6 @@ pub struct Queue {
     pub stats: Arc<QueueStats>,
 }
 
-/// The inference thread's stack (Rust's default for a spawned thread is 2 MiB).
-const INFERENCE_STACK: usize = 32 << 20;
-
 impl Queue {
     /// Starts the inference thread over `host` (a model must be loaded). `capacity` >= 1.
     pub fn start(host: Host, capacity: usize) -> std::io::Result<(Queue, JoinHandle<()>)> {
@@ -96,7 +93,7 @@ impl Queue {
         // minijinja bound their recursion, and this is the margin behind them.
         let thread = std::thread::Builder::new()
             .name("edgellm-inference".into())
-            .stack_size(INFERENCE_STACK)
+            .stack_size(crate::limits::INFERENCE_STACK_BYTES)
             .spawn(move || worker(host, rx, s))?;
         Ok((Queue { tx, capacity, stats }, thread))
     }

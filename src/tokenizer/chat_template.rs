@@ -315,6 +315,7 @@ fn render_jinja(
         },
     );
     env.add_test("iterable", template_filters::is_iterable);
+    env.set_formatter(template_filters::formatter);
     env.add_function("strftime_now", |fmt: String| {
         strftime(&fmt, now_unix_seconds())
     });

@@ -43,6 +43,46 @@ pub fn trim(value: &Value, chars: Option<&str>) -> String {
     }
 }
 
+/// Deepest nesting a value may have where it is printed or written with `tojson` (both walk it
+/// recursively, as dropping it does): a loop of `{% set ns.x = [ns.x] %}` nests one level per
+/// iteration, and 100,000 levels overflowed a 32 MiB stack in `tojson` (an abort, not an error).
+pub const MAX_VALUE_DEPTH: usize = 256;
+
+/// Most nodes walked by [`check_depth`] (more could not be printed within the output limit).
+const MAX_VALUE_NODES: usize = 1 << 20;
+
+/// Refuses a value nested deeper than [`MAX_VALUE_DEPTH`], walking it without recursion.
+pub fn check_depth(value: &Value) -> Result<(), Error> {
+    if !matches!(value.kind(), ValueKind::Seq | ValueKind::Map) {
+        return Ok(());
+    }
+    let mut stack = vec![(value.clone(), 1usize)];
+    let mut nodes = 0usize;
+    while let Some((v, depth)) = stack.pop() {
+        nodes += 1;
+        if depth > MAX_VALUE_DEPTH || nodes > MAX_VALUE_NODES {
+            return Err(Error::new(ErrorKind::InvalidOperation, format!("a value nested deeper than {MAX_VALUE_DEPTH} levels or with more than {MAX_VALUE_NODES} items")));
+        }
+        match v.kind() {
+            ValueKind::Seq => stack.extend(v.try_iter()?.map(|x| (x, depth + 1))),
+            ValueKind::Map => {
+                for k in v.try_iter()? {
+                    let x = v.get_item(&k)?;
+                    stack.push((x, depth + 1));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The output formatter: [`check_depth`], then minijinja's own.
+pub fn formatter(out: &mut minijinja::Output<'_>, state: &State, value: &Value) -> Result<(), Error> {
+    check_depth(value)?;
+    minijinja::escape_formatter(out, state, value)
+}
+
 /// The `iterable` test: undefined and none are not (in minijinja they are, and a template's
 /// `tools is iterable and tools | length > 0` then fails without tools, as llama.cpp's does not).
 pub fn is_iterable(value: &Value) -> bool {
@@ -88,6 +128,7 @@ pub fn tojson(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Va
         None if indent.is_some() => (",".to_string(), ": ".to_string()),
         None => (", ".to_string(), ": ".to_string()),
     };
+    check_depth(value)?;
     let json = serde_json::to_value(value).map_err(|e| Error::new(ErrorKind::InvalidOperation, "cannot serialize to JSON").with_source(e))?;
     let style = Style { indent, item, key, sort_keys, ensure_ascii };
     let mut out = String::new();
@@ -264,6 +305,26 @@ mod tests {
             assert_eq!(python_float(x), want, "{x}");
         }
         assert_eq!(render("{{ x|tojson }}", ctx(r#"{"x": {"a": 1e-07, "b": 1.5e-05, "c": 3, "d": 2.0}}"#)), r#"{"a": 1e-07, "b": 1.5e-05, "c": 3, "d": 2.0}"#);
+    }
+
+    #[test]
+    #[cfg(not(target_arch = "wasm32"))]
+    fn deep_values_are_refused_where_printed_or_written() {
+        use crate::tokenizer::{ChatMessage, ChatTemplate};
+        // On a thread with the server's inference stack: dropping the 100,000-level value at the
+        // end of the rendering recurses too (minijinja's values), which a test thread's 2 MiB
+        // does not hold.
+        let deep = "{% set ns = namespace(x=1) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}";
+        for tail in ["{{ ns.x|tojson|length }}", "{{ ns.x }}", "{{ {'a': ns.x}|tojson }}"] {
+            let t = ChatTemplate::Jinja { source: format!("{deep}{tail}"), bos_token: String::new(), eos_token: String::new(), strip_bos: false, strip_eos: false };
+            let run = move || t.apply(&[ChatMessage::new("user", "hi")], false).map_err(|e| e.code());
+            let got = std::thread::Builder::new().stack_size(crate::limits::INFERENCE_STACK_BYTES).spawn(run).unwrap().join().unwrap();
+            assert_eq!(got, Err("CHAT_TEMPLATE_ERROR"), "{tail}");
+        }
+        // 256 levels still print.
+        let ok = "{% set ns = namespace(x=1) %}{% for i in range(255) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|tojson|length }}";
+        let t = ChatTemplate::Jinja { source: ok.into(), bos_token: String::new(), eos_token: String::new(), strip_bos: false, strip_eos: false };
+        assert_eq!(t.apply(&[ChatMessage::new("user", "hi")], false).unwrap(), (255 * 2 + 1).to_string());
     }
 
     #[test]
