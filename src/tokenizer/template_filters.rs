@@ -10,6 +10,7 @@
 //!   `\t`, `\n`, `\v`, `\f`, `\r`); minijinja also trims Unicode spaces (a message starting with
 //!   a no-break space lost it).
 //!
+//! - printing a float, and the `string` filter on one: Python's `repr` (`1e-07`, not `0.0000001`).
 //! - the `iterable` test: false for undefined and none.
 //!
 //! Map order itself comes from minijinja's `preserve_order` feature (`Cargo.toml`).
@@ -77,8 +78,36 @@ pub fn check_depth(value: &Value) -> Result<(), Error> {
     Ok(())
 }
 
-/// The output formatter: [`check_depth`], then minijinja's own.
+/// A float as Python's `str`/`repr` writes it (`nan`, `inf` for the non-finite ones).
+fn float_text(x: f64) -> String {
+    match x {
+        x if x.is_nan() => "nan".to_string(),
+        x if x.is_infinite() => if x > 0.0 { "inf" } else { "-inf" }.to_string(),
+        x => python_float(x),
+    }
+}
+
+/// A non-integer number as an f64.
+fn as_float(value: &Value) -> Option<f64> {
+    (value.kind() == ValueKind::Number && !value.is_integer()).then(|| f64::try_from(value.clone()).ok()).flatten()
+}
+
+/// `string`: floats as Python's `str` (`1e-07`; Qwen3-Coder's template writes a schema's
+/// `multipleOf` through it), anything else as minijinja's.
+pub fn string(state: &State, value: &Value) -> Result<Value, Error> {
+    match as_float(value) {
+        Some(x) => Ok(Value::from(float_text(x))),
+        None => minijinja::filters::string(state, value),
+    }
+}
+
+/// The output formatter: a float as Python's `repr` (`{{ 1e-07 }}` is `1e-07`, as llama.cpp and
+/// Python print it; minijinja writes `0.0000001`), anything else through [`check_depth`] and
+/// minijinja's own.
 pub fn formatter(out: &mut minijinja::Output<'_>, state: &State, value: &Value) -> Result<(), Error> {
+    if let Some(x) = as_float(value) {
+        return out.write_str(&float_text(x)).map_err(Error::from);
+    }
     check_depth(value)?;
     minijinja::escape_formatter(out, state, value)
 }
@@ -305,6 +334,12 @@ mod tests {
             assert_eq!(python_float(x), want, "{x}");
         }
         assert_eq!(render("{{ x|tojson }}", ctx(r#"{"x": {"a": 1e-07, "b": 1.5e-05, "c": 3, "d": 2.0}}"#)), r#"{"a": 1e-07, "b": 1.5e-05, "c": 3, "d": 2.0}"#);
+        // Printed: Python's repr too (the formatter).
+        let mut env = minijinja::Environment::new();
+        env.set_formatter(formatter);
+        let c = ctx(r#"{"x": {"a": 1e-07, "b": 1.5e-05, "c": 3, "d": 2.0, "e": 1e16}}"#);
+        env.add_filter("string", string);
+        assert_eq!(env.render_str("{{ x.a }} {{ x.b }} {{ x.c }} {{ x.d }} {{ x.e }} {{ 0.5 }} {{ 'a' }} {{ x.a|string ~ '|' ~ x.c|string ~ '|' ~ [1]|string }}", c).unwrap(), "1e-07 1.5e-05 3 2.0 1e+16 0.5 a 1e-07|3|[1]");
     }
 
     #[test]

@@ -88,9 +88,9 @@ fn replace_bound(args: &[Value]) -> u64 {
 macro_rules! walking_filters {
     ($m:ident) => {
         $m!(
-            builtin: sum, join, list, sort, reverse, unique, min, max, last, batch, slice, map, select, reject, selectattr, rejectattr, groupby, items, dictsort, string, pprint, replace, indent, upper, lower, title, capitalize, split, lines, format, escape, chain, zip
+            builtin: sum, join, list, sort, reverse, unique, min, max, last, batch, slice, map, select, reject, selectattr, rejectattr, groupby, items, dictsort, pprint, replace, indent, upper, lower, title, capitalize, split, lines, format, escape, chain, zip
         );
-        $m!(ours: tojson, trim);
+        $m!(ours: tojson, trim, string);
     };
 }
 
