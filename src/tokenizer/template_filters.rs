@@ -9,7 +9,6 @@
 //! - `trim`, `.strip()`, `.lstrip()`, `.rstrip()` without characters: C `isspace` only (space,
 //!   `\t`, `\n`, `\v`, `\f`, `\r`); minijinja also trims Unicode spaces (a message starting with
 //!   a no-break space lost it).
-//!
 //! - printing a float, and the `string` filter on one: Python's `repr` (`1e-07`, not `0.0000001`).
 //! - the `iterable` test: false for undefined and none.
 //!
@@ -157,6 +156,11 @@ pub fn tojson(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Va
         None if indent.is_some() => (",".to_string(), ": ".to_string()),
         None => (", ".to_string(), ": ".to_string()),
     };
+    // Written once per item and level: a long one would multiply the output before the work
+    // budget sees it.
+    if [indent.as_deref().unwrap_or_default(), &item, &key].iter().any(|s| s.len() > MAX_SEPARATOR_BYTES) {
+        return Err(Error::new(ErrorKind::InvalidOperation, format!("tojson: indent and separators are at most {MAX_SEPARATOR_BYTES} bytes")));
+    }
     check_depth(value)?;
     let json = serde_json::to_value(value).map_err(|e| Error::new(ErrorKind::InvalidOperation, "cannot serialize to JSON").with_source(e))?;
     let style = Style { indent, item, key, sort_keys, ensure_ascii };
@@ -164,6 +168,9 @@ pub fn tojson(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Va
     write_value(&mut out, &json, &style, 0);
     Ok(Value::from_safe_string(out))
 }
+
+/// Longest `indent` string or separator `tojson` takes.
+const MAX_SEPARATOR_BYTES: usize = 64;
 
 struct Style {
     indent: Option<String>,
@@ -311,7 +318,13 @@ mod tests {
     fn tojson_python_arguments() {
         let c = ctx(r#"{"x": {"b": "é😀", "a": 1}}"#);
         assert_eq!(render("{{ x|tojson(ensure_ascii=true, sort_keys=true) }}", c.clone()), r#"{"a": 1, "b": "\u00e9\ud83d\ude00"}"#);
-        assert_eq!(render("{{ x|tojson(separators=[',', ':']) }}", c), r#"{"b":"é😀","a":1}"#);
+        assert_eq!(render("{{ x|tojson(separators=[',', ':']) }}", c.clone()), r#"{"b":"é😀","a":1}"#);
+        // An indent or separator long enough to multiply the output is refused.
+        let mut env = minijinja::Environment::new();
+        env.add_filter("tojson", tojson);
+        for src in ["{{ x|tojson(indent='a' * 1000) }}", "{{ x|tojson(separators=['a' * 1000, ':']) }}"] {
+            assert!(env.render_str(src, c.clone()).is_err(), "{src}");
+        }
     }
 
     #[test]
