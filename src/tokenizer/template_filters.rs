@@ -143,7 +143,7 @@ pub fn tojson(value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Va
         None => None,
         Some(v) if v.is_none() => None,
         Some(v) if v.kind() == ValueKind::String => Some(v.as_str().unwrap_or_default().to_string()),
-        Some(v) => Some(" ".repeat(usize::try_from(v)?.min(64))),
+        Some(v) => Some(" ".repeat(usize::try_from(v)?.min(MAX_SEPARATOR_BYTES))),
     };
     let ensure_ascii = kwargs.get::<Option<bool>>("ensure_ascii")?.unwrap_or(false);
     let sort_keys = kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(false);
@@ -262,29 +262,25 @@ fn python_float(x: f64) -> String {
     }
 }
 
-/// A JSON string: `"` and `\` escaped, `\b \f \n \r \t` short, other controls `\u00XX`;
-/// everything else as it is, or as `\uXXXX` (UTF-16 units) past ASCII with `ensure_ascii`.
+/// A JSON string as serde_json writes it (`"` and `\` escaped, `\b \f \n \r \t` short,
+/// other controls `\u00XX`, the rest as it is, as Python's `json.dumps` does), with
+/// `ensure_ascii` every non-ASCII character as `\uXXXX` (UTF-16 units).
 fn write_string(out: &mut String, s: &str, ensure_ascii: bool) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0C}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || (ensure_ascii && !c.is_ascii()) => {
-                let mut units = [0u16; 2];
-                for u in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{:04x}", u));
-                }
+    let quoted = serde_json::Value::from(s).to_string();
+    if !ensure_ascii {
+        out.push_str(&quoted);
+        return;
+    }
+    for c in quoted.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{:04x}", u));
             }
-            c => out.push(c),
         }
     }
-    out.push('"');
 }
 
 #[cfg(test)]
