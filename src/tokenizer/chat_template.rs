@@ -14,6 +14,7 @@ use super::error::TokenizerError;
 use super::literal::Literals;
 use super::template_chains;
 use super::template_filters::{self, c_trim};
+use super::template_program;
 use super::template_work::{self, WorkBudget, TEMPLATE_WORK_BASE, TEMPLATE_WORK_PER_INPUT_BYTE, TEMPLATE_WORK_PER_MESSAGE};
 use super::{DecodeOptions, Tokenizer};
 
@@ -303,8 +304,6 @@ fn render_jinja(
     tools: Option<&serde_json::Value>,
 ) -> Result<String, TokenizerError> {
     let mut env = minijinja::Environment::new();
-    env.set_trim_blocks(true);
-    env.set_lstrip_blocks(true);
     env.add_function(
         "raise_exception",
         |msg: String| -> Result<String, minijinja::Error> {
@@ -315,7 +314,6 @@ fn render_jinja(
         },
     );
     env.add_test("iterable", template_filters::is_iterable);
-    env.set_formatter(template_filters::formatter);
     env.add_function("strftime_now", |fmt: String| {
         strftime(&fmt, now_unix_seconds())
     });
@@ -327,10 +325,20 @@ fn render_jinja(
         .saturating_add(TEMPLATE_WORK_PER_INPUT_BYTE.saturating_mul(content as u64))
         .saturating_add(TEMPLATE_WORK_PER_MESSAGE.saturating_mul(messages.len() as u64));
     let budget = WorkBudget::new(work);
+    let output_limit = TEMPLATE_OUTPUT_BASE.saturating_add(content.saturating_mul(4));
+    let output = WorkBudget::with_message(output_limit as u64, template_work::OUT_OF_OUTPUT);
     template_work::install(&mut env, &budget, template_filters::methods);
+    template_program::install(&mut env, &budget, &output);
+    // Every printed value is charged to the output budget, wherever it is written (the prompt,
+    // or a capture a template may print again).
+    let printed = output.clone();
+    env.set_formatter(move |out, state, value| {
+        template_filters::check_depth(value)?;
+        printed.charge(template_filters::printed_len(value, printed.left()))?;
+        template_filters::formatter(out, state, value)
+    });
     template_chains::check(source)?;
-    env.add_template("chat", source).map_err(template_error)?;
-    let tmpl = env.get_template("chat").map_err(template_error)?;
+    let compiled = template_program::compile(source).map_err(template_error)?;
     let base = minijinja::context! {
         messages => minijinja::Value::from_serialize(template_messages(messages)),
         add_generation_prompt => add_generation_prompt,
@@ -343,11 +351,9 @@ fn render_jinja(
         Some(t) => minijinja::context! { tools => minijinja::Value::from_serialize(t), ..base },
         None => base,
     };
-    let mut out = CappedWriter { bytes: Vec::new(), limit: TEMPLATE_OUTPUT_BASE.saturating_add(content.saturating_mul(4)), over: false };
-    let rendered = tmpl.render_captured_to(ctx, &mut out).map(drop);
-    match rendered {
-        Ok(_) => Ok(String::from_utf8(out.bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())),
-        Err(_) if out.over => Err(TokenizerError::ChatTemplateOutputTooLarge { limit: out.limit }),
+    match template_program::render(&env, &compiled, ctx) {
+        Ok(text) => Ok(text),
+        Err(_) if output.spent() => Err(TokenizerError::ChatTemplateOutputTooLarge { limit: output_limit }),
         Err(e) if e.kind() == minijinja::ErrorKind::OutOfFuel => Err(TokenizerError::ChatTemplateTooCostly { fuel }),
         Err(_) if budget.spent() => Err(TokenizerError::ChatTemplateTooMuchWork { units: work }),
         Err(e) => Err(template_error(e)),
@@ -370,28 +376,6 @@ fn template_messages(messages: &[ChatMessage]) -> serde_json::Value {
         }
     }
     v
-}
-
-/// The rendering's output, refusing to grow past `limit` bytes.
-struct CappedWriter {
-    bytes: Vec<u8>,
-    limit: usize,
-    over: bool,
-}
-
-impl std::io::Write for CappedWriter {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        if self.bytes.len().saturating_add(b.len()) > self.limit {
-            self.over = true;
-            return Err(std::io::Error::other("chat template output limit"));
-        }
-        self.bytes.extend_from_slice(b);
-        Ok(b.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -680,6 +664,14 @@ mod tests {
         let long: Vec<ChatMessage> = (0..1000).map(|i| ChatMessage::new(if i % 2 == 0 { "user" } else { "assistant" }, "some words here")).collect();
         let t = jinja("{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</{{ m.role }}>{{ messages | selectattr('role', 'equalto', 'user') | list | length }}\n{% endfor %}");
         assert_eq!(t.apply(&long, true).unwrap().lines().count(), 1000);
+    }
+
+    /// The hostile battery of `template_hostile` on a 1 MiB stack (the wasm engine's; the
+    /// wasm build runs it too).
+    #[test]
+    fn templates_cannot_grow_or_nest_values_without_bound() {
+        let wrong = std::thread::Builder::new().stack_size(1 << 20).spawn(super::super::template_hostile::wrong_outcomes).unwrap().join().unwrap();
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 
     #[test]

@@ -20,6 +20,9 @@ mod pretokenize;
 mod special;
 mod template_chains;
 mod template_filters;
+#[cfg(test)]
+mod template_hostile;
+mod template_program;
 mod template_work;
 mod spm;
 mod unicode;

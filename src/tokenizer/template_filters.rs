@@ -43,9 +43,10 @@ pub fn trim(value: &Value, chars: Option<&str>) -> String {
     }
 }
 
-/// Deepest nesting a value may have where it is printed or written with `tojson` (both walk it
-/// recursively, as dropping it does): a loop of `{% set ns.x = [ns.x] %}` nests one level per
-/// iteration, and 100,000 levels overflowed a 32 MiB stack in `tojson` (an abort, not an error).
+/// Deepest nesting a value may have where it is printed, written with `tojson` (both walk it
+/// recursively, as dropping it does) or kept in a namespace (`template_program`): a loop of
+/// `{% set ns.x = [ns.x] %}` nests one level per iteration, and 100,000 levels overflowed a
+/// 32 MiB stack in `tojson` (an abort, not an error).
 pub const MAX_VALUE_DEPTH: usize = 256;
 
 /// Most nodes walked by [`check_depth`] (more could not be printed within the output limit).
@@ -103,6 +104,14 @@ pub fn string(state: &State, value: &Value) -> Result<Value, Error> {
 /// The output formatter: a float as Python's `repr` (`{{ 1e-07 }}` is `1e-07`, as llama.cpp and
 /// Python print it; minijinja writes `0.0000001`), anything else through [`check_depth`] and
 /// minijinja's own.
+/// Bytes [`formatter`] writes for `value`, counted up to just past `cap` without writing them.
+pub fn printed_len(value: &Value, cap: u64) -> u64 {
+    match as_float(value) {
+        Some(x) => float_text(x).len() as u64,
+        None => super::template_program::shown_len(value, cap),
+    }
+}
+
 pub fn formatter(out: &mut minijinja::Output<'_>, state: &State, value: &Value) -> Result<(), Error> {
     if let Some(x) = as_float(value) {
         return out.write_str(&float_text(x)).map_err(Error::from);

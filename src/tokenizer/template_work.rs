@@ -10,8 +10,8 @@
 //! work is done. The originals are registered under names a template cannot write (`:` is not
 //! part of an identifier), so a template cannot call around the wrappers.
 //!
-//! Operators (`~`, `+`, `*`) are not filters and cannot be wrapped: minijinja caps `'x' * n` at
-//! 100 MB itself, and the rendered output is capped by the caller.
+//! Operators (`~`, `+`, `*`), written bytes and the values a template keeps in a namespace are
+//! charged by `template_program`, which rewrites the compiled template to call the same budget.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -33,30 +33,48 @@ pub const TEMPLATE_WORK_PER_MESSAGE: u64 = 20_000;
 
 /// The message a rendering stops with when its budget is spent (the caller maps it to
 /// `ChatTemplateTooCostly`).
-pub const OUT_OF_WORK: &str = "chat template: its filters and methods walked or built more data than the budget allows";
+pub const OUT_OF_WORK: &str = "chat template: its filters, methods and operators walked or built more data than the budget allows";
 
-/// One rendering's budget, shared by the wrappers.
+/// The message a rendering stops with when it has written more bytes than its output limit
+/// (counted wherever they go: the prompt, or a `{% set %}` / `{% filter %}` block's capture).
+pub const OUT_OF_OUTPUT: &str = "chat template: it wrote more bytes than the output limit allows";
+
+/// One rendering's budget of units (work, or written bytes), shared by the wrappers.
 #[derive(Clone)]
-pub struct WorkBudget(Arc<AtomicU64>);
+pub struct WorkBudget {
+    left: Arc<AtomicU64>,
+    message: &'static str,
+}
 
 impl WorkBudget {
+    /// A budget of work units (filters, methods, operators, values built).
     pub fn new(units: u64) -> WorkBudget {
-        WorkBudget(Arc::new(AtomicU64::new(units)))
+        WorkBudget::with_message(units, OUT_OF_WORK)
+    }
+
+    /// A budget that fails with `message` once spent.
+    pub fn with_message(units: u64, message: &'static str) -> WorkBudget {
+        WorkBudget { left: Arc::new(AtomicU64::new(units)), message }
     }
 
     /// Takes `units`, or fails once the budget cannot cover them (the budget is then spent).
-    fn charge(&self, units: u64) -> Result<(), Error> {
-        let left = self.0.load(Ordering::Relaxed);
+    pub fn charge(&self, units: u64) -> Result<(), Error> {
+        let left = self.left.load(Ordering::Relaxed);
         if units > left {
-            self.0.store(0, Ordering::Relaxed);
-            return Err(Error::new(ErrorKind::InvalidOperation, OUT_OF_WORK));
+            self.left.store(0, Ordering::Relaxed);
+            return Err(Error::new(ErrorKind::InvalidOperation, self.message));
         }
-        self.0.store(left - units, Ordering::Relaxed);
+        self.left.store(left - units, Ordering::Relaxed);
         Ok(())
     }
 
+    /// The units left.
+    pub fn left(&self) -> u64 {
+        self.left.load(Ordering::Relaxed)
+    }
+
     pub fn spent(&self) -> bool {
-        self.0.load(Ordering::Relaxed) == 0
+        self.left() == 0
     }
 }
 

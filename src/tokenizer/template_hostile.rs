@@ -1,0 +1,77 @@
+//! Templates that grow or nest values one instruction at a time, and what each must end in
+//! (`""`: it renders). Each asked for terabytes or nested 100,000 levels before
+//! `template_program` charged operators, captures and built values; run natively on a 1 MiB
+//! thread (`chat_template`'s tests) and in wasm (`cargo test --target wasm32-unknown-unknown
+//! --lib`), where a stack overflow or a failed allocation is a trap.
+
+use super::{ChatMessage, ChatTemplate};
+
+pub const CASES: &[(&str, &str)] = &[
+    ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s | length }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{% set ns = namespace(s='xy') %}{% for i in range(64) %}{% set ns.s = ns.s * 2 %}{% endfor %}{{ ns.s | length }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{% set ns = namespace(s='xy') %}{% for i in range(64) %}{% set ns.s = 2 * ns.s %}{% endfor %}{{ ns.s | length }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{% set ns = namespace(s=[1]) %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set c %}{{ ns.s }}{{ ns.s }}{% endset %}{% set ns.s = c %}{% endfor %}", "CHAT_TEMPLATE_OUTPUT_TOO_LARGE"),
+    ("{% macro d(s) %}{{ s }}{{ s }}{% endmacro %}{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = d(ns.s) %}{% endfor %}", "CHAT_TEMPLATE_OUTPUT_TOO_LARGE"),
+    ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s %}{% filter upper %}{{ ns.s }}{{ ns.s }}{% endfilter %}{% endset %}{% endfor %}", "CHAT_TEMPLATE_OUTPUT_TOO_LARGE"),
+    ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = [ns.s, ns.s] | join %}{% endfor %}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}", "CHAT_TEMPLATE_ERROR"),
+    ("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = (ns.x, 1) %}{% endfor %}", "CHAT_TEMPLATE_ERROR"),
+    ("{% set ns = namespace(x={}) %}{% for i in range(100000) %}{% set ns.x = {'a': ns.x} %}{% endfor %}", "CHAT_TEMPLATE_ERROR"),
+    ("{% set ns = namespace(x=none) %}{% for i in range(100000) %}{% set ns.x = namespace(y=ns.x) %}{% endfor %}", "CHAT_TEMPLATE_ERROR"),
+    ("{% set ns = namespace(x=none) %}{% for i in range(100000) %}{% set ns.x = dict(y=ns.x) %}{% endfor %}", "CHAT_TEMPLATE_ERROR"),
+    ("{% set ns = namespace(h=none) %}{% for i in range(100000) %}{% set n = namespace() %}{% set n.next = ns.h %}{% set ns.h = n %}{% endfor %}", "CHAT_TEMPLATE_ERROR"),
+    ("{% set ns = namespace(x=[1]) %}{% for i in range(100000) %}{% set ns.x = ns.x | batch(1) | list %}{% endfor %}", "CHAT_TEMPLATE_ERROR"),
+    ("{% set ns = namespace(x=[1]) %}{% for i in range(100000) %}{% set ns.x = {'k': ns.x} | items %}{% endfor %}", "CHAT_TEMPLATE_ERROR"),
+    ("{% set ns = namespace(x=[1]) %}{% for i in range(100000) %}{% set ns.x = ns.x | zip(ns.x) %}{% endfor %}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{% set ns = namespace(x=[1, 2]) %}{% for i in range(100000) %}{% set ns.x = ns.x[:] %}{% endfor %}{{ ns.x | join }}", ""),
+    ("{% set ns = namespace(x=[1, 2]) %}{% for i in range(100000) %}{% set ns.x = ns.x[::-1] %}{% endfor %}{{ ns.x | join }}", ""),
+    ("{% set ns = namespace(x=[1, 2]) %}{% for i in range(100000) %}{% set ns.x = ns.x | list %}{% endfor %}{{ ns.x | join }}", ""),
+    ("{% set ns = namespace(x=[1, 2]) %}{% for i in range(100000) %}{% set ns.x = ns.x | reverse %}{% endfor %}{{ ns.x | join }}", ""),
+    ("{% set ns = namespace(x=[1, 2]) %}{% for i in range(100000) %}{% set ns.x = ns.x * 1 %}{% endfor %}{{ ns.x | join }}", ""),
+    ("{% set ns = namespace(x=[1, 2]) %}{% for i in range(100000) %}{% set ns.x = ns.x + [] %}{% endfor %}{{ ns.x | length }}", ""),
+    ("{% set ns = namespace(x=[1, 2]) %}{% for i in range(100000) %}{% set ns.x = ns.x | select | list %}{% endfor %}{{ ns.x | join }}", ""),
+    ("{% set ns = namespace(x=[1, 2]) %}{% for i in range(100000) %}{% set ns.x = ns.x | map('abs') %}{% endfor %}{{ ns.x | join }}", ""),
+    ("{% set ns = namespace(l=none) %}{% for i in range(100000) %}{% for x in [ns.l] %}{% set ns.l = loop %}{% endfor %}{% endfor %}", "CHAT_TEMPLATE_ERROR"),
+    ("{% set ns = namespace(l=none) %}{% for i in range(100000) %}{% for x in dict(a=ns.l).values() %}{% set ns.l = [1, loop] %}{% endfor %}{% endfor %}", "CHAT_TEMPLATE_ERROR"),
+];
+
+/// How long one case may take (they stop within milliseconds; the limit is for slow machines).
+const MAX_SECONDS: f64 = 5.0;
+
+#[cfg(not(target_arch = "wasm32"))]
+fn seconds() -> f64 {
+    use std::sync::OnceLock;
+    static START: OnceLock<std::time::Instant> = OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64()
+}
+
+#[cfg(target_arch = "wasm32")]
+fn seconds() -> f64 {
+    js_sys::Date::now() / 1000.0
+}
+
+/// The cases that did not end as they must, or took too long, described.
+pub fn wrong_outcomes() -> Vec<String> {
+    let m = vec![ChatMessage::new("user", "hi")];
+    let mut wrong = Vec::new();
+    for (src, want) in CASES {
+        let t = ChatTemplate::Jinja { source: (*src).into(), bos_token: String::new(), eos_token: String::new(), strip_bos: false, strip_eos: false };
+        let t0 = seconds();
+        let code = t.apply(&m, true).err().map(|e| e.code().to_string()).unwrap_or_default();
+        let took = seconds() - t0;
+        if code != *want || took > MAX_SECONDS {
+            wrong.push(format!("{src}: {code:?} in {took:.3} s, want {want:?}"));
+        }
+    }
+    wrong
+}
+
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen_test::wasm_bindgen_test]
+fn hostile_templates_end_in_typed_errors_in_wasm() {
+    let wrong = wrong_outcomes();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
