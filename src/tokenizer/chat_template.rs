@@ -14,6 +14,7 @@ use super::error::TokenizerError;
 use super::literal::Literals;
 use super::template_chains;
 use super::template_filters::{self, c_trim};
+use super::template_consts;
 use super::template_program;
 use super::template_work::{self, WorkBudget, TEMPLATE_WORK_BASE, TEMPLATE_WORK_PER_INPUT_BYTE, TEMPLATE_WORK_PER_MESSAGE};
 use super::{DecodeOptions, Tokenizer};
@@ -338,7 +339,10 @@ fn render_jinja(
         template_filters::formatter(out, state, value)
     });
     template_chains::check(source)?;
-    let compiled = template_program::compile(source).map_err(template_error)?;
+    let compiled = template_program::compile(source).map_err(|e| match template_consts::is_refusal(&e) {
+        true => TokenizerError::ChatTemplateTooMuchWork { units: template_consts::MAX_CONSTANTS_BYTES },
+        false => template_error(e),
+    })?;
     let base = minijinja::context! {
         messages => minijinja::Value::from_serialize(template_messages(messages)),
         add_generation_prompt => add_generation_prompt,

@@ -22,6 +22,7 @@ mod template_chains;
 mod template_filters;
 #[cfg(test)]
 mod template_hostile;
+mod template_consts;
 mod template_program;
 mod template_work;
 mod spm;

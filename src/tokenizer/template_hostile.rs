@@ -7,6 +7,25 @@
 use super::{ChatMessage, ChatTemplate};
 
 pub const CASES: &[(&str, &str)] = &[
+    // Recursion and control flow: minijinja's own limits, on the wasm stack too.
+    ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "CHAT_TEMPLATE_ERROR"),
+    ("{% macro f(s) %}{{ f(s ~ s) }}{% endmacro %}{{ f('x') }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}", "CHAT_TEMPLATE_ERROR"),
+    ("{% macro f() %}{{ caller() }}{% endmacro %}{% call f() %}{{ f() }}{% endcall %}", "CHAT_TEMPLATE_ERROR"),
+    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{% include 'chat' %}", "CHAT_TEMPLATE_ERROR"),
+    ("{% extends 'chat' %}", "CHAT_TEMPLATE_ERROR"),
+    // Constants minijinja would fold while compiling.
+    ("{{ 'x' * 100000000 }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{{ ('x' * 100000000) ~ ('x' * 100000000) ~ ('x' * 100000000) ~ ('x' * 100000000) }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{{ messages ~ ('x' * (10000 * 10000)) }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}{{ 'x' * 1000000 }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{{ [1] * 100000000 ~ '' }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{{ 'ab' * 1000 ~ 'c' }}", ""),
+    ("{{ range(100000) | list | tojson | length }}", ""),
+    ("{% for i in range(20) %}{{ range(100000) | list | tojson }}{% endfor %}", "CHAT_TEMPLATE_OUTPUT_TOO_LARGE"),
+    ("{% for i in range(100000) %}{{ messages }}{% endfor %}", "CHAT_TEMPLATE_OUTPUT_TOO_LARGE"),
+    // Values grown or nested one instruction at a time.
     ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}", "CHAT_TEMPLATE_TOO_COSTLY"),
     ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s | length }}", "CHAT_TEMPLATE_TOO_COSTLY"),
     ("{% set ns = namespace(s='xy') %}{% for i in range(64) %}{% set ns.s = ns.s * 2 %}{% endfor %}{{ ns.s | length }}", "CHAT_TEMPLATE_TOO_COSTLY"),

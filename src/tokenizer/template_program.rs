@@ -26,12 +26,13 @@
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
 
-use minijinja::machinery::{make_string_output, CompiledTemplate, Instruction, Instructions, TemplateConfig, Vm, WhitespaceConfig};
+use minijinja::machinery::{make_string_output, parse, CompiledTemplate, Instruction, Instructions, TemplateConfig, Vm, WhitespaceConfig};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Value, ValueKind};
 use minijinja::{AutoEscape, Environment, Error, ErrorKind};
 
 pub use super::template_filters::MAX_VALUE_DEPTH;
+use super::template_consts;
 use super::template_work::WorkBudget;
 
 /// The functions the trampolines call: names a template cannot write (`:` is not part of an
@@ -43,13 +44,16 @@ const WRITE: &str = "budget:write";
 const KEPT: &str = "budget:kept";
 
 /// Compiles `source` as llama.cpp's chat-template engine reads it (`trim_blocks`,
-/// `lstrip_blocks`, no auto-escaping) and rewrites it as the module docs say.
+/// `lstrip_blocks`, no auto-escaping), once its constants are known to fold within limits, and
+/// rewrites it as the module docs say.
 pub fn compile<'s>(source: &'s str) -> Result<CompiledTemplate<'s>, Error> {
     let config = TemplateConfig {
         syntax_config: SyntaxConfig,
         ws_config: WhitespaceConfig { keep_trailing_newline: false, lstrip_blocks: true, trim_blocks: true },
         default_auto_escape: Arc::new(|_| AutoEscape::None),
     };
+    // minijinja folds constant expressions while compiling: see `template_consts`.
+    template_consts::check(&parse(source, "chat", config.syntax_config.clone(), config.ws_config)?)?;
     let mut compiled = CompiledTemplate::new("chat", source, &config)?;
     rewrite(&mut compiled.instructions);
     for block in compiled.blocks.values_mut() {
