@@ -24,6 +24,10 @@ use super::{DecodeOptions, Tokenizer};
 /// conversation renders and a template looping 10^10 times stops within a fraction of a second.
 pub const TEMPLATE_FUEL_BASE: u64 = 2_000_000;
 pub const TEMPLATE_FUEL_PER_MESSAGE: u64 = 20_000;
+/// Largest template source rendered: real chat templates are a few KB (the longest seen, with
+/// tool instructions, ~40 KB); parsing and compiling are not metered by fuel, and a header can
+/// carry a template of hundreds of megabytes.
+pub const TEMPLATE_SOURCE_MAX_BYTES: usize = 1 << 20;
 /// Most bytes a rendering may write: 1 MiB plus 4 × the messages' bytes (a template repeats a
 /// content a few times at most; one that writes gigabytes is stopped here).
 pub const TEMPLATE_OUTPUT_BASE: usize = 1 << 20;
@@ -304,6 +308,9 @@ fn render_jinja(
     eos_token: &str,
     tools: Option<&serde_json::Value>,
 ) -> Result<String, TokenizerError> {
+    if source.len() > TEMPLATE_SOURCE_MAX_BYTES {
+        return Err(TokenizerError::ChatTemplate { message: format!("the template is {} bytes, more than the {TEMPLATE_SOURCE_MAX_BYTES} rendered", source.len()) });
+    }
     let mut env = minijinja::Environment::new();
     env.add_function(
         "raise_exception",
@@ -655,6 +662,12 @@ mod tests {
             let e = jinja(src).apply(&m, true).unwrap_err();
             assert_eq!(e.code(), "CHAT_TEMPLATE_TOO_COSTLY", "{src}: {e}");
         }
+        // A template source past 1 MiB is refused before it is parsed; one at the limit renders.
+        let e = jinja(&"{{ messages }}".repeat(TEMPLATE_SOURCE_MAX_BYTES / 14 + 1)).apply(&m, true).unwrap_err();
+        assert_eq!(e.code(), "CHAT_TEMPLATE_ERROR", "{e}");
+        let at_limit = format!("{{{{ messages | length }}}}{}", "x".repeat(TEMPLATE_SOURCE_MAX_BYTES - 23));
+        assert_eq!(at_limit.len(), TEMPLATE_SOURCE_MAX_BYTES);
+        assert!(jinja(&at_limit).apply(&m, true).unwrap().starts_with("1x"));
         // Templates cannot call the unwrapped filters around the budget.
         assert!(jinja("{{ [1, 2] | budget:sum }}").apply(&m, true).is_err());
         // The wrapped filters and methods still do their work.
