@@ -31,6 +31,10 @@ pub const TEMPLATE_SOURCE_MAX_BYTES: usize = 1 << 20;
 /// Most bytes a rendering may write: 1 MiB plus 4 × the messages' bytes (a template repeats a
 /// content a few times at most; one that writes gigabytes is stopped here).
 pub const TEMPLATE_OUTPUT_BASE: usize = 1 << 20;
+/// Bytes a rendering may write anywhere, as a multiple of its output limit: what `{% set %}` and
+/// `{% filter %}` blocks and macro calls capture counts too (a macro's result is written
+/// once into its capture and again where it is printed, once per level of macros).
+pub const TEMPLATE_WRITTEN_PER_OUTPUT_BYTE: u64 = 4;
 
 /// How special-token text inside message contents is tokenized by [`Tokenizer::encode_chat_with`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -334,7 +338,7 @@ fn render_jinja(
         .saturating_add(TEMPLATE_WORK_PER_MESSAGE.saturating_mul(messages.len() as u64));
     let budget = WorkBudget::new(work);
     let output_limit = TEMPLATE_OUTPUT_BASE.saturating_add(content.saturating_mul(4));
-    let output = WorkBudget::with_message(output_limit as u64, template_work::OUT_OF_OUTPUT);
+    let output = WorkBudget::with_message((output_limit as u64).saturating_mul(TEMPLATE_WRITTEN_PER_OUTPUT_BYTE), template_work::OUT_OF_OUTPUT);
     template_work::install(&mut env, &budget, template_filters::methods);
     template_program::install(&mut env, &budget, &output);
     // Every printed value is charged to the output budget, wherever it is written (the prompt,
@@ -363,7 +367,8 @@ fn render_jinja(
         None => base,
     };
     match template_program::render(&env, &compiled, ctx) {
-        Ok(text) => Ok(text),
+        Ok(text) if text.len() <= output_limit => Ok(text),
+        Ok(_) => Err(TokenizerError::ChatTemplateOutputTooLarge { limit: output_limit }),
         Err(_) if output.spent() => Err(TokenizerError::ChatTemplateOutputTooLarge { limit: output_limit }),
         Err(e) if e.kind() == minijinja::ErrorKind::OutOfFuel => Err(TokenizerError::ChatTemplateTooCostly { fuel }),
         Err(_) if budget.spent() => Err(TokenizerError::ChatTemplateTooMuchWork { units: work }),
@@ -668,6 +673,11 @@ mod tests {
         let at_limit = format!("{{{{ messages | length }}}}{}", "x".repeat(TEMPLATE_SOURCE_MAX_BYTES - 23));
         assert_eq!(at_limit.len(), TEMPLATE_SOURCE_MAX_BYTES);
         assert!(jinja(&at_limit).apply(&m, true).unwrap().starts_with("1x"));
+        // A content passed down five levels of macros is written six times (five captures and
+        // the prompt): a 1 MB conversation still renders.
+        let big: Vec<ChatMessage> = (0..1000).map(|_| ChatMessage::new("user", &"w".repeat(1000))).collect();
+        let nested = "{% macro a(x) %}{{ x }}{% endmacro %}{% macro b(x) %}{{ a(x) }}{% endmacro %}{% macro c(x) %}{{ b(x) }}{% endmacro %}{% macro d(x) %}{{ c(x) }}{% endmacro %}{% macro e(x) %}{{ d(x) }}{% endmacro %}{% for m in messages %}{{ e(m.content) }}{% endfor %}";
+        assert_eq!(jinja(nested).apply(&big, true).unwrap().len(), 1_000_000);
         // Templates cannot call the unwrapped filters around the budget.
         assert!(jinja("{{ [1, 2] | budget:sum }}").apply(&m, true).is_err());
         // The wrapped filters and methods still do their work.
