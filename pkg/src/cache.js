@@ -16,6 +16,17 @@
 // out-of-memory kill: nothing runs to evict the entry), the marker is still there at the next
 // lookup, which evicts the entry instead of loading it again: a crashing entry costs one crash,
 // never a loop.
+//
+// Several engines (tabs) may load one entry at once, and a load in progress is not a crash:
+// each load writes its own marker, `<key>.<owner>.loading` (owner: the engine's random id and
+// its worker's number), and rewrites the time in it every HEARTBEAT_MS until done. A lookup
+// evicts the entry only for a marker that no live load owns: one left by an earlier worker of
+// the same engine (an engine runs one worker at a time: that one is gone), one whose time is
+// older than STALE_MS (its engine stopped beating: crashed, killed or closed), or one in an
+// older format. A fresh marker of another engine is a load in progress; both read the same
+// verified bytes. STALE_MS is short because an engine reloaded after a crash must not take the
+// dead load for a live one (that would be a crash loop); a load that misses its beats for
+// longer (a worker blocked that long) only costs the other engine a fresh download.
 
 import { readBlob, readPath } from './loader.js';
 import { readJson, removeFile, writeFile } from './opfs-files.js';
@@ -43,6 +54,66 @@ function validRecord(r, url) {
 
 const CRASHED = 'a previous load of this entry did not finish (the engine crashed or was killed)';
 
+/** How often a load rewrites its marker's time, and when a marker's time counts as stopped. */
+export const HEARTBEAT_MS = 500;
+export const STALE_MS = 3000;
+
+/** This engine's identity in crash markers: `engine` random per engine, `worker` its worker's number. */
+export function markerOwner(owner) {
+  if (owner && typeof owner.engine === 'string' && /^[0-9a-f]{1,32}$/.test(owner.engine) && Number.isSafeInteger(owner.worker)) return owner;
+  const id = Array.from(globalThis.crypto.getRandomValues(new Uint8Array(8)), (b) => b.toString(16).padStart(2, '0')).join('');
+  return { engine: id, worker: 0 };
+}
+
+const markerName = (key, owner) => `${key}.${owner.engine}-${owner.worker}.loading`;
+const isMarkerOf = (key, name) => name.startsWith(`${key}.`) && name.endsWith('.loading');
+
+/** Whether the marker `text` belongs to no live load, seen by `owner` at time `now` (ms). */
+export function markerIsDead(text, owner, now) {
+  let m = null;
+  try {
+    m = JSON.parse(text);
+  } catch {
+    return true; // an older version's marker (the URL alone)
+  }
+  if (!m || typeof m.engine !== 'string' || !Number.isFinite(m.beat)) return true;
+  if (m.engine === owner.engine) return true; // an earlier worker of this engine: gone
+  return !(now - m.beat <= STALE_MS);
+}
+
+/**
+ * The marker of one load: `begin` writes it and keeps its time fresh; `done` stops and removes
+ * it; `stop` only stops the beats, once no write is in flight (a late write must not bring a
+ * removed marker back). `write(text)` and `remove()` are the storage's; `beating` (the cache's
+ * map of its loads in progress, by key) lets an eviction stop a load's beats first.
+ */
+function loadMarker(key, url, owner, beating, write, remove) {
+  let timer = null;
+  let pending = Promise.resolve();
+  const beat = () => {
+    pending = pending.then(() => write(JSON.stringify({ url, engine: owner.engine, worker: owner.worker, beat: Date.now() }))).catch(() => {});
+    return pending;
+  };
+  const marker = {
+    begin: async () => {
+      beating.set(key, marker);
+      await beat();
+      timer = setInterval(beat, HEARTBEAT_MS);
+    },
+    stop: async () => {
+      clearInterval(timer);
+      timer = null;
+      if (beating.get(key) === marker) beating.delete(key);
+      await pending;
+    },
+    done: async () => {
+      await marker.stop();
+      await remove();
+    },
+  };
+  return marker;
+}
+
 /** No cache: every lookup misses, nothing is written. */
 export class NoCache {
   constructor() {
@@ -63,14 +134,30 @@ export class NoCache {
 
 /** Origin Private File System (dedicated worker: synchronous access handles when available). */
 export class OpfsCache {
-  constructor(dir) {
+  constructor(dir, owner) {
     this.kind = 'opfs';
     this.dir = dir;
+    this.owner = markerOwner(owner);
+    this.beating = new Map();
   }
 
-  static async open() {
+  static async open(owner) {
     const root = await navigator.storage.getDirectory();
-    return new OpfsCache(await root.getDirectoryHandle(DIR, { create: true }));
+    return new OpfsCache(await root.getDirectoryHandle(DIR, { create: true }), owner);
+  }
+
+  /** The crash markers of `key`: [{name, text}]. */
+  async #markers(key) {
+    const out = [];
+    for await (const [name, handle] of this.dir.entries()) {
+      if (handle.kind !== 'file' || !isMarkerOf(key, name)) continue;
+      try {
+        out.push({ name, text: await (await handle.getFile()).text() });
+      } catch {
+        /* removed meanwhile */
+      }
+    }
+    return out;
   }
 
   #readRecord(key) {
@@ -81,18 +168,10 @@ export class OpfsCache {
     return removeFile(this.dir, name);
   }
 
-  async #exists(name) {
-    try {
-      await this.dir.getFileHandle(name);
-      return true;
-    } catch {
-      return false;
-    }
-  }
-
   async lookup(url) {
     const key = await keyOf(url);
-    if (await this.#exists(`${key}.loading`)) {
+    const now = Date.now();
+    if ((await this.#markers(key)).some((m) => markerIsDead(m.text, this.owner, now))) {
       await this.evict(url);
       return { stale: true, reason: CRASHED };
     }
@@ -116,8 +195,7 @@ export class OpfsCache {
       record,
       size: file.size,
       read: (opts) => readBlob(file, opts),
-      begin: () => writeFile(this.dir, `${key}.loading`, url),
-      done: () => this.#remove(`${key}.loading`),
+      ...loadMarker(key, url, this.owner, this.beating, (text) => writeFile(this.dir, markerName(key, this.owner), text), () => this.#remove(markerName(key, this.owner))),
     };
   }
 
@@ -189,9 +267,10 @@ export class OpfsCache {
 
   async evict(url) {
     const key = await keyOf(url);
+    await this.beating.get(key)?.stop();
     await this.#remove(`${key}.json`);
     await this.#remove(`${key}.gguf`);
-    await this.#remove(`${key}.loading`);
+    for (const m of await this.#markers(key)) await this.#remove(m.name);
   }
 
   async list() {
@@ -208,6 +287,7 @@ export class OpfsCache {
   }
 
   async clear() {
+    for (const m of [...this.beating.values()]) await m.stop();
     const names = [];
     for await (const [name] of this.dir.entries()) names.push(name);
     for (const n of names) await this.#remove(n);
@@ -216,16 +296,32 @@ export class OpfsCache {
 
 /** Node: a directory on disk (`fs`, `path` passed in so this module stays browser-safe). */
 export class FsCache {
-  constructor(fs, path, dir) {
+  constructor(fs, path, dir, owner) {
     this.kind = 'fs';
     this.fs = fs;
     this.path = path;
     this.dir = dir;
+    this.owner = markerOwner(owner);
+    this.beating = new Map();
   }
 
-  static async open(fs, path, dir) {
+  static async open(fs, path, dir, owner) {
     await fs.promises.mkdir(dir, { recursive: true });
-    return new FsCache(fs, path, dir);
+    return new FsCache(fs, path, dir, owner);
+  }
+
+  /** The crash markers of `key`: [{name, text}]. */
+  async #markers(key) {
+    const out = [];
+    for (const name of await this.fs.promises.readdir(this.dir)) {
+      if (!isMarkerOf(key, name)) continue;
+      try {
+        out.push({ name, text: await this.fs.promises.readFile(this.#file(name), 'utf8') });
+      } catch {
+        /* removed meanwhile */
+      }
+    }
+    return out;
   }
 
   #file(name) {
@@ -234,7 +330,8 @@ export class FsCache {
 
   async lookup(url) {
     const key = await keyOf(url);
-    if (this.fs.existsSync(this.#file(`${key}.loading`))) {
+    const now = Date.now();
+    if ((await this.#markers(key)).some((m) => markerIsDead(m.text, this.owner, now))) {
       await this.evict(url);
       return { stale: true, reason: CRASHED };
     }
@@ -260,13 +357,12 @@ export class FsCache {
       return { stale: true, reason: `cached file has ${size} bytes, its record says ${record.size}` };
     }
     const p = this.#file(`${key}.gguf`);
-    const marker = this.#file(`${key}.loading`);
+    const marker = this.#file(markerName(key, this.owner));
     return {
       record,
       size,
       read: (opts) => readPath(this.fs, p, opts),
-      begin: () => this.fs.promises.writeFile(marker, url),
-      done: () => this.fs.promises.rm(marker, { force: true }),
+      ...loadMarker(key, url, this.owner, this.beating, (text) => this.fs.promises.writeFile(marker, text), () => this.fs.promises.rm(marker, { force: true })),
     };
   }
 
@@ -308,9 +404,10 @@ export class FsCache {
 
   async evict(url) {
     const key = await keyOf(url);
+    await this.beating.get(key)?.stop();
     await this.fs.promises.rm(this.#file(`${key}.json`), { force: true });
     await this.fs.promises.rm(this.#file(`${key}.gguf`), { force: true });
-    await this.fs.promises.rm(this.#file(`${key}.loading`), { force: true });
+    for (const m of await this.#markers(key)) await this.fs.promises.rm(this.#file(m.name), { force: true });
   }
 
   async list() {
@@ -327,6 +424,7 @@ export class FsCache {
   }
 
   async clear() {
+    for (const m of [...this.beating.values()]) await m.stop();
     for (const n of await this.fs.promises.readdir(this.dir)) await this.fs.promises.rm(this.#file(n), { force: true });
   }
 }

@@ -23,7 +23,7 @@ const runtime = new Runtime({
       async (loc) => ({ bindings, exports: initSync({ module: fs.readFileSync(loc.startsWith('file:') ? fileURLToPath(loc) : loc) }) }),
       (message) => log('warn', message),
     ),
-  openCache: async (cfg) => (cfg && cfg.enabled && cfg.dir ? FsCache.open(fs, path, cfg.dir) : new NoCache()),
+  openCache: async (cfg) => (cfg && cfg.enabled && cfg.dir ? FsCache.open(fs, path, cfg.dir, cfg.owner) : new NoCache()),
   fs,
 });
 

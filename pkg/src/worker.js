@@ -58,7 +58,7 @@ const runtime = new Runtime({
   },
   openCache: async (cfg) => {
     if (!cfg || !cfg.enabled) return new NoCache();
-    if (typeof navigator !== 'undefined' && navigator.storage && navigator.storage.getDirectory) return OpfsCache.open();
+    if (typeof navigator !== 'undefined' && navigator.storage && navigator.storage.getDirectory) return OpfsCache.open(cfg.owner);
     return new NoCache();
   },
 });

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { FsCache } from '../../pkg/src/cache.js';
+import { FsCache, HEARTBEAT_MS, STALE_MS } from '../../pkg/src/cache.js';
 
 const URL_ = 'https://models.test/m.gguf';
 const BYTES = new Uint8Array(4096).map((_, i) => i & 255);
@@ -66,5 +66,66 @@ test('a wrong-size entry is evicted before it is read', async (t) => {
   const gguf = fs.readdirSync(dir).find((n) => n.endsWith('.gguf'));
   fs.truncateSync(path.join(dir, gguf), 100);
   assert.equal((await cache.lookup(URL_)).stale, true);
+  assert.deepEqual(fs.readdirSync(dir), []);
+});
+
+/** A second engine (another tab) on the same cache directory. */
+const engineCache = (dir, engine, worker = 1) => FsCache.open(fs, path, dir, { engine, worker });
+const markers = (dir) => fs.readdirSync(dir).filter((n) => n.endsWith('.loading'));
+const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+
+test('two engines load one entry at once: a load in progress is not a crash', async (t) => {
+  const { dir } = await freshCache();
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const a = await engineCache(dir, 'aaaa');
+  const b = await engineCache(dir, 'bbbb');
+  await store(a);
+  const hitA = await a.lookup(URL_);
+  await hitA.begin();
+  // Longer than STALE_MS: A's beats keep its marker fresh.
+  await sleep(STALE_MS + 2 * HEARTBEAT_MS);
+  const hitB = await b.lookup(URL_);
+  assert.ok(hitB && !hitB.stale, JSON.stringify(hitB));
+  await hitB.begin();
+  assert.equal(markers(dir).length, 2, 'one marker per load');
+  await hitA.done();
+  await hitB.done();
+  await sleep(2 * HEARTBEAT_MS);
+  assert.deepEqual(markers(dir), [], 'no beat brings a marker back after done');
+  const again = await a.lookup(URL_);
+  assert.ok(again && !again.stale, 'the entry stayed');
+});
+
+test('a marker whose engine stopped beating, or an earlier worker of this engine, is a crash', async (t) => {
+  const { dir } = await freshCache();
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  // Another engine's load that stopped (its tab crashed): its marker goes stale.
+  const a = await engineCache(dir, 'aaaa');
+  await store(a);
+  const hitA = await a.lookup(URL_);
+  await hitA.begin();
+  await hitA.stop(); // the engine dies: no more beats, nothing removes the marker
+  const b = await engineCache(dir, 'bbbb');
+  const early = await b.lookup(URL_);
+  assert.ok(early && !early.stale, 'within STALE_MS it may still be a live load');
+  await sleep(STALE_MS + HEARTBEAT_MS);
+  const late = await b.lookup(URL_);
+  assert.equal(late.stale, true);
+  assert.match(late.reason, /did not finish/);
+  assert.deepEqual(fs.readdirSync(dir), [], 'evicted with its marker');
+  // The same engine's next worker: the earlier worker's marker is a crash at once, even while
+  // fresh (an engine reloaded right after a crash must not load the entry again).
+  await store(a);
+  const first = await (await engineCache(dir, 'cccc', 1)).lookup(URL_);
+  await first.begin();
+  await first.stop();
+  const next = await (await engineCache(dir, 'cccc', 2)).lookup(URL_);
+  assert.equal(next.stale, true);
+  assert.deepEqual(fs.readdirSync(dir), []);
+  // An older version's marker (the URL alone) is a crash too.
+  await store(a);
+  const key = fs.readdirSync(dir).find((n) => n.endsWith('.json')).slice(0, -5);
+  fs.writeFileSync(path.join(dir, `${key}.loading`), URL_);
+  assert.equal((await b.lookup(URL_)).stale, true);
   assert.deepEqual(fs.readdirSync(dir), []);
 });

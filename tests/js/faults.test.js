@@ -160,6 +160,50 @@ test('corrupt cache entry (header overwritten): typed parse error, evicted, down
   await assertUsable('a corrupt header in the cache');
 });
 
+test('two tabs load the cached model at once: both from the cache, nothing evicted or downloaded', { skip }, async () => {
+  // A second tab of the same origin (same OPFS), its own engine. Its load starts while the
+  // first tab's is in progress (its crash marker is on disk): a load in progress is not a crash.
+  const page2 = await context.newPage();
+  try {
+    await page2.goto(`${web.origin}/tests/js/pages/router.html`);
+    await page2.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: 30_000 });
+    await page2.evaluate(async () => {
+      window.__logs = [];
+      window.engine = await window.edgellm.createEngine({ cache: true, onLog: (level, message) => window.__logs.push(`${level}: ${message}`) });
+    });
+    web.resetStats();
+    const first = loadInPage('/models/drop-once.gguf');
+    const second = page2.evaluate(async () => {
+      const root = await navigator.storage.getDirectory();
+      const dir = await root.getDirectoryHandle('edgellm-cache', { create: true });
+      const until = performance.now() + 20_000;
+      let seen = false;
+      while (!seen && performance.now() < until) {
+        for await (const [name] of dir.entries()) seen ||= name.endsWith('.loading');
+        if (!seen) await new Promise((res) => setTimeout(res, 5));
+      }
+      try {
+        const info = await window.engine.load('/models/drop-once.gguf');
+        return { seen, info: { source: info.source, sha256: info.sha256 }, logs: window.__logs.slice() };
+      } catch (e) {
+        return { seen, error: { code: e.code, message: e.message }, logs: window.__logs.slice() };
+      }
+    });
+    const [a, b] = await Promise.all([first, second]);
+    assert.equal(b.seen, true, 'the second load started while the first one was in progress');
+    assert.deepEqual(a.info, { source: 'cache', sha256: MODEL_SHA256, file_size: MODEL_SIZE }, JSON.stringify(a));
+    assert.deepEqual(b.info, { source: 'cache', sha256: MODEL_SHA256 }, JSON.stringify(b));
+    assert.ok(![...a.logs, ...b.logs].some((l) => /did not finish|dropped|rejected/.test(l)), JSON.stringify([a.logs, b.logs]));
+    assert.equal(web.stats.bytes['/models/drop-once.gguf'] || 0, 0, 'nothing downloaded');
+    assert.deepEqual(await cacheList(), [{ path: '/models/drop-once.gguf', size: MODEL_SIZE, sha256: MODEL_SHA256 }]);
+    assert.ok(!(await opfsFiles()).some((f) => f.endsWith('.loading')), 'both markers are gone');
+  } finally {
+    await page2.evaluate(() => window.engine && window.engine.terminate()).catch(() => {});
+    await page2.close();
+  }
+  await assertUsable('two tabs loading at once');
+});
+
 test('a cache entry that crashes the engine mid-load: ENGINE_CRASHED once, evicted, never a crash loop', { skip }, async () => {
   const r = await inPage(async (engine) => {
     await engine._debugFault({ at: 'load', after: 8, fault: 'panic' });

@@ -48,6 +48,10 @@ export class Engine {
   #lastLong = null; // usage.compute.sustained of the last long local request
   #lastLongAt = 0; // when it ended (performance.now())
   #local; // what local-generation.js needs of this engine
+  // This engine in the cache's crash markers (cache.js): a random id, and its worker's number
+  // (one more at every start), so a later worker of this engine knows an earlier one's marker
+  // for a dead load, and another tab's for a live one.
+  #cacheOwner = { engine: Array.from(globalThis.crypto.getRandomValues(new Uint8Array(8)), (b) => b.toString(16).padStart(2, '0')).join(''), worker: 0 };
 
   /** Info about the loaded model (null when none). */
   model = null;
@@ -75,7 +79,7 @@ export class Engine {
     this.#device.pressure.onChange((state) => this.#listeners.emit('pressure', { reason: 'state', state, sustained: null }));
     this.#link = new WorkerLink(spawn, {
       // Read at every (re)start: a restarted worker gets the memory options in force now.
-      init: () => ({ wasmUrl: this.#opts.wasmUrl, simd: this.#opts.simd, threads: this.#opts.threads, cache: { enabled: !!this.#opts.cache, dir: this.#opts.cacheDir }, memory: this.#memoryOpts, energy: this.#energy }),
+      init: () => ({ wasmUrl: this.#opts.wasmUrl, simd: this.#opts.simd, threads: this.#opts.threads, cache: { enabled: !!this.#opts.cache, dir: this.#opts.cacheDir, owner: { ...this.#cacheOwner, worker: ++this.#cacheOwner.worker } }, memory: this.#memoryOpts, energy: this.#energy }),
       initTimeoutMs: this.#opts.initTimeoutMs,
       abortGraceMs: this.#opts.abortGraceMs,
       onLog: this.#opts.onLog,
