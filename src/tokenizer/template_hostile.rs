@@ -25,6 +25,15 @@ pub const CASES: &[(&str, &str)] = &[
     ("{{ range(100000) | list | tojson | length }}", ""),
     ("{% for i in range(20) %}{{ range(100000) | list | tojson }}{% endfor %}", "CHAT_TEMPLATE_OUTPUT_TOO_LARGE"),
     ("{% for i in range(100000) %}{{ messages }}{% endfor %}", "CHAT_TEMPLATE_OUTPUT_TOO_LARGE"),
+    // Filters and methods whose integer or format-string arguments size what they build.
+    ("{{ 'a\nb\nc' | indent(10000000000) }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{{ 'a\nb\nc' | indent(width=10000000000) }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{{ [1, 2] | batch(1000000000000) | list }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{{ [1, 2] | slice(1000000000000) | list }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{{ '%1000000000d' | format(1) }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{{ '{:>1000000000}'.format(1) }}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{% set big = '<' * 1000000 %}{% for i in range(20) %}{% set x = big | e %}{% endfor %}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{{ 'a\nb' | indent(2) }}|{{ [1, 2, 3] | batch(2) | list | length }}|{{ '%05d' | format(42) }}|{{ '{:>4}'.format(7) }}|{{ '<' | e }}", ""),
     // Values grown or nested one instruction at a time.
     ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}", "CHAT_TEMPLATE_TOO_COSTLY"),
     ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s | length }}", "CHAT_TEMPLATE_TOO_COSTLY"),

@@ -87,6 +87,45 @@ fn size(v: &Value) -> u64 {
     }
 }
 
+/// What an argument can make a filter or method walk or build: its size, and for an integer its
+/// value (`indent(width)` repeats `width` spaces per line, `batch(n)` and `slice(n)` reserve `n`
+/// items up front: one large integer asked for terabytes before any result existed).
+fn arg_size(v: &Value) -> u64 {
+    match v.kind() {
+        ValueKind::Number => v.as_i64().map_or(1, |n| n.unsigned_abs()).max(1),
+        // Keyword arguments (`indent(width=...)`): each one as an argument.
+        ValueKind::Map if v.is_kwargs() => v.try_iter().map_or(1, |keys| keys.map(|k| v.get_item(&k).map_or(1, |x| arg_size(&x))).fold(1u64, u64::saturating_add)),
+        _ => size(v),
+    }
+}
+
+/// The widths a format string can ask for (`%1000000000d`, `{:>1000000000}`): every run of digits
+/// in it, summed.
+fn format_widths(spec: &Value) -> u64 {
+    let mut total = 0u64;
+    let mut run = 0u64;
+    for c in spec.as_str().unwrap_or_default().chars().chain(std::iter::once(' ')) {
+        match c.to_digit(10) {
+            Some(d) => run = run.saturating_mul(10).saturating_add(d as u64),
+            None => {
+                total = total.saturating_add(run);
+                run = 0;
+            }
+        }
+    }
+    total
+}
+
+/// What a call of filter or method `name` on `args` (the value first) may walk or build,
+/// charged before it runs.
+fn cost_before(name: &str, args: &[Value]) -> u64 {
+    match name {
+        "replace" => replace_bound(args),
+        "format" => args.iter().map(arg_size).fold(0u64, u64::saturating_add).saturating_add(args.first().map_or(0, format_widths)),
+        _ => args.iter().map(arg_size).fold(0u64, u64::saturating_add),
+    }
+}
+
 /// The longest result `replace(old, new)` on `s` can give: every `old` becomes `new`.
 fn replace_bound(args: &[Value]) -> u64 {
     let len = |i: usize| args.get(i).and_then(Value::as_str).map_or(0, |s| s.len() as u64);
@@ -120,8 +159,7 @@ pub fn install(env: &mut Environment<'_>, budget: &WorkBudget, methods: fn(&Stat
             env.add_filter(concat!("budget:", stringify!($name)), $module::$name);
             let b = budget.clone();
             env.add_filter(stringify!($name), move |state: &State, args: Rest<Value>| -> Result<Value, Error> {
-                let before = if stringify!($name) == "replace" { replace_bound(&args) } else { args.iter().map(size).sum() };
-                b.charge(before)?;
+                b.charge(cost_before(stringify!($name), &args))?;
                 let out = state.apply_filter(concat!("budget:", stringify!($name)), &args)?;
                 b.charge(size(&out))?;
                 Ok(out)
@@ -129,16 +167,14 @@ pub fn install(env: &mut Environment<'_>, budget: &WorkBudget, methods: fn(&Stat
         )*};
     }
     walking_filters!(wrap);
+    // `e` is minijinja's alias of `escape` (which can make a string 5 times longer): the same
+    // wrapped filter under its other name.
+    env.add_filter("e", |state: &State, args: Rest<Value>| state.apply_filter("escape", &args));
     let b = budget.clone();
     env.set_unknown_method_callback(move |state: &State, value: &Value, method: &str, args: &[Value]| {
-        let before = if method == "replace" {
-            let mut all = vec![value.clone()];
-            all.extend_from_slice(args);
-            replace_bound(&all)
-        } else {
-            size(value) + args.iter().map(size).sum::<u64>()
-        };
-        b.charge(before)?;
+        let mut all = vec![value.clone()];
+        all.extend_from_slice(args);
+        b.charge(cost_before(method, &all))?;
         let out = methods(state, value, method, args)?;
         b.charge(size(&out))?;
         Ok(out)
