@@ -87,9 +87,9 @@ fn size(v: &Value) -> u64 {
     }
 }
 
-/// What an argument can make a filter or method walk or build: its size, and for an integer its
-/// value (`indent(width)` repeats `width` spaces per line, `batch(n)` and `slice(n)` reserve `n`
-/// items up front: one large integer asked for terabytes before any result existed).
+/// What a sizing argument can make a filter build: for an integer its value (`indent(width)`
+/// repeats `width` spaces per line, `batch(n)` and `slice(n)` reserve `n` items up front: one
+/// large integer asked for terabytes before any result existed), else its size.
 fn arg_size(v: &Value) -> u64 {
     match v.kind() {
         ValueKind::Number => v.as_i64().map_or(1, |n| n.unsigned_abs()).max(1),
@@ -117,12 +117,16 @@ fn format_widths(spec: &Value) -> u64 {
 }
 
 /// What a call of filter or method `name` on `args` (the value first) may walk or build,
-/// charged before it runs.
+/// charged before it runs: the sizes of its arguments; for the filters whose integer
+/// parameters size what they build, those integers' values; for `format`, the widths its
+/// format string asks for.
 fn cost_before(name: &str, args: &[Value]) -> u64 {
-    match name {
-        "replace" => replace_bound(args),
-        "format" => args.iter().map(arg_size).fold(0u64, u64::saturating_add).saturating_add(args.first().map_or(0, format_widths)),
-        _ => args.iter().map(arg_size).fold(0u64, u64::saturating_add),
+    let sizes = |a: &[Value], f: fn(&Value) -> u64| a.iter().map(f).fold(0u64, u64::saturating_add);
+    match (name, args.split_first()) {
+        ("replace", _) => replace_bound(args),
+        ("indent" | "batch" | "slice", Some((value, params))) => size(value).saturating_add(sizes(params, arg_size)),
+        ("format", Some((spec, _))) => sizes(args, size).saturating_add(format_widths(spec)),
+        _ => sizes(args, size),
     }
 }
 
