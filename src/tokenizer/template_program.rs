@@ -187,9 +187,11 @@ fn check_nesting(v: &Value, budget: &WorkBudget) -> Result<(), Error> {
         if is_map && is_loop(&x) {
             return Err(Error::new(ErrorKind::InvalidOperation, "chat template: a loop object cannot be kept in a namespace"));
         }
-        for item in x.try_iter()? {
+        // An object that does not list what it holds (a macro's attributes, say) is a leaf.
+        let Ok(items) = x.try_iter() else { continue };
+        for item in items {
             budget.charge(1)?;
-            let child = if is_map { x.get_item(&item)? } else { item };
+            let child = if is_map { x.get_item(&item).unwrap_or_default() } else { item };
             if container(&child) {
                 stack.push((child, depth + 1));
             }
