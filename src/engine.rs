@@ -509,11 +509,12 @@ impl Session {
             let head = if let Some(need) = need {
                 let model = &self.model;
                 let check = self.head_mode == HeadMode::Checked;
-                // The penalized recent tokens: computed exactly by the screen, ranked penalized.
-                self.sampler.prepare_penalized(&self.tokens);
+                // The penalized recent tokens and the biased ones: computed exactly by the
+                // screen, ranked by their adjusted logits.
+                self.sampler.prepare_adjusted(&self.tokens, n_vocab);
                 let sampler = &self.sampler;
-                let value = |i: usize, z: f32| sampler.penalized_logit(i, z);
-                let ask = Ask { need, adjusted: sampler.penalized(), value: &value };
+                let value = |i: usize, z: f32| sampler.adjusted_logit(i, z);
+                let ask = Ask { need, adjusted: sampler.adjusted(), value: &value };
                 model.forward_screened(t, &mut self.kv, &mut self.scratch, ask, &mut self.sparse, &mut self.out, check)?;
                 if check {
                     if let Err(e) = check_against_full(&self.sparse, &self.out, ask) {

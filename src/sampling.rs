@@ -33,6 +33,9 @@ pub struct SamplerConfig {
     /// How many of the latest tokens the penalties look at.
     pub penalty_last_n: usize,
     pub seed: u64,
+    /// OpenAI's `logit_bias`: `(token, bias)` added to that token's logit before every other
+    /// stage (llama.cpp's order), ids ascending and each once ([`SamplerConfig::with_logit_bias`]).
+    pub logit_bias: Vec<(u32, f32)>,
 }
 
 impl Default for SamplerConfig {
@@ -47,6 +50,7 @@ impl Default for SamplerConfig {
             frequency_penalty: 0.0,
             penalty_last_n: 64,
             seed: 0,
+            logit_bias: Vec::new(),
         }
     }
 }
@@ -59,6 +63,17 @@ impl SamplerConfig {
 
     pub fn is_greedy(&self) -> bool {
         self.temperature <= 0.0
+    }
+
+    /// These settings with `bias` as the logit bias (sorted by id; a repeated id keeps its
+    /// last bias).
+    pub fn with_logit_bias(mut self, bias: impl IntoIterator<Item = (u32, f32)>) -> Self {
+        let mut b: Vec<(u32, f32)> = bias.into_iter().collect();
+        b.reverse();
+        b.sort_by_key(|x| x.0);
+        b.dedup_by_key(|x| x.0);
+        self.logit_bias = b;
+        self
     }
 
     fn has_penalties(&self) -> bool {
@@ -76,6 +91,17 @@ impl SamplerConfig {
     fn penalize(&self, l: f32, count: f32) -> f32 {
         let l = if l <= 0.0 { l * self.repeat_penalty } else { l / self.repeat_penalty };
         l - (count * self.frequency_penalty + self.presence_penalty)
+    }
+
+    /// A logit with its token's `bias` added, then the penalties when the token was seen
+    /// (`count > 0`) and penalties are on.
+    fn adjust(&self, l: f32, bias: f32, count: u32) -> f32 {
+        let l = l + bias;
+        if count > 0 && self.has_penalties() {
+            self.penalize(l, count as f32)
+        } else {
+            l
+        }
     }
 }
 
@@ -137,9 +163,11 @@ pub struct Sampler {
     rng: Rng,
     cand: Vec<(u32, f32)>,
     recent: Vec<u32>,
-    /// The tokens the penalties change at this step (ascending, each once) and their counts.
-    penalized: Vec<u32>,
+    /// The tokens whose logit is changed at this step (ascending, each once): penalized or
+    /// biased; their counts in the recent window (0: only biased) and their biases.
+    adjusted: Vec<u32>,
     counts: Vec<u32>,
+    biases: Vec<f32>,
     /// Gumbel-max's candidate indices into `cand`.
     gumbel_rows: Vec<u32>,
 }
@@ -147,7 +175,7 @@ pub struct Sampler {
 impl Sampler {
     pub fn new(cfg: SamplerConfig) -> Sampler {
         let rng = Rng::new(cfg.seed);
-        Sampler { cfg, rng, cand: Vec::new(), recent: Vec::new(), penalized: Vec::new(), counts: Vec::new(), gumbel_rows: Vec::new() }
+        Sampler { cfg, rng, cand: Vec::new(), recent: Vec::new(), adjusted: Vec::new(), counts: Vec::new(), biases: Vec::new(), gumbel_rows: Vec::new() }
     }
 
     pub fn config(&self) -> &SamplerConfig {
@@ -157,7 +185,7 @@ impl Sampler {
     /// Bytes of the reusable buffers (the candidate list, recent tokens for the penalties).
     pub fn bytes(&self) -> usize {
         self.cand.capacity() * std::mem::size_of::<(u32, f32)>()
-            + 4 * (self.recent.capacity() + self.penalized.capacity() + self.counts.capacity() + self.gumbel_rows.capacity())
+            + 4 * (self.recent.capacity() + self.adjusted.capacity() + self.counts.capacity() + self.biases.capacity() + self.gumbel_rows.capacity())
     }
 
     /// Restarts the RNG from `seed` (a fresh run with the same seed repeats its draws).
@@ -169,9 +197,9 @@ impl Sampler {
     /// What the screened head must deliver for [`sample_candidates`](Self::sample_candidates)
     /// to pick exactly the token [`sample`](Self::sample) would from all `n_vocab` logits, or
     /// `None` when this configuration needs every logit: top-p without top-k (its cut sums
-    /// over the whole vocabulary). The logits it is about are the penalized ones: the tokens
-    /// the penalties change ([`penalized`](Self::penalized)) are computed exactly by the screen
-    /// and ranked by [`penalized_logit`](Self::penalized_logit). Pure temperature sampling
+    /// over the whole vocabulary). The logits it is about are the adjusted ones: the tokens
+    /// the penalties or the logit bias change ([`adjusted`](Self::adjusted)) are computed
+    /// exactly by the screen and ranked by [`adjusted_logit`](Self::adjusted_logit). Pure temperature sampling
     /// asks for Gumbel-max's candidates under the key its next draw will use.
     pub fn screen_need(&self, n_vocab: usize) -> Option<Need> {
         if self.cfg.is_greedy() {
@@ -190,32 +218,48 @@ impl Sampler {
         Some(Need::Gumbel { t: self.cfg.temperature, key: self.rng.clone().next_u64() })
     }
 
-    /// Finds the tokens the penalties change at the next sample after `history` (ascending,
-    /// each once; none without penalties), read by [`penalized`](Self::penalized): the
-    /// screened head computes these rows exactly.
-    pub fn prepare_penalized(&mut self, history: &[u32]) {
-        self.penalized.clear();
+    /// Finds the tokens whose logit changes at the next sample after `history` (ascending, each
+    /// once): the ones the penalties change (seen in the last `penalty_last_n`) and the biased
+    /// ones below `n_vocab` (a bias on an id the model does not have changes nothing; requests
+    /// are refused for one before this), read by [`adjusted`](Self::adjusted): the screened
+    /// head computes these rows exactly.
+    pub fn prepare_adjusted(&mut self, history: &[u32], n_vocab: usize) {
+        self.adjusted.clear();
         self.counts.clear();
+        self.biases.clear();
+        self.recent.clear();
         if self.cfg.has_penalties() {
-            let last = &history[history.len().saturating_sub(self.cfg.penalty_last_n)..];
-            self.recent.clear();
-            self.recent.extend_from_slice(last);
+            self.recent.extend_from_slice(&history[history.len().saturating_sub(self.cfg.penalty_last_n)..]);
             self.recent.sort_unstable();
-            for chunk in self.recent.chunk_by(|a, b| a == b) {
-                self.penalized.push(chunk[0]);
-                self.counts.push(chunk.len() as u32);
-            }
+        }
+        // Merge the seen tokens (with their counts) and the biased ones, both ascending.
+        let in_vocab = self.cfg.logit_bias.partition_point(|b| (b.0 as usize) < n_vocab);
+        let (mut seen, mut biased) = (self.recent.chunk_by(|a, b| a == b).peekable(), self.cfg.logit_bias[..in_vocab].iter().peekable());
+        loop {
+            let next_seen = seen.peek().map(|c| c[0]);
+            let next_biased = biased.peek().map(|b| b.0);
+            let id = match (next_seen, next_biased) {
+                (None, None) => break,
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) => a,
+                (None, Some(b)) => b,
+            };
+            let count = if next_seen == Some(id) { seen.next().map_or(0, |c| c.len() as u32) } else { 0 };
+            let bias = if next_biased == Some(id) { biased.next().map_or(0.0, |b| b.1) } else { 0.0 };
+            self.adjusted.push(id);
+            self.counts.push(count);
+            self.biases.push(bias);
         }
     }
 
-    /// The tokens of the last [`prepare_penalized`](Self::prepare_penalized).
-    pub fn penalized(&self) -> &[u32] {
-        &self.penalized
+    /// The tokens of the last [`prepare_adjusted`](Self::prepare_adjusted).
+    pub fn adjusted(&self) -> &[u32] {
+        &self.adjusted
     }
 
-    /// The value the sampler ranks token `penalized()[i]` by, given its logit `z`.
-    pub fn penalized_logit(&self, i: usize, z: f32) -> f32 {
-        self.cfg.penalize(z, self.counts[i] as f32)
+    /// The value the sampler ranks token `adjusted()[i]` by, given its logit `z`.
+    pub fn adjusted_logit(&self, i: usize, z: f32) -> f32 {
+        self.cfg.adjust(z, self.biases[i], self.counts[i])
     }
 
     /// Picks the next token from a subset of the `n_vocab` logits (`ids` ascending, `logits`
@@ -232,8 +276,8 @@ impl Sampler {
     /// Picks the next token from `logits` given the tokens so far (`history`: prompt and
     /// generated; the penalties look at its last `penalty_last_n`).
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
-        let penalize = self.cfg.has_penalties() && !history.is_empty();
-        if self.cfg.is_greedy() && !penalize {
+        let adjust = !self.cfg.logit_bias.is_empty() || (self.cfg.has_penalties() && !history.is_empty());
+        if self.cfg.is_greedy() && !adjust {
             return argmax(logits);
         }
         self.cand.clear();
@@ -247,7 +291,7 @@ impl Sampler {
         if self.cand.is_empty() {
             return 0;
         }
-        self.apply_penalties(history);
+        self.apply_adjustments(history, n_vocab);
         if self.cfg.is_greedy() {
             // Ids ascend, so the first best is the first best in id order.
             let mut best = 0;
@@ -291,13 +335,13 @@ impl Sampler {
         self.draw()
     }
 
-    /// The penalties on `cand` (ids ascending); a penalized token absent from a subset is one
-    /// the screen found cannot be picked.
-    fn apply_penalties(&mut self, history: &[u32]) {
-        self.prepare_penalized(history);
-        for (k, &id) in self.penalized.iter().enumerate() {
+    /// The logit bias and the penalties on `cand` (ids ascending); an adjusted token absent
+    /// from a subset is one the screen found cannot be picked.
+    fn apply_adjustments(&mut self, history: &[u32], n_vocab: usize) {
+        self.prepare_adjusted(history, n_vocab);
+        for (k, &id) in self.adjusted.iter().enumerate() {
             if let Ok(i) = self.cand.binary_search_by_key(&id, |c| c.0) {
-                self.cand[i].1 = self.cfg.penalize(self.cand[i].1, self.counts[k] as f32);
+                self.cand[i].1 = self.cfg.adjust(self.cand[i].1, self.biases[k], self.counts[k]);
             }
         }
     }

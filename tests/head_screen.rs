@@ -67,6 +67,12 @@ fn samplers() -> Vec<(&'static str, SamplerConfig, bool)> {
     // repetition penalty.
     let demo = SamplerConfig { temperature: 0.7, top_p: 0.95, min_p: 0.05, repeat_penalty: 1.1, seed: 17, ..SamplerConfig::default() };
     let top_p_only = SamplerConfig { temperature: 0.8, top_k: 0, top_p: 0.9, min_p: 0.0, seed: 19, ..SamplerConfig::default() };
+    // OpenAI's logit_bias: a band of ids pushed up (some then win, so the screen must rank
+    // them exactly), bans, and small shifts; greedy, and Gumbel-max with penalties too.
+    let bias: Vec<(u32, f32)> = (40..80).map(|i| (i, 6.0)).chain((0..40).map(|i| (i, -100.0))).chain([(200, 1.5), (300, -2.0)]).collect();
+    let greedy_bias = SamplerConfig::greedy().with_logit_bias(bias.clone());
+    let hot_bias = hot_penalized.clone().with_logit_bias(bias.clone());
+    let min_p_bias = min_p.clone().with_logit_bias(bias);
     vec![
         ("greedy", SamplerConfig::greedy(), true),
         ("min-p", min_p, true),
@@ -77,6 +83,9 @@ fn samplers() -> Vec<(&'static str, SamplerConfig, bool)> {
         ("pure temperature 0.35", cold, true),
         ("pure temperature 1.6 with penalties", hot_penalized, true),
         ("demo defaults", demo, true),
+        ("greedy with logit_bias", greedy_bias, true),
+        ("pure temperature with penalties and logit_bias", hot_bias, true),
+        ("min-p with logit_bias", min_p_bias, true),
         ("top-p without top-k", top_p_only, false),
     ]
 }

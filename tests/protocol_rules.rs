@@ -48,7 +48,6 @@ fn a_full_request_maps_every_field() {
 fn unsupported_and_unknown_parameters_are_refused_by_name() {
     for (body, code, param) in [
         (json!({"functions": [{"name": "f"}]}), "unsupported_parameter", "functions"),
-        (json!({"logit_bias": {"50256": -100}}), "unsupported_parameter", "logit_bias"),
         (json!({"n": 2}), "unsupported_parameter", "n"),
         (json!({"frobnicate": 1}), "unknown_parameter", "frobnicate"),
         (json!({"echo": true}), "unknown_parameter", "echo"),
@@ -321,4 +320,17 @@ fn only_openai_roles_are_accepted() {
         assert_eq!(refused(with_role(r)), ("invalid_messages".to_string(), "messages[0].role".to_string()), "{r:?}");
     }
     assert_eq!(refused(with_role("function")).0, "unsupported_parameter");
+}
+
+#[test]
+fn logit_bias_maps_token_ids_to_biases_in_openais_range() {
+    let parsed = |v: Value| parse_request(Kind::Chat, &chat(json!({ "logit_bias": v })), RequestLimits::default()).map(|r| r.gen.logit_bias);
+    let b = parsed(json!({"50256": -100, "7": 2.5, "0": 100})).unwrap().unwrap();
+    assert_eq!(b.into_iter().collect::<Vec<_>>(), vec![(0, 100.0), (7, 2.5), (50256, -100.0)]);
+    // Empty or null: none.
+    assert_eq!(parsed(json!({})).unwrap(), None);
+    assert_eq!(parsed(Value::Null).unwrap(), None);
+    for bad in [json!({"-1": 1}), json!({"1.5": 1}), json!({"a": 1}), json!({"": 1}), json!({"99999999999": 1}), json!({"5": 100.5}), json!({"5": -101}), json!({"5": "1"}), json!({"5": null}), json!([1]), json!("x")] {
+        assert_eq!(refused(chat(json!({ "logit_bias": bad.clone() }))), ("invalid_value".to_string(), "logit_bias".to_string()), "{bad}");
+    }
 }

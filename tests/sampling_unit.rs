@@ -221,3 +221,46 @@ fn pure_temperature_is_gumbel_max_over_every_logit() {
         }
     }
 }
+
+#[test]
+fn logit_bias_is_added_before_every_stage() {
+    let logits = [1.0f32, 3.0, 0.5, 2.9];
+    // -100 bans the best (greedy takes the next), +100 makes a weak token the choice.
+    let mut s = Sampler::new(SamplerConfig::greedy().with_logit_bias([(1, -100.0)]));
+    assert_eq!(s.sample(&logits, &[]), 3);
+    let mut s = Sampler::new(SamplerConfig::greedy().with_logit_bias([(2, 100.0)]));
+    assert_eq!(s.sample(&logits, &[]), 2);
+    // A small bias shifts the odds of a draw exactly as adding it to the logit does.
+    let biased = freqs(&cfg().with_logit_bias([(0, 1.0), (3, -0.5)]), &logits, &[], 40_000);
+    let shifted = freqs(&cfg(), &[2.0, 3.0, 0.5, 2.4], &[], 40_000);
+    for (a, b) in biased.iter().zip(&shifted) {
+        assert!((a - b).abs() < 1e-12, "{biased:?} vs {shifted:?}");
+    }
+    // Before the penalties (llama.cpp's order): 3 + 1 = 4, then divided by 2 = 2 < 2.9.
+    let c = SamplerConfig { repeat_penalty: 2.0, ..SamplerConfig::greedy() }.with_logit_bias([(1, 1.0)]);
+    assert_eq!(Sampler::new(c).sample(&logits, &[1]), 3);
+    // A repeated id keeps its last bias; the ids come out sorted.
+    let c = SamplerConfig::greedy().with_logit_bias([(3, 5.0), (0, 1.0), (3, -5.0)]);
+    assert_eq!(c.logit_bias, vec![(0, 1.0), (3, -5.0)]);
+}
+
+#[test]
+fn adjusted_rows_are_the_union_of_penalized_and_biased() {
+    let c = SamplerConfig { frequency_penalty: 0.5, ..SamplerConfig::greedy() }.with_logit_bias([(2, 1.0), (9, -3.0)]);
+    let mut s = Sampler::new(c);
+    s.prepare_adjusted(&[4, 2, 4, 7], 12);
+    assert_eq!(s.adjusted(), &[2, 4, 7, 9]);
+    // 2: seen once and biased; 4: seen twice; 9: only biased.
+    assert_eq!(s.adjusted_logit(0, 1.0), 1.0 + 1.0 - 0.5);
+    assert_eq!(s.adjusted_logit(1, 1.0), 1.0 - 1.0);
+    assert_eq!(s.adjusted_logit(3, 1.0), 1.0 - 3.0);
+    // Candidates holding every adjusted row and the unadjusted best pick what all logits pick.
+    let logits: Vec<f32> = (0..12).map(|i| ((i * 7) % 5) as f32 * 0.4).collect();
+    let full = s.clone().sample(&logits, &[4, 2, 4, 7]);
+    let ids = [1u32, 2, 3, 4, 7, 8, 9];
+    let sub: Vec<f32> = ids.iter().map(|&i| logits[i as usize]).collect();
+    assert_eq!(s.sample_candidates(&ids, &sub, &[4, 2, 4, 7], logits.len()), full);
+    // An id past the vocabulary is no row: left out.
+    s.prepare_adjusted(&[4, 2, 4, 7], 9);
+    assert_eq!(s.adjusted(), &[2, 4, 7]);
+}

@@ -257,6 +257,37 @@ fn logprobs_in_openai_shape() {
 }
 
 #[test]
+fn logit_bias_forces_and_bans_tokens() {
+    let Some(s) = server() else { return };
+    let (h, _) = edgellm::gguf::read_header_file(common::real_model().unwrap()).unwrap();
+    let tok = edgellm::tokenizer::Tokenizer::from_gguf(&h).unwrap();
+    let id_of = |text: &str| {
+        let ids = tok.encode(text, false, false);
+        assert_eq!(ids.len(), 1, "{text:?} is one token");
+        ids[0]
+    };
+    let complete = |bias: Value| {
+        let body = json!({"prompt": "The capital of France is", "max_tokens": 3, "temperature": 0, "logit_bias": bias});
+        let r = post_json(s.addr(), "/v1/completions", &[AUTH], &body);
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["choices"][0]["text"].as_str().unwrap().to_string()
+    };
+    let plain = complete(json!({}));
+    // +100 on " banana": the greedy answer starts with it.
+    let banana = id_of(" banana");
+    assert!(complete(json!({ banana.to_string(): 100 })).starts_with(" banana"), "{plain:?}");
+    // -100 on the greedy first token: another first token.
+    let first = tok.encode(&plain, false, false)[0];
+    let banned = complete(json!({ first.to_string(): -100 }));
+    assert_ne!(tok.encode(&banned, false, false)[0], first, "{plain:?} -> {banned:?}");
+    // An id the model does not have: a typed 400, nothing generated.
+    let body = json!({"prompt": "x", "max_tokens": 2, "logit_bias": {"999999999": 1}});
+    let r = post_json(s.addr(), "/v1/completions", &[AUTH], &body);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("logit_bias"), "{}", r.text());
+}
+
+#[test]
 fn cors_for_configured_origins_only() {
     let Some(s) = server() else { return };
     let a = s.addr();

@@ -2,9 +2,9 @@
 //! the token was sampled from.
 //!
 //! Which distribution: the model's own — log-softmax over the whole vocabulary of the raw logits,
-//! before temperature, penalties and top-k/top-p/min-p truncation (what OpenAI reports). So a
-//! greedy token's logprob is the largest of the step, and the values do not depend on the
-//! sampling settings.
+//! before temperature, penalties and top-k/top-p/min-p truncation (what OpenAI reports), and
+//! before the logit bias (as llama.cpp reports it). So a greedy token's logprob is the largest
+//! of the step, and the values do not depend on the sampling settings.
 
 use serde::{Deserialize, Serialize};
 

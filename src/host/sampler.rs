@@ -37,6 +37,9 @@ impl GenerateRequest {
         if let Some(v) = self.seed {
             c.seed = v;
         }
+        if let Some(b) = &self.logit_bias {
+            c = c.with_logit_bias(b.iter().map(|(&id, &bias)| (id, bias)));
+        }
         c
     }
 }

@@ -79,6 +79,10 @@ pub struct GenerateRequest {
     pub seed: Option<u64>,
     #[serde(default)]
     pub stop: Option<Vec<String>>,
+    /// OpenAI's `logit_bias`: token id → bias in [-100, 100], added to that token's logit
+    /// before sampling (ids are checked against the loaded vocabulary by the host).
+    #[serde(default)]
+    pub logit_bias: Option<std::collections::BTreeMap<u32, f32>>,
     /// Parse special-token text inside user and tool contents too (default: literal text, so a
     /// user cannot forge turns; `tokenizer::ContentSpecials`).
     #[serde(default)]

@@ -391,13 +391,31 @@ fn check_metadata(o: &Map<String, Value>) -> Result<(), ProtocolError> {
     }
 }
 
-fn check_logit_bias(o: &Map<String, Value>) -> Result<(), ProtocolError> {
-    match get(o, "logit_bias") {
-        None => Ok(()),
-        Some(Value::Object(m)) if m.is_empty() => Ok(()),
-        Some(Value::Object(_)) => Err(ProtocolError::unsupported("logit_bias", "logit_bias is not supported: token biases are not implemented")),
-        Some(v) => Err(ProtocolError::invalid("logit_bias", format!("logit_bias must be an object, got {v}"))),
+/// Largest bias magnitude `logit_bias` takes (OpenAI's range).
+pub const MAX_LOGIT_BIAS: f64 = 100.0;
+
+/// `logit_bias`: an object from token ids (decimal strings, as JSON keys are) to numbers in
+/// [-100, 100]. Whether the ids exist is the loaded model's to say (`Host::generate_begin`).
+fn logit_bias(o: &Map<String, Value>) -> Result<Option<std::collections::BTreeMap<u32, f32>>, ProtocolError> {
+    let m = match get(o, "logit_bias") {
+        None => return Ok(None),
+        Some(Value::Object(m)) => m,
+        Some(v) => return Err(ProtocolError::invalid("logit_bias", format!("logit_bias must be an object of token ids to biases, got {v}"))),
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for (k, v) in m {
+        let id = Some(k.as_str()).filter(|k| !k.is_empty() && k.len() <= 10 && k.bytes().all(|b| b.is_ascii_digit())).and_then(|k| k.parse::<u32>().ok());
+        let Some(id) = id else {
+            return Err(ProtocolError::invalid("logit_bias", format!("logit_bias: {k:?} is not a token id (a non-negative integer)")));
+        };
+        match v.as_f64() {
+            Some(b) if b.is_finite() && b.abs() <= MAX_LOGIT_BIAS => {
+                out.insert(id, b as f32);
+            }
+            _ => return Err(ProtocolError::invalid("logit_bias", format!("logit_bias[{k}] must be a number in [-{MAX_LOGIT_BIAS}, {MAX_LOGIT_BIAS}], got {v}"))),
+        }
     }
+    Ok((!out.is_empty()).then_some(out))
 }
 
 /// `response_format` → what the output must be (`None`: free text). The schema itself is
@@ -497,7 +515,7 @@ pub fn parse_request(kind: Kind, body: &Value, limits: RequestLimits) -> Result<
     gen.seed = integer(o, "seed")?.map(|v| v as u64);
     gen.stop = stop(o)?;
     gen.raw_special_tokens = boolean(o, "raw_special_tokens")?;
-    check_logit_bias(o)?;
+    gen.logit_bias = logit_bias(o)?;
     check_metadata(o)?;
     gen.logprobs = logprobs(kind, o)?;
     gen.response_format = response_format(o)?;
