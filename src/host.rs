@@ -421,7 +421,7 @@ impl Host {
         let calls = calling.map(|t| crate::tools::output::CallStream::new(t.forced(), crate::tools::call_id_base(&prompt, req.seed.unwrap_or(0))));
         let n_vocab = l.session.model().n_vocab();
         if let Some((&id, _)) = req.logit_bias.iter().flatten().find(|(&id, _)| id as usize >= n_vocab) {
-            return Err(HostError::new("INVALID_REQUEST", format!("logit_bias: token id {id} is not in the model's vocabulary (ids 0..{n_vocab})")));
+            return Err(HostError::new("INVALID_REQUEST", format!("logit_bias: token id {id} is not in the model's vocabulary (ids 0..{n_vocab})")).with_param("logit_bias"));
         }
         l.session.set_sampler(req.sampler());
         // A forced call (`required`, a named function) is the whole output, held to the call

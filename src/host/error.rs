@@ -11,11 +11,19 @@ use crate::tokenizer::TokenizerError;
 pub struct HostError {
     pub code: String,
     pub message: String,
+    /// The request parameter at fault, when one is (OpenAI's `error.param`).
+    pub param: Option<String>,
 }
 
 impl HostError {
     pub fn new(code: &str, message: impl Into<String>) -> HostError {
-        HostError { code: code.to_string(), message: message.into() }
+        HostError { code: code.to_string(), message: message.into(), param: None }
+    }
+
+    /// This error, naming `param` as the request parameter at fault.
+    pub fn with_param(mut self, param: &str) -> HostError {
+        self.param = Some(param.to_string());
+        self
     }
 }
 

@@ -129,6 +129,9 @@ pub fn debug_panic() {
 fn js_error(e: HostError) -> JsValue {
     let err = JsError::new(&e.message);
     let _ = Reflect::set(&err, &JsValue::from_str("code"), &JsValue::from_str(&e.code));
+    if let Some(p) = &e.param {
+        let _ = Reflect::set(&err, &JsValue::from_str("param"), &JsValue::from_str(p));
+    }
     err.into()
 }
 

@@ -138,6 +138,12 @@ for (const label of TARGETS) {
     const ended = await client.completions.create({ model: id, prompt: 'The capital of France is', max_tokens: 4, temperature: 0, logit_bias: { 1: 100 } });
     assert.equal(ended.choices[0].text, '');
     assert.equal(ended.choices[0].finish_reason, 'stop');
+    // An id the model does not have: a 400 naming the parameter, on both targets.
+    await assert.rejects(client.completions.create({ model: id, prompt: 'x', max_tokens: 2, logit_bias: { 999999999: 1 } }), (e) => {
+      assert.equal(e.status, 400);
+      assert.equal(e.param, 'logit_bias');
+      return true;
+    });
   });
 
   test(`openai SDK (${label}): typed errors for a bad request${label === 'serve' ? ' and a wrong key' : ''}`, { skip }, async () => {

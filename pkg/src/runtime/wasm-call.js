@@ -31,7 +31,8 @@ export function callWasm(bindings, fn) {
     }
     if (e instanceof EdgeLLMError) throw e;
     const detail = e && typeof e === 'object' && typeof e.code === 'string' ? e.code : undefined;
-    if (detail) throw new EdgeLLMError(umbrellaCode(detail), String(e.message || detail), { detail });
+    // `param`: the request parameter the core names as at fault (OpenAI's error.param).
+    if (detail) throw new EdgeLLMError(umbrellaCode(detail), String(e.message || detail), { detail, ...(typeof e.param === 'string' ? { param: e.param } : {}) });
     throw toEdgeError(e);
   }
 }
