@@ -68,17 +68,40 @@ export function markerOwner(owner) {
 const markerName = (key, owner) => `${key}.${owner.engine}-${owner.worker}.loading`;
 const isMarkerOf = (key, name) => name.startsWith(`${key}.`) && name.endsWith('.loading');
 
-/** Whether the marker `text` belongs to no live load, seen by `owner` at time `now` (ms). */
-export function markerIsDead(text, owner, now) {
+/**
+ * What the marker `text` says to `owner` at time `now` (ms): 'live' (another engine's load in
+ * progress), 'dead' (no live load owns it) or 'unreadable' (not JSON: an older version's
+ * marker, the URL alone — or one caught mid-write).
+ */
+export function markerVerdict(text, owner, now) {
   let m = null;
   try {
     m = JSON.parse(text);
   } catch {
-    return true; // an older version's marker (the URL alone)
+    return 'unreadable';
   }
-  if (!m || typeof m.engine !== 'string' || !Number.isFinite(m.beat)) return true;
-  if (m.engine === owner.engine) return true; // an earlier worker of this engine: gone
-  return !(now - m.beat <= STALE_MS);
+  if (!m || typeof m.engine !== 'string' || !Number.isFinite(m.beat)) return 'dead';
+  if (m.engine === owner.engine) return 'dead'; // an earlier worker of this engine: gone
+  return now - m.beat <= STALE_MS ? 'live' : 'dead';
+}
+
+/** How long a lookup waits before reading an unreadable marker again. */
+const REREAD_MS = 100;
+
+/**
+ * Whether some marker of `readMarkers()` belongs to no live load. One that cannot be read is
+ * read again once after REREAD_MS (a write may have been caught half done) before it counts as
+ * an older version's, so dead.
+ */
+async function someMarkerDead(readMarkers, owner) {
+  for (let attempt = 0; ; attempt++) {
+    const now = Date.now();
+    const verdicts = (await readMarkers()).map((m) => markerVerdict(m.text, owner, now));
+    if (verdicts.includes('dead')) return true;
+    if (!verdicts.includes('unreadable')) return false;
+    if (attempt > 0) return true;
+    await new Promise((res) => setTimeout(res, REREAD_MS));
+  }
 }
 
 /**
@@ -98,7 +121,8 @@ function loadMarker(key, url, owner, beating, write, remove) {
     begin: async () => {
       beating.set(key, marker);
       await beat();
-      timer = setInterval(beat, HEARTBEAT_MS);
+      // Not when an eviction stopped this load during that first write.
+      if (beating.get(key) === marker) timer = setInterval(beat, HEARTBEAT_MS);
     },
     stop: async () => {
       clearInterval(timer);
@@ -170,8 +194,7 @@ export class OpfsCache {
 
   async lookup(url) {
     const key = await keyOf(url);
-    const now = Date.now();
-    if ((await this.#markers(key)).some((m) => markerIsDead(m.text, this.owner, now))) {
+    if (await someMarkerDead(() => this.#markers(key), this.owner)) {
       await this.evict(url);
       return { stale: true, reason: CRASHED };
     }
@@ -330,8 +353,7 @@ export class FsCache {
 
   async lookup(url) {
     const key = await keyOf(url);
-    const now = Date.now();
-    if ((await this.#markers(key)).some((m) => markerIsDead(m.text, this.owner, now))) {
+    if (await someMarkerDead(() => this.#markers(key), this.owner)) {
       await this.evict(url);
       return { stale: true, reason: CRASHED };
     }
@@ -362,7 +384,11 @@ export class FsCache {
       record,
       size,
       read: (opts) => readPath(this.fs, p, opts),
-      ...loadMarker(key, url, this.owner, this.beating, (text) => this.fs.promises.writeFile(marker, text), () => this.fs.promises.rm(marker, { force: true })),
+      // Written beside, then renamed over: a reader never sees half a marker.
+      ...loadMarker(key, url, this.owner, this.beating, async (text) => {
+        await this.fs.promises.writeFile(`${marker}.tmp`, text);
+        await this.fs.promises.rename(`${marker}.tmp`, marker);
+      }, () => this.fs.promises.rm(marker, { force: true })),
     };
   }
 

@@ -129,3 +129,31 @@ test('a marker whose engine stopped beating, or an earlier worker of this engine
   assert.equal((await b.lookup(URL_)).stale, true);
   assert.deepEqual(fs.readdirSync(dir), []);
 });
+
+test('an eviction during the first marker write stops the beats for good', async (t) => {
+  const { dir } = await freshCache();
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const a = await engineCache(dir, 'aaaa');
+  await store(a);
+  const hit = await a.lookup(URL_);
+  const begun = hit.begin();
+  await a.evict(URL_); // while begin() writes its first beat
+  await begun;
+  await sleep(3 * HEARTBEAT_MS);
+  assert.deepEqual(markers(dir), [], 'no beat after the eviction');
+});
+
+test('a marker caught half written is read again, not taken for a crash', async (t) => {
+  const { dir } = await freshCache();
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const a = await engineCache(dir, 'aaaa');
+  await store(a);
+  const key = fs.readdirSync(dir).find((n) => n.endsWith('.json')).slice(0, -5);
+  // Another engine's marker, empty for a moment (a storage without atomic replace).
+  const name = path.join(dir, `${key}.bbbb-1.loading`);
+  fs.writeFileSync(name, '');
+  setTimeout(() => fs.writeFileSync(name, JSON.stringify({ url: URL_, engine: 'bbbb', worker: 1, beat: Date.now() })), 30);
+  const hit = await a.lookup(URL_);
+  assert.ok(hit && !hit.stale, JSON.stringify(hit));
+  fs.rmSync(name);
+});
