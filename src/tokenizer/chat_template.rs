@@ -347,7 +347,7 @@ fn render_jinja(
     env.set_formatter(move |out, state, value| {
         template_filters::check_depth(value)?;
         printed.charge(template_filters::printed_len(value, printed.left()))?;
-        template_filters::formatter(out, state, value)
+        template_filters::print(out, state, value)
     });
     template_chains::check(source)?;
     let compiled = template_program::compile(source).map_err(|e| match template_consts::is_refusal(&e) {

@@ -52,30 +52,47 @@ pub const MAX_VALUE_DEPTH: usize = 256;
 /// Most nodes walked by [`check_depth`] (more could not be printed within the output limit).
 const MAX_VALUE_NODES: usize = 1 << 20;
 
-/// Refuses a value nested deeper than [`MAX_VALUE_DEPTH`], walking it without recursion.
-pub fn check_depth(value: &Value) -> Result<(), Error> {
-    if !matches!(value.kind(), ValueKind::Seq | ValueKind::Map) {
+/// Walks `value`'s sequences and maps (namespaces; lazy sequences too when `lazy`) without
+/// recursion, refusing it past [`MAX_VALUE_DEPTH`] levels: `container` sees each of them, `item`
+/// is called once per item walked. An object that does not list what it holds (a macro) is a
+/// leaf. The one walk behind [`check_depth`] and the namespace stores' check
+/// (`template_program`).
+pub fn walk_nested(value: &Value, lazy: bool, mut container: impl FnMut(&Value) -> Result<(), Error>, mut item: impl FnMut() -> Result<(), Error>) -> Result<(), Error> {
+    let is_container = |x: &Value| matches!(x.kind(), ValueKind::Seq | ValueKind::Map) || (lazy && x.kind() == ValueKind::Iterable);
+    if !is_container(value) {
         return Ok(());
     }
     let mut stack = vec![(value.clone(), 1usize)];
-    let mut nodes = 0usize;
-    while let Some((v, depth)) = stack.pop() {
-        nodes += 1;
-        if depth > MAX_VALUE_DEPTH || nodes > MAX_VALUE_NODES {
-            return Err(Error::new(ErrorKind::InvalidOperation, format!("a value nested deeper than {MAX_VALUE_DEPTH} levels or with more than {MAX_VALUE_NODES} items")));
+    while let Some((x, depth)) = stack.pop() {
+        if depth > MAX_VALUE_DEPTH {
+            return Err(Error::new(ErrorKind::InvalidOperation, format!("chat template: a value nested deeper than {MAX_VALUE_DEPTH} levels")));
         }
-        match v.kind() {
-            ValueKind::Seq => stack.extend(v.try_iter()?.map(|x| (x, depth + 1))),
-            ValueKind::Map => {
-                for k in v.try_iter()? {
-                    let x = v.get_item(&k)?;
-                    stack.push((x, depth + 1));
-                }
+        container(&x)?;
+        let is_map = x.kind() == ValueKind::Map;
+        let Ok(items) = x.try_iter() else { continue };
+        for it in items {
+            item()?;
+            let child = if is_map { x.get_item(&it).unwrap_or_default() } else { it };
+            if is_container(&child) {
+                stack.push((child, depth + 1));
             }
-            _ => {}
         }
     }
     Ok(())
+}
+
+/// Refuses a value nested deeper than [`MAX_VALUE_DEPTH`] or holding more than
+/// [`MAX_VALUE_NODES`] items (where it is printed or written with `tojson`).
+pub fn check_depth(value: &Value) -> Result<(), Error> {
+    let mut nodes = 0usize;
+    // Lazy sequences are printed item by item, under the output limit.
+    walk_nested(value, false, |_| Ok(()), || {
+        nodes += 1;
+        if nodes > MAX_VALUE_NODES {
+            return Err(Error::new(ErrorKind::InvalidOperation, format!("chat template: a value with more than {MAX_VALUE_NODES} items")));
+        }
+        Ok(())
+    })
 }
 
 /// A float as Python's `str`/`repr` writes it (`nan`, `inf` for the non-finite ones).
@@ -101,10 +118,7 @@ pub fn string(state: &State, value: &Value) -> Result<Value, Error> {
     }
 }
 
-/// The output formatter: a float as Python's `repr` (`{{ 1e-07 }}` is `1e-07`, as llama.cpp and
-/// Python print it; minijinja writes `0.0000001`), anything else through [`check_depth`] and
-/// minijinja's own.
-/// Bytes [`formatter`] writes for `value`, counted up to just past `cap` without writing them.
+/// Bytes [`print`] writes for `value`, counted up to just past `cap` without writing them.
 pub fn printed_len(value: &Value, cap: u64) -> u64 {
     match as_float(value) {
         Some(x) => float_text(x).len() as u64,
@@ -112,11 +126,14 @@ pub fn printed_len(value: &Value, cap: u64) -> u64 {
     }
 }
 
-pub fn formatter(out: &mut minijinja::Output<'_>, state: &State, value: &Value) -> Result<(), Error> {
+/// The output formatter's writing, once [`check_depth`] passed (the chat template's formatter
+/// charges [`printed_len`] in between): a float as Python's `repr` (`{{ 1e-07 }}` is `1e-07`,
+/// as llama.cpp and Python print it; minijinja writes `0.0000001`), anything else as minijinja
+/// prints it.
+pub fn print(out: &mut minijinja::Output<'_>, state: &State, value: &Value) -> Result<(), Error> {
     if let Some(x) = as_float(value) {
         return out.write_str(&float_text(x)).map_err(Error::from);
     }
-    check_depth(value)?;
     minijinja::escape_formatter(out, state, value)
 }
 
@@ -295,6 +312,12 @@ fn write_string(out: &mut String, s: &str, ensure_ascii: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The formatter without the output budget: the depth check, then [`print`].
+    fn formatter(out: &mut minijinja::Output<'_>, state: &State, value: &Value) -> Result<(), Error> {
+        check_depth(value)?;
+        print(out, state, value)
+    }
 
     fn render(src: &str, ctx: Value) -> String {
         let mut env = minijinja::Environment::new();

@@ -19,19 +19,18 @@
 //! - a value stored into a namespace (`{% set ns.x = ... %}`) is collected into a list when it
 //!   is a lazy sequence (`reverse`, `items`, slices, `*` and `+` on lists wrap their input, one
 //!   wrapper per iteration otherwise), then refused when it nests deeper than
-//!   [`MAX_VALUE_DEPTH`] levels (a walk charged per item). A namespace is the only place where a
+//!   [`MAX_VALUE_DEPTH`](super::template_filters::MAX_VALUE_DEPTH) levels (a walk charged per item). A namespace is the only place where a
 //!   value outlives a loop iteration (`set` is scoped to one); within one iteration a value is
 //!   bounded by the template's own size and minijinja's recursion limit.
 
 use std::fmt::{self, Write as _};
-use std::sync::Arc;
 
-use minijinja::machinery::{make_string_output, parse, CompiledTemplate, Instruction, Instructions, TemplateConfig, Vm, WhitespaceConfig};
+use minijinja::machinery::{make_string_output, parse, CodeGenerator, CompiledTemplate, Instruction, Instructions, Vm, WhitespaceConfig};
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Value, ValueKind};
 use minijinja::{AutoEscape, Environment, Error, ErrorKind};
 
-pub use super::template_filters::MAX_VALUE_DEPTH;
+use super::template_filters::walk_nested;
 use super::template_consts;
 use super::template_work::WorkBudget;
 
@@ -47,14 +46,16 @@ const KEPT: &str = "budget:kept";
 /// `lstrip_blocks`, no auto-escaping), once its constants are known to fold within limits, and
 /// rewrites it as the module docs say.
 pub fn compile<'s>(source: &'s str) -> Result<CompiledTemplate<'s>, Error> {
-    let config = TemplateConfig {
-        syntax_config: SyntaxConfig,
-        ws_config: WhitespaceConfig { keep_trailing_newline: false, lstrip_blocks: true, trim_blocks: true },
-        default_auto_escape: Arc::new(|_| AutoEscape::None),
-    };
-    // minijinja folds constant expressions while compiling: see `template_consts`.
-    template_consts::check(&parse(source, "chat", config.syntax_config.clone(), config.ws_config)?)?;
-    let mut compiled = CompiledTemplate::new("chat", source, &config)?;
+    let ws = WhitespaceConfig { keep_trailing_newline: false, lstrip_blocks: true, trim_blocks: true };
+    // Parsed once: checked (minijinja folds constant expressions while compiling: see
+    // `template_consts`), then compiled as `CompiledTemplate::new` does.
+    let ast = parse(source, "chat", SyntaxConfig, ws)?;
+    template_consts::check(&ast)?;
+    let mut codegen = CodeGenerator::new("chat", source);
+    codegen.compile_stmt(&ast);
+    let buffer_size_hint = codegen.buffer_size_hint();
+    let (instructions, blocks) = codegen.finish();
+    let mut compiled = CompiledTemplate { instructions, blocks, buffer_size_hint, syntax_config: SyntaxConfig, initial_auto_escape: AutoEscape::None };
     rewrite(&mut compiled.instructions);
     for block in compiled.blocks.values_mut() {
         rewrite(block);
@@ -169,35 +170,16 @@ fn collect_lazy(v: Value, budget: &WorkBudget) -> Result<Value, Error> {
     Ok(Value::from(all))
 }
 
-/// Refuses `v` when it nests deeper than [`MAX_VALUE_DEPTH`] levels (sequences, maps and
-/// namespaces), walking it without recursion, one unit of `budget` per item, or when it holds a
-/// `loop` object: a loop holds its iterable out of the walk's sight, so `{% for x in [ns.l] %}{%
-/// set ns.l = loop %}` in a loop chained one loop per iteration (no template keeps one).
+/// Refuses `v` when it nests deeper than [`MAX_VALUE_DEPTH`](super::template_filters::MAX_VALUE_DEPTH) levels (sequences, maps and
+/// namespaces), one unit of `budget` per item walked, or when it holds a `loop` object: a loop
+/// holds its iterable out of the walk's sight, so `{% for x in [ns.l] %}{% set ns.l = loop %}`
+/// in a loop chained one loop per iteration (no template keeps one).
 fn check_nesting(v: &Value, budget: &WorkBudget) -> Result<(), Error> {
-    let container = |x: &Value| matches!(x.kind(), ValueKind::Seq | ValueKind::Iterable | ValueKind::Map);
-    if !container(v) {
-        return Ok(());
-    }
-    let mut stack = vec![(v.clone(), 1usize)];
-    while let Some((x, depth)) = stack.pop() {
-        if depth > MAX_VALUE_DEPTH {
-            return Err(Error::new(ErrorKind::InvalidOperation, format!("chat template: a value nested deeper than {MAX_VALUE_DEPTH} levels")));
-        }
-        let is_map = x.kind() == ValueKind::Map;
-        if is_map && is_loop(&x) {
-            return Err(Error::new(ErrorKind::InvalidOperation, "chat template: a loop object cannot be kept in a namespace"));
-        }
-        // An object that does not list what it holds (a macro's attributes, say) is a leaf.
-        let Ok(items) = x.try_iter() else { continue };
-        for item in items {
-            budget.charge(1)?;
-            let child = if is_map { x.get_item(&item).unwrap_or_default() } else { item };
-            if container(&child) {
-                stack.push((child, depth + 1));
-            }
-        }
-    }
-    Ok(())
+    let no_loop = |x: &Value| match x.kind() == ValueKind::Map && is_loop(x) {
+        true => Err(Error::new(ErrorKind::InvalidOperation, "chat template: a loop object cannot be kept in a namespace")),
+        false => Ok(()),
+    };
+    walk_nested(v, true, no_loop, || budget.charge(1))
 }
 
 /// Whether `v` is minijinja's `loop` object: a map whose first attribute is `index0` and that

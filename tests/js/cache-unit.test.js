@@ -73,6 +73,8 @@ test('a wrong-size entry is evicted before it is read', async (t) => {
 const engineCache = (dir, engine, worker = 1) => FsCache.open(fs, path, dir, { engine, worker });
 const markers = (dir) => fs.readdirSync(dir).filter((n) => n.endsWith('.loading'));
 const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+/** The file-name key of the one entry in `dir`. */
+const entryKey = (dir) => fs.readdirSync(dir).find((n) => n.endsWith('.json')).slice(0, -5);
 
 test('two engines load one entry at once: a load in progress is not a crash', async (t) => {
   const { dir } = await freshCache();
@@ -124,7 +126,7 @@ test('a marker whose engine stopped beating, or an earlier worker of this engine
   assert.deepEqual(fs.readdirSync(dir), []);
   // An older version's marker (the URL alone) is a crash too.
   await store(a);
-  const key = fs.readdirSync(dir).find((n) => n.endsWith('.json')).slice(0, -5);
+  const key = entryKey(dir);
   fs.writeFileSync(path.join(dir, `${key}.loading`), URL_);
   assert.equal((await b.lookup(URL_)).stale, true);
   assert.deepEqual(fs.readdirSync(dir), []);
@@ -148,7 +150,7 @@ test('a marker caught half written is read again, not taken for a crash', async 
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   const a = await engineCache(dir, 'aaaa');
   await store(a);
-  const key = fs.readdirSync(dir).find((n) => n.endsWith('.json')).slice(0, -5);
+  const key = entryKey(dir);
   // Another engine's marker, empty for a moment (a storage without atomic replace).
   const name = path.join(dir, `${key}.bbbb-1.loading`);
   fs.writeFileSync(name, '');
