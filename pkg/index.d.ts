@@ -589,7 +589,7 @@ export interface ChatCompletionToolCallDelta {
 /**
  * The OpenAI parameters, checked by the core's rules (src/protocol/request.rs, the same for
  * `edgellm serve` and the remote route; a Rust test checks these declarations against them).
- * Any other parameter — e.g. OpenAI's `logit_bias` with entries, `audio` — is refused with INVALID_REQUEST, `detail`
+ * Any other parameter — e.g. OpenAI's `best_of`, `audio` — is refused with INVALID_REQUEST, `detail`
  * 'unsupported_parameter' or 'unknown_parameter' and `param` naming it: never silently ignored.
  */
 export interface SamplingParams extends RouteParams {
@@ -621,14 +621,21 @@ export interface SamplingParams extends RouteParams {
   user?: string | null;
   /** Informational: up to 16 string tags (e.g. for the router's `capability` rule). */
   metadata?: Record<string, string> | null;
-  /** Only an empty object: token biases are not supported. */
-  logit_bias?: Record<string, never> | null;
+  /**
+   * Token id (a decimal string, as JSON keys are) → bias in [-100, 100], added to that token's
+   * logit before every other sampling stage (-100 bans it, +100 all but forces it); an id
+   * outside the model's vocabulary is INVALID_REQUEST (`param: 'logit_bias'`).
+   */
+  logit_bias?: Record<string, number> | null;
   /**
    * Parse special-token text inside user and tool contents (default false: it is literal text,
    * so a user typing `<start_of_turn>` cannot forge a turn).
    */
   raw_special_tokens?: boolean;
-  /** Only 1 is supported. */
+  /**
+   * Choices, in [1, 128] (default 1): generated one after the other from the one prompt, each
+   * with its own seed (choice 0: `seed`); streamed, each choice's chunks carry its `index`.
+   */
   n?: number | null;
   signal?: AbortSignal;
 }

@@ -18,6 +18,7 @@
 //! `error`: `PROMPT_OVER_KV_BUDGET` before prefill). `kv_stats` reports occupancy at any step;
 //! the figures also come with every `GenerateResult`.
 
+mod choices;
 mod error;
 mod memory;
 mod prompt;
@@ -41,6 +42,7 @@ use crate::work::{CpuClock, Phase, PowerModel, WorkMeter};
 
 pub use crate::generate::{PrefillStatus, StepEvent};
 pub use memory::{EstimateReport, EstimateRequest, MemoryState, SkimProgress};
+pub use choices::ChoiceResult;
 pub use error::HostError;
 pub use prompt::TokenCount;
 pub use support::check_supported;
@@ -91,14 +93,30 @@ impl Filter {
     }
 }
 
-struct Generating {
+/// The choice being generated.
+struct Choice {
     driver: Generator,
-    started_ms: f64,
-    work: WorkMeter,
     /// The grammar state of a request with a `response_format` or tools.
     filter: Option<Filter>,
     /// With tools: the output read as content and calls.
     calls: Option<crate::tools::output::CallStream>,
+}
+
+struct Generating {
+    current: Choice,
+    /// Its index (OpenAI's `n`: see `host/choices.rs`).
+    index: usize,
+    /// Choices asked for.
+    n: usize,
+    /// For the choices after the first (`n > 1` only): the request, its prompt and max_tokens.
+    next: Option<(GenerateRequest, Vec<u32>, usize)>,
+    /// The choices finished so far, and their merged metrics.
+    finished: Finished,
+    /// The first choice's prompt figures (the request's).
+    prompt_tokens: usize,
+    cached_tokens: usize,
+    started_ms: f64,
+    work: WorkMeter,
 }
 
 /// The engine as seen by a host. One model at a time, one generation at a time.
@@ -401,38 +419,28 @@ impl Host {
         if max_tokens == 0 {
             return Err(HostError::new("INVALID_REQUEST", "max_tokens must be at least 1"));
         }
-        let calling = req.tools.as_ref().filter(|t| t.choice != crate::tools::ToolChoice::None);
-        if (req.response_format.is_some() || calling.is_some()) && l.vocabulary.is_none() {
-            let v = crate::structured::Vocabulary::new(&l.tokenizer).map_err(|e| HostError::new("INTERNAL", format!("structured output: {e}")))?;
-            l.vocabulary = Some(v);
-        }
-        let filter = match (&req.response_format, calling) {
-            (Some(format), _) => {
-                let vocab = l.vocabulary.as_ref().expect("built above");
-                Some(Filter::Format(vocab.constraint(format).map_err(|e| HostError::new("INVALID_REQUEST", format!("response_format: the schema cannot be used: {e}")))?))
-            }
-            (None, Some(t)) => {
-                let vocab = l.vocabulary.as_ref().expect("built above");
-                let c = crate::tools::constraint::ToolConstraint::new(vocab, t).map_err(|e| HostError::new("INVALID_REQUEST", format!("tools: a function's parameters schema cannot be used: {e}")))?;
-                c.map(Filter::Tools)
-            }
-            (None, None) => None,
-        };
-        let calls = calling.map(|t| crate::tools::output::CallStream::new(t.forced(), crate::tools::call_id_base(&prompt, req.seed.unwrap_or(0))));
         let n_vocab = l.session.model().n_vocab();
         if let Some((&id, _)) = req.logit_bias.iter().flatten().find(|(&id, _)| id as usize >= n_vocab) {
             return Err(HostError::new("INVALID_REQUEST", format!("logit_bias: token id {id} is not in the model's vocabulary (ids 0..{n_vocab})")).with_param("logit_bias"));
         }
-        l.session.set_sampler(req.sampler());
-        // A forced call (`required`, a named function) is the whole output, held to the call
-        // grammar: a stop string could only cut it (a "\n" stop cut every call after its first
-        // line), so stop strings apply to text answers only.
-        let stop = if calling.is_some_and(|t| t.forced()) { Vec::new() } else { req.stop.clone().unwrap_or_default() };
-        let opts = GenerateOptions { max_tokens, stop, stop_on_eog: true };
-        let mut driver = Generator::start(&l.session, &l.tokenizer, prompt, opts)?;
-        driver.set_logprobs(req.logprobs);
-        let started = GenerateStarted { prompt_tokens: driver.prompt().len(), cached_tokens: driver.cached_tokens(), max_tokens };
-        self.generating = Some(Generating { driver, started_ms: now_ms, work: WorkMeter::default(), filter, calls });
+        let n = req.choices();
+        if n > crate::protocol::MAX_CHOICES {
+            return Err(HostError::new("INVALID_REQUEST", format!("n must be at most {}, got {n}", crate::protocol::MAX_CHOICES)).with_param("n"));
+        }
+        let next = (n > 1).then(|| (req.clone(), prompt.clone(), max_tokens));
+        let current = start_choice(l, req, prompt, max_tokens, 0)?;
+        let started = GenerateStarted { prompt_tokens: current.driver.prompt().len(), cached_tokens: current.driver.cached_tokens(), max_tokens };
+        self.generating = Some(Generating {
+            current,
+            index: 0,
+            n,
+            next,
+            finished: Finished::default(),
+            prompt_tokens: started.prompt_tokens,
+            cached_tokens: started.cached_tokens,
+            started_ms: now_ms,
+            work: WorkMeter::default(),
+        });
         Ok(started)
     }
 
@@ -448,26 +456,42 @@ impl Host {
         // The memory budget: refused before a chunk that would grow memory past it.
         self.memory_guard(memory::Step::Prefill)?;
         let (l, g) = self.gen_parts()?;
-        Ok(g.driver.prefill(&mut l.session, PREFILL_CHUNK)?)
+        Ok(g.current.driver.prefill(&mut l.session, PREFILL_CHUNK)?)
     }
 
-    /// Samples one token (running the previous one through the model first).
+    /// Samples one token (running the previous one through the model first). With `n > 1`, the
+    /// step after a choice's last one starts the next choice, and the steps that prefill its
+    /// prompt (its last token, as a rule) return an event without a token.
     pub fn decode_step(&mut self) -> Result<StepEvent, HostError> {
         let t0 = self.stamp();
         let r = self.decode_step_inner();
-        self.charge(Phase::Decode, t0);
-        r
+        let phase = match &r {
+            Ok((_, true)) => Phase::Prefill,
+            _ => Phase::Decode,
+        };
+        self.charge(phase, t0);
+        r.map(|(ev, _)| ev)
     }
 
-    fn decode_step_inner(&mut self) -> Result<StepEvent, HostError> {
+    /// The step's event, and whether it was a prefill.
+    fn decode_step_inner(&mut self) -> Result<(StepEvent, bool), HostError> {
         self.memory_guard(memory::Step::Decode)?;
         let (l, g) = self.gen_parts()?;
-        if g.driver.prompt_remaining() > 0 {
-            return Err(HostError::new("INVALID_REQUEST", "decode_step before the prompt is prefilled"));
+        if g.current.driver.finish_reason().is_some() && g.index + 1 < g.n {
+            g.next_choice(l)?;
         }
-        let filter = g.filter.as_mut().map(Filter::as_dyn);
-        let mut ev = g.driver.step_with(&mut l.session, &l.tokenizer, filter)?;
-        if let Some(calls) = g.calls.as_mut() {
+        if g.current.driver.prompt_remaining() > 0 {
+            if g.index == 0 {
+                return Err(HostError::new("INVALID_REQUEST", "decode_step before the prompt is prefilled"));
+            }
+            g.current.driver.prefill(&mut l.session, PREFILL_CHUNK)?;
+            let ev = StepEvent { token: None, text: String::new(), finish_reason: None, logprobs: Vec::new(), tool_calls: Vec::new(), choice: g.index, choice_finish_reason: None, done: false };
+            return Ok((ev, true));
+        }
+        let c = &mut g.current;
+        let filter = c.filter.as_mut().map(Filter::as_dyn);
+        let mut ev = c.driver.step_with(&mut l.session, &l.tokenizer, filter)?;
+        if let Some(calls) = c.calls.as_mut() {
             let mut r = calls.push(&ev.text);
             if ev.finish_reason.is_some() {
                 let end = calls.finish();
@@ -477,36 +501,30 @@ impl Host {
             ev.text = r.content;
             ev.tool_calls = r.tool_calls;
         }
-        Ok(ev)
+        ev.choice = g.index;
+        ev.choice_finish_reason = ev.finish_reason.map(|f| choices::finish_reason(f, c.calls.as_ref()));
+        ev.done = ev.finish_reason.is_some() && g.index + 1 == g.n;
+        Ok((ev, false))
     }
 
-    /// Ends the generation and returns its text and usage figures.
+    /// Ends the generation and returns its text and usage figures (with `n > 1`: every
+    /// choice in `choices`, the first one's also at the top level).
     pub fn generate_end(&mut self, now_ms: f64) -> Result<GenerateResult, HostError> {
         let l = self.loaded.as_ref().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
         let g = self.generating.take().ok_or_else(|| HostError::new("NO_GENERATION", "no generation in progress"))?;
         let total_ms = (now_ms - g.started_ms).max(0.0);
         let compute = g.work.report(&self.power, self.cpu_clock.map_or("none", |c| c.kind));
-        let logprobs = g.driver.is_logprobs().then(|| g.driver.logprobs().to_vec());
-        let r = g.driver.into_generation(&l.session);
-        let m = &r.metrics;
-        // With tools: the text is the content besides the calls; calls that all closed make the
-        // reason "tool_calls" (one cut by max_tokens stays "length", as OpenAI; one a stop
-        // string cut inside its arguments stays "stop": its arguments are not a whole JSON).
-        let (text, tool_calls, finish_reason) = match g.calls {
-            None => (r.text, None, r.finish_reason.as_str()),
-            Some(mut c) => {
-                c.finish();
-                let calls = c.calls().to_vec();
-                let reason = if c.calls_complete() && r.finish_reason == crate::generate::FinishReason::Stop { "tool_calls" } else { r.finish_reason.as_str() };
-                (c.content().to_string(), (!calls.is_empty()).then_some(calls), reason)
-            }
-        };
+        let Generating { current, index, n, mut finished, prompt_tokens, cached_tokens, .. } = g;
+        finished.keep(l, index, current);
+        let m = finished.metrics.take().unwrap_or_default();
+        let completion_tokens = finished.choices.iter().map(|c| c.ids.len()).sum();
+        let first = finished.choices.first().cloned().expect("a request has a first choice");
         Ok(GenerateResult {
-            text,
-            finish_reason,
-            prompt_tokens: r.prompt_ids.len(),
-            cached_tokens: r.cached_tokens,
-            completion_tokens: r.ids.len(),
+            text: first.text,
+            finish_reason: first.finish_reason,
+            prompt_tokens,
+            cached_tokens,
+            completion_tokens,
             ttft_ms: m.ttft_ms,
             tpot_ms: m.tpot_ms(),
             prefill_tokens_per_s: m.prefill_tok_s(),
@@ -517,11 +535,12 @@ impl Host {
             decode_gb_s: m.decode_gb_s(),
             head: m.head_report(),
             total_ms,
-            ids: r.ids,
+            ids: first.ids,
             kv: l.session.kv_stats(),
             compute,
-            logprobs,
-            tool_calls,
+            logprobs: first.logprobs,
+            tool_calls: first.tool_calls,
+            choices: (n > 1).then_some(finished.choices),
         })
     }
 
@@ -575,6 +594,77 @@ impl Host {
         let l = self.loaded.as_mut().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
         let g = self.generating.as_mut().ok_or_else(|| HostError::new("NO_GENERATION", "no generation in progress"))?;
         Ok((l, g))
+    }
+}
+
+/// Starts choice `index` of `req` over the session: its grammar state, tool-call reader,
+/// sampler (its own seed), stop strings and driver. No model call yet.
+fn start_choice(l: &mut Loaded, req: &GenerateRequest, prompt: Vec<u32>, max_tokens: usize, index: usize) -> Result<Choice, HostError> {
+    let calling = req.tools.as_ref().filter(|t| t.choice != crate::tools::ToolChoice::None);
+    if (req.response_format.is_some() || calling.is_some()) && l.vocabulary.is_none() {
+        let v = crate::structured::Vocabulary::new(&l.tokenizer).map_err(|e| HostError::new("INTERNAL", format!("structured output: {e}")))?;
+        l.vocabulary = Some(v);
+    }
+    let filter = match (&req.response_format, calling) {
+        (Some(format), _) => {
+            let vocab = l.vocabulary.as_ref().expect("built above");
+            Some(Filter::Format(vocab.constraint(format).map_err(|e| HostError::new("INVALID_REQUEST", format!("response_format: the schema cannot be used: {e}")).with_param("response_format"))?))
+        }
+        (None, Some(t)) => {
+            let vocab = l.vocabulary.as_ref().expect("built above");
+            let c = crate::tools::constraint::ToolConstraint::new(vocab, t).map_err(|e| HostError::new("INVALID_REQUEST", format!("tools: a function's parameters schema cannot be used: {e}")).with_param("tools"))?;
+            c.map(Filter::Tools)
+        }
+        (None, None) => None,
+    };
+    let sampler = req.choice_sampler(index);
+    let calls = calling.map(|t| crate::tools::output::CallStream::new(t.forced(), crate::tools::call_id_base(&prompt, sampler.seed)));
+    l.session.set_sampler(sampler);
+    // A forced call (`required`, a named function) is the whole output, held to the call
+    // grammar: a stop string could only cut it (a "\n" stop cut every call after its first
+    // line), so stop strings apply to text answers only.
+    let stop = if calling.is_some_and(|t| t.forced()) { Vec::new() } else { req.stop.clone().unwrap_or_default() };
+    let opts = GenerateOptions { max_tokens, stop, stop_on_eog: true };
+    let mut driver = Generator::start(&l.session, &l.tokenizer, prompt, opts)?;
+    driver.set_logprobs(req.logprobs);
+    Ok(Choice { driver, filter, calls })
+}
+
+/// The choices finished so far and their merged metrics.
+#[derive(Default)]
+struct Finished {
+    choices: Vec<ChoiceResult>,
+    metrics: Option<crate::metrics::GenerationMetrics>,
+}
+
+impl Finished {
+    /// Keeps `choice` (choice `index`) as a result and merges its metrics.
+    fn keep(&mut self, l: &Loaded, index: usize, choice: Choice) {
+        let Choice { driver, mut calls, .. } = choice;
+        let logprobs = driver.is_logprobs().then(|| driver.logprobs().to_vec());
+        if let Some(c) = calls.as_mut() {
+            c.finish();
+        }
+        let (result, metrics) = choices::choice_result(index, driver.into_generation(&l.session), logprobs, calls);
+        self.choices.push(result);
+        match self.metrics.as_mut() {
+            None => self.metrics = Some(metrics),
+            Some(total) => choices::merge_metrics(total, &metrics),
+        }
+    }
+}
+
+impl Generating {
+    /// Ends the current choice and starts the next one. (The next one's driver is made
+    /// first: that reads the session's tokens only; the metrics the ended one keeps are reset
+    /// by the next one's first prefill.)
+    fn next_choice(&mut self, l: &mut Loaded) -> Result<(), HostError> {
+        let (req, prompt, max_tokens) = self.next.as_ref().expect("n > 1 keeps the request");
+        let next = start_choice(l, req, prompt.clone(), *max_tokens, self.index + 1)?;
+        let ended = std::mem::replace(&mut self.current, next);
+        self.finished.keep(l, self.index, ended);
+        self.index += 1;
+        Ok(())
     }
 }
 

@@ -87,10 +87,13 @@ impl SamplerConfig {
         !self.is_greedy() && (self.top_k == 0 || self.top_k >= n_vocab) && self.top_p >= 1.0 && self.min_p <= 0.0
     }
 
-    /// A logit under the penalties, for a token seen `count` times in the recent window.
+    /// A logit under the penalties, for a token seen `count` times in the recent window. Kept
+    /// finite: a tiny repeat penalty (1e-40 is a valid f32) would make it infinite, and an
+    /// infinite logit turns the draw's `l - max` into NaN; at most `f32::MAX`, such tokens win
+    /// as the penalty asks, ties going to the lowest id.
     fn penalize(&self, l: f32, count: f32) -> f32 {
         let l = if l <= 0.0 { l * self.repeat_penalty } else { l / self.repeat_penalty };
-        l - (count * self.frequency_penalty + self.presence_penalty)
+        (l - (count * self.frequency_penalty + self.presence_penalty)).clamp(-f32::MAX, f32::MAX)
     }
 
     /// A logit with its token's `bias` added, then the penalties when the token was seen

@@ -48,7 +48,6 @@ fn a_full_request_maps_every_field() {
 fn unsupported_and_unknown_parameters_are_refused_by_name() {
     for (body, code, param) in [
         (json!({"functions": [{"name": "f"}]}), "unsupported_parameter", "functions"),
-        (json!({"n": 2}), "unsupported_parameter", "n"),
         (json!({"frobnicate": 1}), "unknown_parameter", "frobnicate"),
         (json!({"echo": true}), "unknown_parameter", "echo"),
         (json!({"stream": true, "stream_options": {"include_usage": true, "x": 1}}), "unknown_parameter", "stream_options.x"),
@@ -101,6 +100,10 @@ fn ranges_are_the_one_definition() {
         ("seed", json!("7")),
         ("stream", json!("yes")),
         ("n", json!(0)),
+        // Positive as an f64, 0 as the f32 the engine divides by.
+        ("repetition_penalty", json!(1e-46)),
+        ("n", json!(129)),
+        ("n", json!(1.5)),
     ] {
         assert_eq!(bad(k, v.clone()), ("invalid_value".to_string(), k.to_string()), "{k} = {v}");
     }
@@ -124,6 +127,8 @@ fn stop_n_and_stream_options_as_openai() {
     assert_eq!(ok(json!({"stop": ["a", "b", "c", "d"]})).unwrap().gen.stop.unwrap().len(), 4);
     assert_eq!(ok(json!({"stop": "x"})).unwrap().gen.stop.unwrap(), vec!["x".to_string()]);
     assert!(ok(json!({"stop": []})).unwrap().gen.stop.is_none());
+    assert_eq!(ok(json!({"n": 128})).unwrap().gen.n, Some(128));
+    assert_eq!(ok(json!({})).unwrap().gen.n, None);
     for stop in [json!(["a", "b", "c", "d", "e"]), json!(""), json!(["a", ""]), json!([1])] {
         assert_eq!(refused(chat(json!({ "stop": stop }))).1, "stop", "{stop}");
     }

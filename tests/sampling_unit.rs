@@ -122,6 +122,28 @@ fn repeat_penalty_divides_positive_and_multiplies_negative() {
     assert_eq!(s.sample(&[4.0, 3.0, 0.0], &[2, 0]), 1);
 }
 
+/// A penalty that is a valid f32 but tiny (1e-40, subnormal) makes a seen token's logit huge,
+/// never infinite: every sampling chain still draws it (the penalty rewards repetition), with
+/// no NaN on the way, and two such tokens tie to the lower id under greedy.
+#[test]
+fn a_tiny_repeat_penalty_keeps_logits_finite() {
+    let logits = [1.0f32, 5.0, 2.0, 0.5];
+    let history = [0, 2];
+    for mut c in [SamplerConfig::greedy(), cfg(), SamplerConfig::default(), SamplerConfig { top_k: 0, ..SamplerConfig::default() }] {
+        c.repeat_penalty = 1e-40;
+        let mut drawn = std::collections::BTreeSet::new();
+        for seed in 0..40 {
+            c.seed = seed;
+            drawn.insert(Sampler::new(c.clone()).sample(&logits, &history));
+        }
+        // Both seen tokens reach f32::MAX: greedy takes the lower id, and so does Gumbel-max
+        // (pure temperature: the noise vanishes beside 3.4e38, a tie); a chain's draw either.
+        let gumbel = c.top_k == 0 && c.top_p >= 1.0 && c.min_p <= 0.0;
+        let want: &[u32] = if c.is_greedy() || gumbel { &[0] } else { &[0, 2] };
+        assert_eq!(drawn.into_iter().collect::<Vec<_>>(), want, "{c:?}");
+    }
+}
+
 #[test]
 fn presence_and_frequency_penalties_subtract() {
     let mut c = SamplerConfig::greedy();

@@ -67,6 +67,19 @@ fn health_needs_no_token_and_reports_the_model() {
     assert_eq!(h["sha256"], MODEL_SHA256);
     assert_eq!(h["queue"]["capacity"], 8);
     assert!(h["requests"]["health"].as_u64().unwrap() >= 1);
+    // HEAD: the GET's status and headers, no body (RFC 9110); a wrong method names the allowed.
+    for (path, auth) in [("/health", None), ("/v1/models", Some(AUTH))] {
+        let mut raw = String::new();
+        send(s.addr(), "HEAD", path, auth.as_slice(), b"").read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{raw}");
+        assert!(head.to_ascii_lowercase().contains("content-type: application/json"), "{raw}");
+        assert_eq!(body, "", "HEAD {path} has no body");
+    }
+    let r = request(s.addr(), "DELETE", "/health", &[], b"");
+    assert_eq!((r.status, r.header("allow")), (405, Some("GET, HEAD, OPTIONS")));
+    let r = request(s.addr(), "GET", "/v1/completions", &[AUTH], b"");
+    assert_eq!((r.status, r.header("allow")), (405, Some("POST, OPTIONS")));
 }
 
 #[test]
@@ -206,7 +219,7 @@ fn typed_errors_for_bad_requests_and_limits() {
     check(post("/v1/completions", b"{\"prompt\": \"x\", \"max_tokens\": 65}"), 400, "max_tokens_exceeded");
     check(post("/v1/completions", b"{\"prompt\": \"x\", \"max_tokens\": 0}"), 400, "invalid_value");
     check(post("/v1/completions", b"{\"prompt\": \"x\", \"temperature\": \"hot\"}"), 400, "invalid_value");
-    check(post("/v1/completions", b"{\"prompt\": \"x\", \"n\": 2}"), 400, "unsupported_parameter");
+    check(post("/v1/completions", b"{\"prompt\": \"x\", \"best_of\": 2}"), 400, "unsupported_parameter");
     // Parameters the engine does not implement, or that nobody defines, are named (`param`).
     let r = post("/v1/chat/completions", br#"{"messages": [{"role": "user", "content": "x"}], "functions": []}"#);
     assert_eq!(r.json()["error"]["param"], "functions");
@@ -254,6 +267,62 @@ fn logprobs_in_openai_shape() {
             assert_eq!(e["bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap() as u8).collect::<Vec<_>>(), t.as_bytes());
         }
     }
+}
+
+/// OpenAI's `n`: every choice with its index, whole and streamed (the same seed gives the same
+/// choices both ways), usage covering them all, and each choice's chunks in OpenAI's order.
+#[test]
+fn n_choices_whole_and_streamed() {
+    let Some(s) = server() else { return };
+    let body = json!({"messages": [{"role": "user", "content": "Write a word."}], "max_tokens": 6, "temperature": 1.2, "seed": 5, "n": 3, "logprobs": true});
+    let r = post_json(s.addr(), "/v1/chat/completions", &[AUTH], &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let choices = v["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 3);
+    let mut whole = Vec::new();
+    for (i, c) in choices.iter().enumerate() {
+        assert_eq!(c["index"], i);
+        let text = c["message"]["content"].as_str().unwrap();
+        let lp: String = c["logprobs"]["content"].as_array().unwrap().iter().map(|e| e["token"].as_str().unwrap()).collect();
+        assert_eq!(lp, text, "choice {i}'s logprobs are its own tokens");
+        whole.push((text.to_string(), c["finish_reason"].as_str().unwrap().to_string()));
+    }
+    let u = &v["usage"];
+    let tokens = u["completion_tokens"].as_u64().unwrap();
+    assert!(tokens > 6 && tokens <= 18, "three choices' tokens: {u}");
+    assert_eq!(u["total_tokens"].as_u64(), Some(u["prompt_tokens"].as_u64().unwrap() + tokens));
+    // Streamed with the same seed: the same choices, each opened by its role chunk and closed
+    // by its finish chunk, then one usage chunk.
+    let mut stream_body = body.clone();
+    stream_body["stream"] = json!(true);
+    stream_body["stream_options"] = json!({"include_usage": true});
+    let r = post_json(s.addr(), "/v1/chat/completions", &[AUTH], &stream_body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let events = r.sse();
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+    let mut streamed = vec![(String::new(), String::new()); 3];
+    let mut order = Vec::new();
+    for c in &chunks[..chunks.len() - 1] {
+        let ch = &c["choices"][0];
+        let i = ch["index"].as_u64().unwrap() as usize;
+        if ch["delta"]["role"] == "assistant" {
+            order.push(format!("role {i}"));
+        }
+        streamed[i].0.push_str(ch["delta"]["content"].as_str().unwrap_or(""));
+        if let Some(f) = ch["finish_reason"].as_str() {
+            order.push(format!("finish {i}"));
+            streamed[i].1 = f.to_string();
+        }
+    }
+    assert_eq!(order, ["role 0", "finish 0", "role 1", "finish 1", "role 2", "finish 2"]);
+    assert_eq!(streamed, whole);
+    let last = chunks.last().unwrap();
+    assert_eq!((&last["choices"], &last["usage"]["completion_tokens"]), (&json!([]), &json!(tokens)));
+    // Past OpenAI's 128: a typed 400.
+    let r = post_json(s.addr(), "/v1/completions", &[AUTH], &json!({"prompt": "x", "n": 129}));
+    assert_eq!((r.status, r.json()["error"]["param"].as_str()), (400, Some("n")), "{}", r.text());
 }
 
 #[test]

@@ -39,9 +39,10 @@
 //  openai: {envelope: {kind, id, created, model, prompt_chars}, stream: boolean, include_usage: boolean}}
 //     → started → token* (sustained*) → result GenerateResult
 //     OpenAI's objects are built by the core (src/protocol/response.rs, as edgellm serve builds
-//     them): with stream, `started.chunk` (chat: the role chunk), `token.chunk` (a step's text,
-//     logprobs and delta.tool_calls) and `result.openai.chunks` (the finish chunk, then with
-//     include_usage the usage chunk); without, `result.openai.response`. Their usage is the
+//     them): with stream, `started.chunk` (chat: the role chunk), `token.chunks` (a step's text,
+//     logprobs and delta.tool_calls; a later choice's role chunk, a choice's finish chunk) and
+//     `result.openai.chunks` (with include_usage, the usage chunk); without,
+//     `result.openai.response`. With `n > 1` the choices run one after the other (`token.choice`). Their usage is the
 //     core's plus kv, memory and compute.sustained (the client adds compute.pressure).
 //     GenerateResult.compute: CPU time per phase (the busy wall time inside the wasm calls) and
 //     the energy estimate under init's `energy` (src/work.rs); .sustained: sustained.js summary.

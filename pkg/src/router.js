@@ -345,11 +345,18 @@ export class Router {
     // A remote answer's decode speed per window, from the chunks' arrival here (network
     // included); a local one is measured in the worker and comes with its usage.
     const meter = run.target === 'remote' ? new DecodeWindows(this.#hooks.sustained ? this.#hooks.sustained() : {}) : null;
+    // The chunks to pass on now. A finish chunk is held until the next chunk with choices (with
+    // `n > 1`, the next choice's) or the end.
     const take = (c, at = performance.now()) => {
       if (!meta && c && c.id) meta = { id: c.id, created: c.created, model: c.model, object: c.object };
       if (c && Array.isArray(c.choices) && c.choices.length === 0) {
         if (c.usage) usage = c.usage;
-        return null;
+        return [];
+      }
+      const out = [];
+      if (held && c) {
+        out.push(held);
+        held = null;
       }
       if (c && c.usage) usage = c.usage;
       if (c && (c.choices || []).some((x) => x && ((x.delta && (x.delta.content || x.delta.tool_calls)) || x.text))) {
@@ -357,11 +364,9 @@ export class Router {
         lastOutputAt = at;
         if (meter) meter.token(at);
       }
-      if (c && c.choices && c.choices.some((x) => x && x.finish_reason)) {
-        held = c;
-        return null;
-      }
-      return c;
+      if (c && c.choices && c.choices.some((x) => x && x.finish_reason)) held = c;
+      else out.push(c);
+      return out;
     };
     const finalUsage = () => {
       const u = { ...(usage || {}) };
@@ -378,15 +383,13 @@ export class Router {
     };
     try {
       for (const c of run.first) {
-        const out = take(c, run.firstOutputAt);
-        if (out) yield { chunk: out };
+        for (const out of take(c, run.firstOutputAt)) yield { chunk: out };
       }
       if (!run.ended) {
         for (;;) {
           const r = await run.it.next();
           if (r.done) break;
-          const out = take(r.value);
-          if (out) yield { chunk: out };
+          for (const out of take(r.value)) yield { chunk: out };
         }
       }
     } catch (e) {
@@ -438,10 +441,14 @@ export class Router {
 
   async #collect(run, ctx) {
     const kind = ctx.kind;
-    let text = '';
-    let calls = []; // delta.tool_calls gathered
-    let logprobs = null; // the chunks' logprobs objects, their arrays concatenated
-    let finish = null;
+    // One entry per choice (OpenAI's `n`); a chunk's index is trusted only within [0, n).
+    const n = Number.isInteger(ctx.clean.n) && ctx.clean.n > 0 ? ctx.clean.n : 1;
+    const choices = [];
+    const choiceAt = (i) => {
+      const k = Number.isInteger(i) && i >= 0 && i < n ? i : 0;
+      if (!choices[k]) choices[k] = { text: '', calls: [], logprobs: null, finish: null };
+      return choices[k];
+    };
     let usage = null;
     let meta = null;
     let error = null;
@@ -451,16 +458,18 @@ export class Router {
           const c = ev.chunk;
           if (!meta) meta = { id: c.id, created: c.created, model: c.model };
           for (const ch of c.choices || []) {
-            text += (ch.delta ? ch.delta.content : ch.text) || '';
-            if (ch.delta && ch.delta.tool_calls) calls = mergeToolCalls(calls, ch.delta.tool_calls);
-            if (ch.finish_reason) finish = ch.finish_reason;
-            if (ch.logprobs) logprobs = mergeLogprobs(logprobs, ch.logprobs);
+            if (!ch || typeof ch !== 'object') continue;
+            const a = choiceAt(ch.index);
+            a.text += (ch.delta ? ch.delta.content : ch.text) || '';
+            if (ch.delta && ch.delta.tool_calls) a.calls = mergeToolCalls(a.calls, ch.delta.tool_calls);
+            if (ch.finish_reason) a.finish = ch.finish_reason;
+            if (ch.logprobs) a.logprobs = mergeLogprobs(a.logprobs, ch.logprobs);
           }
           if (c.usage) usage = c.usage;
         } else if (ev.error) {
           error = this.#errorInfo(ev.error);
           usage = ev.usage;
-          finish = 'error';
+          for (const a of choices.length ? choices : [choiceAt(0)]) if (a && !a.finish) a.finish = 'error';
           meta = meta || ev.meta;
         } else if (ev.usage) {
           usage = ev.usage;
@@ -471,13 +480,19 @@ export class Router {
       throw e;
     }
     const m = meta || {};
-    const message = { role: 'assistant', content: text };
-    if (calls.length) Object.assign(message, { content: text || null, tool_calls: calls });
-    const choice =
-      kind === 'chat'
-        ? { index: 0, message, logprobs, finish_reason: finish || 'stop' }
-        : { index: 0, text, logprobs, finish_reason: finish || 'stop' };
-    const r = { id: m.id, object: kind === 'chat' ? 'chat.completion' : 'text_completion', created: m.created, model: m.model, choices: [choice], usage, route: ctx.route };
+    if (!choices.length) choiceAt(0);
+    const out = [];
+    choices.forEach((a, index) => {
+      if (!a) return;
+      const message = { role: 'assistant', content: a.text };
+      if (a.calls.length) Object.assign(message, { content: a.text || null, tool_calls: a.calls });
+      out.push(
+        kind === 'chat'
+          ? { index, message, logprobs: a.logprobs, finish_reason: a.finish || 'stop' }
+          : { index, text: a.text, logprobs: a.logprobs, finish_reason: a.finish || 'stop' },
+      );
+    });
+    const r = { id: m.id, object: kind === 'chat' ? 'chat.completion' : 'text_completion', created: m.created, model: m.model, choices: out, usage, route: ctx.route };
     if (error) r.error = error;
     return r;
   }

@@ -107,6 +107,21 @@ pub struct StepEvent {
     /// step completes; `text` is then only the content besides the calls.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<crate::tools::ToolCallDelta>,
+    /// The choice this step belongs to (OpenAI's `n`: the host runs the choices one after the
+    /// other; 0 here).
+    pub choice: usize,
+    /// With `finish_reason`: the choice's `finish_reason` as OpenAI reports it (the host makes
+    /// it "tool_calls" for an answer whose calls all closed).
+    pub choice_finish_reason: Option<&'static str>,
+    /// The request's last step: its last choice finished.
+    pub done: bool,
+}
+
+impl StepEvent {
+    fn new(token: Option<u32>, text: String, finish_reason: Option<FinishReason>, logprobs: Vec<TokenLogprob>) -> StepEvent {
+        let choice_finish_reason = finish_reason.map(FinishReason::as_str);
+        StepEvent { token, text, finish_reason, logprobs, tool_calls: Vec::new(), choice: 0, choice_finish_reason, done: finish_reason.is_some() }
+    }
 }
 
 /// Constrained decoding's hook (`crate::structured::Constraint`): `filter` masks the tokens
@@ -258,7 +273,7 @@ impl Generator {
     /// stay those of the model's distribution (taken before the mask).
     pub fn step_with(&mut self, session: &mut Session, tok: &Tokenizer, mut filter: Option<&mut dyn TokenFilter>) -> Result<StepEvent, EngineError> {
         if let Some(f) = self.finish {
-            return Ok(StepEvent { token: None, text: String::new(), finish_reason: Some(f), logprobs: Vec::new(), tool_calls: Vec::new() });
+            return Ok(StepEvent::new(None, String::new(), Some(f), Vec::new()));
         }
         if self.prefilled < self.prompt.len() {
             return Err(EngineError::NothingToDecode);
@@ -314,7 +329,7 @@ impl Generator {
     /// A step's event: pending log probabilities go out with text, or with the end.
     fn event(&mut self, token: Option<u32>, text: String) -> StepEvent {
         let logprobs = if !text.is_empty() || self.finish.is_some() { std::mem::take(&mut self.logprobs_pending) } else { Vec::new() };
-        StepEvent { token, text, finish_reason: self.finish, logprobs, tool_calls: Vec::new() }
+        StepEvent::new(token, text, self.finish, logprobs)
     }
 
     /// Ends the generation here (`Aborted`): the text is what was returned so far.

@@ -281,7 +281,7 @@ impl Host {
     pub(super) fn memory_guard(&self, step: Step) -> Result<(), HostError> {
         let (Some(budget), Some(now)) = (self.memory.ledger.options.budget_bytes, probe::process_bytes()) else { return Ok(()) };
         let (Some(l), Some(g)) = (self.loaded.as_ref(), self.generating.as_ref()) else { return Ok(()) };
-        let d = &g.driver;
+        let d = &g.current.driver;
         let n = match step {
             Step::Prefill => d.prompt_remaining().min(PREFILL_CHUNK),
             Step::Decode if d.finish_reason().is_some() || d.ids().len() >= d.max_tokens() => 0,

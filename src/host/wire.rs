@@ -98,6 +98,10 @@ pub struct GenerateRequest {
     /// Functions the model may call, and the choice (`crate::tools`).
     #[serde(default)]
     pub tools: Option<crate::tools::Tools>,
+    /// OpenAI's `n`: this many choices (default 1), generated one after the other from the
+    /// same prompt; choice `i` samples with [`GenerateRequest::choice_seed`].
+    #[serde(default)]
+    pub n: Option<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -148,6 +152,10 @@ pub struct GenerateResult {
     /// "tool_calls".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<crate::tools::ToolCall>>,
+    /// With `n > 1`: every choice (the first is also the fields above); `completion_tokens`
+    /// and the decode figures then cover all of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub choices: Option<Vec<super::ChoiceResult>>,
 }
 
 /// A seed on the wire: written as an i64 (the same 64 bits), read from either form.

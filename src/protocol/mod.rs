@@ -9,5 +9,5 @@ pub mod response;
 pub mod tools;
 
 pub use error::ProtocolError;
-pub use response::{logprobs_json, usage, ChunkStream, Envelope};
-pub use request::{parse_request, parse_request_json, Kind, OpenAiRequest, Param, RequestLimits, Rule, On, MAX_STOP, PARAMETERS};
+pub use response::{logprobs_json, usage, ChunkStream, Envelope, StepChunk, TextOffset};
+pub use request::{parse_request, parse_request_json, Kind, OpenAiRequest, Param, RequestLimits, Rule, On, MAX_CHOICES, MAX_STOP, PARAMETERS};

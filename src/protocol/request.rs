@@ -85,6 +85,9 @@ const OLD_FUNCTIONS: &str = "the deprecated functions API is not supported: use 
 /// The message roles a chat request may carry (OpenAI's, but the deprecated `function`).
 pub const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool"];
 
+/// Most choices (`n`) per request (OpenAI's limit).
+pub const MAX_CHOICES: usize = 128;
+
 /// Most `stop` sequences (OpenAI's limit).
 pub const MAX_STOP: usize = 4;
 
@@ -105,13 +108,13 @@ pub const PARAMETERS: &[Param] = &[
     p("frequency_penalty", On::Both, PENALTY, "OpenAI's frequency penalty"),
     p("seed", On::Both, Rule::Integer(i64::MIN as i128, u64::MAX as i128), "an integer; a negative seed is its 64-bit two's complement"),
     p("stop", On::Both, Rule::Shaped, "a string or up to 4 non-empty strings; the text ends before the first match"),
-    p("n", On::Both, Rule::Shaped, "choices per request: only 1"),
+    p("n", On::Both, Rule::Integer(1, MAX_CHOICES as i128), "choices per request, generated one after the other over the prompt's one prefill (each its own seed)"),
     p("stream", On::Both, Rule::Bool, "server-sent chunks"),
     p("stream_options", On::Both, Rule::Shaped, "{include_usage}: one last chunk with choices: [] and usage (only with stream: true)"),
     p("user", On::Both, Rule::Text, "informational: an end-user id; it changes nothing here"),
     p("metadata", On::Both, Rule::Shaped, "informational: up to 16 string tags (the router's capability rule reads them)"),
     p("raw_special_tokens", On::Both, Rule::Bool, "extension: parse special-token text inside user and tool contents"),
-    p("logit_bias", On::Both, Rule::Shaped, "only an empty object: token biases are not supported"),
+    p("logit_bias", On::Both, Rule::Shaped, "{token id: bias in [-100, 100]} added to those logits before sampling (ids past the vocabulary: INVALID_REQUEST)"),
     p("logprobs", On::Both, Rule::Shaped, "chat: a boolean; completions: an integer in [0, 5], the alternatives per token"),
     p("top_logprobs", On::Chat, Rule::Integer(0, MAX_TOP_LOGPROBS as i128), "alternatives per token, in [0, 20] (needs logprobs: true)"),
     p("response_format", On::Both, Rule::Shaped, "{type: 'text' | 'json_object' | 'json_schema' | 'grammar' (extension: Lark)}: constrained decoding"),
@@ -181,14 +184,17 @@ fn number(o: &Map<String, Value>, name: &str) -> Result<Option<f64>, ProtocolErr
     }
 }
 
-/// `x` under number parameter `name`'s rule (the server's and the CLI's one check).
+/// `x` under number parameter `name`'s rule (the server's and the CLI's one check). The engine
+/// uses the value as an f32, so that is what is checked: 1e-40 passes `> 0` as an f64 but is 0
+/// as an f32 (a divisor of 0).
 pub fn check_number(name: &str, x: f64) -> Result<f64, ProtocolError> {
+    let used = x as f32 as f64;
     let (ok, range) = match param_for(name).map(|p| p.rule) {
-        Some(Rule::Number(lo, hi)) => (x >= lo && x <= hi, format!("[{lo}, {hi}]")),
-        Some(Rule::Positive(hi)) => (x > 0.0 && x <= hi, format!("(0, {hi}]")),
+        Some(Rule::Number(lo, hi)) => (used >= lo && used <= hi, format!("[{lo}, {hi}]")),
+        Some(Rule::Positive(hi)) => (used > 0.0 && used <= hi, format!("(0, {hi}]")),
         _ => unreachable!("{name} is not a number parameter"),
     };
-    if ok && x.is_finite() {
+    if ok && used.is_finite() {
         Ok(x)
     } else {
         Err(ProtocolError::invalid(name, format!("{name} must be in {range}, got {x}")))
@@ -337,15 +343,6 @@ fn stop(o: &Map<String, Value>) -> Result<Option<Vec<String>>, ProtocolError> {
         .map(|v| if v.is_empty() { None } else { Some(v) })
 }
 
-fn check_n(o: &Map<String, Value>) -> Result<(), ProtocolError> {
-    match get(o, "n") {
-        None => Ok(()),
-        Some(v) if v.as_u64() == Some(1) => Ok(()),
-        Some(v) if v.as_u64().is_some_and(|n| n > 1) => Err(ProtocolError::unsupported("n", format!("n: only 1 choice per request is supported, got {v}"))),
-        Some(v) => Err(ProtocolError::invalid("n", format!("n must be a positive integer, got {v}"))),
-    }
-}
-
 fn include_usage(o: &Map<String, Value>, stream: bool) -> Result<bool, ProtocolError> {
     let Some(v) = get(o, "stream_options") else { return Ok(false) };
     let so = v.as_object().ok_or_else(|| ProtocolError::invalid("stream_options", "stream_options must be an object"))?;
@@ -485,7 +482,7 @@ pub fn parse_request(kind: Kind, body: &Value, limits: RequestLimits) -> Result<
             gen.prompt = Some(prompt(o)?);
         }
     }
-    check_n(o)?;
+    gen.n = integer(o, "n")?.map(|n| n as usize);
     // Both are checked (nothing given is ignored unchecked); max_tokens wins.
     let max_tokens = integer(o, "max_tokens")?;
     let max_completion_tokens = integer(o, "max_completion_tokens")?;

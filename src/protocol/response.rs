@@ -52,16 +52,15 @@ impl Kind {
 /// refusal: null}`. Completions (OpenAI's legacy shape): `{tokens, token_logprobs,
 /// top_logprobs: [{token: logprob}], text_offset}`, where `text_offset` counts characters from
 /// the start of the prompt: `offset` is where the first entry's text starts (the prompt's length
-/// in characters for a whole response; further on for a later chunk).
-pub fn logprobs_json(kind: Kind, entries: &[TokenLogprob], offset: usize) -> Value {
+/// in characters for a whole response; further on for a later chunk), and moves past `entries`.
+pub fn logprobs_json(kind: Kind, entries: &[TokenLogprob], offset: &mut TextOffset) -> Value {
     match kind {
         Kind::Chat => json!({ "content": entries, "refusal": null }),
         Kind::Completion => {
-            let mut at = offset;
             let mut text_offset = Vec::with_capacity(entries.len());
             for e in entries {
-                text_offset.push(at);
-                at += e.token.chars().count();
+                text_offset.push(offset.at());
+                offset.push(&e.bytes);
             }
             let top: Vec<Value> = entries
                 .iter()
@@ -73,6 +72,54 @@ pub fn logprobs_json(kind: Kind, entries: &[TokenLogprob], offset: usize) -> Val
                 "top_logprobs": top,
                 "text_offset": text_offset,
             })
+        }
+    }
+}
+
+/// A position in characters of the text that tokens' bytes decode to (completions'
+/// `text_offset`). A token may hold part of a character: its text starts where that character
+/// does, and the character counts once it is whole (an invalid sequence counts as the one
+/// U+FFFD it decodes to, as in the text).
+#[derive(Clone, Debug, Default)]
+pub struct TextOffset {
+    chars: usize,
+    /// The bytes of a character not yet whole.
+    pending: Vec<u8>,
+}
+
+impl TextOffset {
+    pub fn new(start: usize) -> TextOffset {
+        TextOffset { chars: start, pending: Vec::new() }
+    }
+
+    pub fn at(&self) -> usize {
+        self.chars
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(s) => {
+                    self.chars += s.chars().count();
+                    self.pending.clear();
+                    return;
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    self.chars += std::str::from_utf8(&self.pending[..valid]).map_or(0, |s| s.chars().count());
+                    match e.error_len() {
+                        Some(bad) => {
+                            self.chars += 1;
+                            self.pending.drain(..valid + bad);
+                        }
+                        None => {
+                            self.pending.drain(..valid);
+                            return;
+                        }
+                    }
+                }
+            }
         }
     }
 }
@@ -130,41 +177,52 @@ fn kind_by_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Kind, D::Error
 }
 
 impl Envelope {
-    /// The whole (non-streamed) response for a result (`host::GenerateResult` as JSON).
+    /// The whole (non-streamed) response for a result (`host::GenerateResult` as JSON): its
+    /// `choices` (OpenAI's `n`), or the result itself as the one choice.
     pub fn completion(&self, result: &Value, usage: Value) -> Value {
-        let text = result.get("text").and_then(Value::as_str).unwrap_or("");
-        let finish_reason = result.get("finish_reason").cloned().unwrap_or(Value::Null);
-        let logprobs = match result.get("logprobs").filter(|l| !l.is_null()) {
-            Some(l) => serde_json::from_value::<Vec<TokenLogprob>>(l.clone()).map_or(Value::Null, |e| logprobs_json(self.kind, &e, self.prompt_chars)),
-            None => Value::Null,
-        };
-        let choice = match self.kind {
-            Kind::Chat => {
-                // With calls: `tool_calls`, and `content: null` unless there was text too.
-                let mut message = json!({ "role": "assistant", "content": text });
-                if let Some(calls) = result.get("tool_calls").filter(|c| !c.is_null()) {
-                    message["tool_calls"] = calls.clone();
-                    if text.is_empty() {
-                        message["content"] = Value::Null;
-                    }
-                }
-                json!({ "index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish_reason })
-            }
-            Kind::Completion => json!({ "index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason }),
+        let choices: Vec<Value> = match result.get("choices").and_then(Value::as_array) {
+            Some(cs) => cs.iter().enumerate().map(|(i, c)| self.choice(c, i)).collect(),
+            None => vec![self.choice(result, 0)],
         };
         json!({
             "id": self.id,
             "object": self.kind.object(),
             "created": self.created,
             "model": self.model,
-            "choices": [choice],
+            "choices": choices,
             "usage": usage,
         })
     }
 
-    /// One stream chunk. `role`: the chat stream's first chunk announces the assistant;
-    /// `tool_calls`: the `delta.tool_calls` pieces; `logprobs`: the chunk's `logprobs` object.
-    fn chunk(&self, text: Option<&str>, tool_calls: &[ToolCallDelta], role: bool, finish_reason: Option<&str>, logprobs: Option<Value>) -> Value {
+    /// `choices[index]` of a whole response, from a choice's text, finish_reason, logprobs and
+    /// tool_calls.
+    fn choice(&self, c: &Value, index: usize) -> Value {
+        let text = c.get("text").and_then(Value::as_str).unwrap_or("");
+        let finish_reason = c.get("finish_reason").cloned().unwrap_or(Value::Null);
+        let logprobs = match c.get("logprobs").filter(|l| !l.is_null()) {
+            Some(l) => serde_json::from_value::<Vec<TokenLogprob>>(l.clone()).map_or(Value::Null, |e| logprobs_json(self.kind, &e, &mut TextOffset::new(self.prompt_chars))),
+            None => Value::Null,
+        };
+        match self.kind {
+            Kind::Chat => {
+                // With calls: `tool_calls`, and `content: null` unless there was text too.
+                let mut message = json!({ "role": "assistant", "content": text });
+                if let Some(calls) = c.get("tool_calls").filter(|c| !c.is_null()) {
+                    message["tool_calls"] = calls.clone();
+                    if text.is_empty() {
+                        message["content"] = Value::Null;
+                    }
+                }
+                json!({ "index": index, "message": message, "logprobs": logprobs, "finish_reason": finish_reason })
+            }
+            Kind::Completion => json!({ "index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason }),
+        }
+    }
+
+    /// One stream chunk of choice `index`. `role`: the chat stream's first chunk of a choice
+    /// announces the assistant; `tool_calls`: the `delta.tool_calls` pieces; `logprobs`: the
+    /// chunk's `logprobs` object.
+    fn chunk(&self, index: usize, text: Option<&str>, tool_calls: &[ToolCallDelta], role: bool, finish_reason: Option<&str>, logprobs: Option<Value>) -> Value {
         let logprobs = logprobs.unwrap_or(Value::Null);
         let choice = match self.kind {
             Kind::Chat => {
@@ -178,9 +236,9 @@ impl Envelope {
                 if !tool_calls.is_empty() {
                     delta.insert("tool_calls".into(), json!(one_per_call(tool_calls)));
                 }
-                json!({ "index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason })
+                json!({ "index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason })
             }
-            Kind::Completion => json!({ "index": 0, "text": text.unwrap_or(""), "logprobs": logprobs, "finish_reason": finish_reason }),
+            Kind::Completion => json!({ "index": index, "text": text.unwrap_or(""), "logprobs": logprobs, "finish_reason": finish_reason }),
         };
         json!({
             "id": self.id,
@@ -222,22 +280,41 @@ fn one_per_call(deltas: &[ToolCallDelta]) -> Vec<ToolCallDelta> {
     out
 }
 
-/// A streamed response's chunks, in order: [`start`](Self::start) (chat: the role chunk), one
-/// [`step`](Self::step) per decode step that has something to send, then [`end`](Self::end):
-/// the chunk with `finish_reason` and, with `include_usage`, exactly one more with
-/// `choices: []` and `usage` (as OpenAI: every other chunk then has `usage: null`).
+/// A streamed response's chunks, in order: [`start`](Self::start) (chat: choice 0's role
+/// chunk), then [`step`](Self::step) per decode step — a later choice's first step opens with
+/// its own role chunk, a choice's last step closes with its `finish_reason` chunk — then
+/// [`end`](Self::end): with `include_usage`, exactly one more chunk with `choices: []` and
+/// `usage` (as OpenAI: every other chunk then has `usage: null`).
 #[derive(Clone, Debug)]
 pub struct ChunkStream {
     env: Envelope,
     include_usage: bool,
-    /// Characters of prompt + text so far (completions' `logprobs.text_offset`).
-    offset: usize,
+    /// The choice of the last step (OpenAI's `n`: the choices come one after the other).
+    choice: usize,
+    /// Characters of prompt + the choice's text so far (completions' `logprobs.text_offset`).
+    offset: TextOffset,
+}
+
+/// One decode step as a stream reads it: `host::StepEvent`'s fields (JSON from the worker).
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+pub struct StepChunk {
+    #[serde(default)]
+    pub choice: usize,
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub logprobs: Vec<TokenLogprob>,
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCallDelta>,
+    /// Set on the choice's last step: its OpenAI `finish_reason`.
+    #[serde(default, rename = "choice_finish_reason")]
+    pub finish_reason: Option<String>,
 }
 
 impl ChunkStream {
     pub fn new(env: Envelope, include_usage: bool) -> ChunkStream {
-        let offset = env.prompt_chars;
-        ChunkStream { env, include_usage, offset }
+        let offset = TextOffset::new(env.prompt_chars);
+        ChunkStream { env, include_usage, choice: 0, offset }
     }
 
     pub fn envelope(&self) -> &Envelope {
@@ -246,7 +323,11 @@ impl ChunkStream {
 
     /// The chat stream's first chunk (`delta: {role: 'assistant', content: ''}`); none for completions.
     pub fn start(&self) -> Option<Value> {
-        (self.env.kind == Kind::Chat).then(|| self.usage_null(self.env.chunk(Some(""), &[], true, None, None)))
+        self.role(0)
+    }
+
+    fn role(&self, index: usize) -> Option<Value> {
+        (self.env.kind == Kind::Chat).then(|| self.usage_null(self.env.chunk(index, Some(""), &[], true, None, None)))
     }
 
     /// With `include_usage`, OpenAI's chunks before the usage chunk carry `usage: null`.
@@ -257,24 +338,34 @@ impl ChunkStream {
         chunk
     }
 
-    /// The chunk of one step's text, log probabilities and call pieces (`None`: nothing to send).
-    pub fn step(&mut self, text: &str, logprobs: &[TokenLogprob], tool_calls: &[ToolCallDelta]) -> Option<Value> {
-        if text.is_empty() && logprobs.is_empty() && tool_calls.is_empty() {
-            return None;
+    /// The chunks of one step (none when it has nothing to send): a later choice's role
+    /// chunk first, the step's text, log probabilities and call pieces, and the choice's
+    /// `finish_reason` chunk on its last step.
+    pub fn step(&mut self, s: &StepChunk) -> Vec<Value> {
+        let mut out = Vec::new();
+        if s.choice != self.choice {
+            self.choice = s.choice;
+            self.offset = TextOffset::new(self.env.prompt_chars);
+            out.extend(self.role(s.choice));
         }
-        let lp = (!logprobs.is_empty()).then(|| logprobs_json(self.env.kind, logprobs, self.offset));
-        self.offset += logprobs.iter().map(|e| e.token.chars().count()).sum::<usize>();
-        let content = (!text.is_empty() || tool_calls.is_empty()).then_some(text);
-        Some(self.usage_null(self.env.chunk(content, tool_calls, false, None, lp)))
-    }
-
-    /// The last chunks: `finish_reason`, then (with include_usage) the usage chunk.
-    pub fn end(&self, finish_reason: &str, usage: Value) -> Vec<Value> {
-        let mut out = vec![self.usage_null(self.env.chunk(None, &[], false, Some(finish_reason), None))];
-        if self.include_usage {
-            out.push(self.env.usage_chunk(usage));
+        if !(s.text.is_empty() && s.logprobs.is_empty() && s.tool_calls.is_empty()) {
+            let lp = (!s.logprobs.is_empty()).then(|| logprobs_json(self.env.kind, &s.logprobs, &mut self.offset));
+            let content = (!s.text.is_empty() || s.tool_calls.is_empty()).then_some(s.text.as_str());
+            out.push(self.usage_null(self.env.chunk(s.choice, content, &s.tool_calls, false, None, lp)));
+        }
+        if let Some(f) = s.finish_reason.as_deref() {
+            out.push(self.usage_null(self.env.chunk(s.choice, None, &[], false, Some(f), None)));
         }
         out
+    }
+
+    /// The last chunk, with `include_usage`: `choices: []` and `usage`.
+    pub fn end(&self, usage: Value) -> Vec<Value> {
+        if self.include_usage {
+            vec![self.env.usage_chunk(usage)]
+        } else {
+            Vec::new()
+        }
     }
 }
 
@@ -287,30 +378,95 @@ mod tests {
         serde_json::from_value(json!({"kind": kind, "id": "x-1", "created": 7, "model": "m", "prompt_chars": 3})).unwrap()
     }
 
+    fn text(choice: usize, t: &str, finish: Option<&str>) -> StepChunk {
+        StepChunk { choice, text: t.into(), finish_reason: finish.map(str::to_string), ..Default::default() }
+    }
+
     #[test]
     fn a_chat_stream_is_role_steps_finish_and_one_usage_chunk() {
         let mut s = ChunkStream::new(env("chat"), true);
         assert_eq!(s.start().unwrap()["choices"][0]["delta"], json!({"role": "assistant", "content": ""}));
-        assert!(s.step("", &[], &[]).is_none(), "nothing to send");
-        let c = s.step("Hi", &[], &[]).unwrap();
+        assert!(s.step(&text(0, "", None)).is_empty(), "nothing to send");
+        let c = s.step(&text(0, "Hi", None)).remove(0);
         assert_eq!((c["object"].as_str(), &c["choices"][0]["delta"]), (Some("chat.completion.chunk"), &json!({"content": "Hi"})));
         let call = ToolCallDelta { index: 0, id: Some("call_1".into()), kind: Some("function".into()), function: FunctionDelta { name: Some("f".into()), arguments: String::new() } };
         let args = |a: &str| ToolCallDelta { index: 0, id: None, kind: None, function: FunctionDelta { name: None, arguments: a.into() } };
         // A call's opening and its first arguments in one step: one entry, as OpenAI's chunks.
-        let c = s.step("", &[], &[call, args("{\"a\""), args(": 1")]).unwrap();
+        let c = s.step(&StepChunk { tool_calls: vec![call, args("{\"a\""), args(": 1")], ..Default::default() }).remove(0);
         assert_eq!(c["choices"][0]["delta"], json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1"}}]}));
         assert_eq!(c["usage"], Value::Null, "with include_usage, every other chunk has usage: null");
         assert!(c.as_object().unwrap().contains_key("usage"));
-        let end = s.end("tool_calls", json!({"total_tokens": 3}));
-        assert_eq!(end.len(), 2);
-        assert_eq!((&end[0]["choices"][0]["finish_reason"], end[0].get("usage")), (&json!("tool_calls"), Some(&Value::Null)));
-        assert_eq!((&end[1]["choices"], &end[1]["usage"]["total_tokens"]), (&json!([]), &json!(3)));
-        assert_eq!(ChunkStream::new(env("chat"), false).end("stop", json!({})).len(), 1, "usage only with include_usage");
-        assert!(ChunkStream::new(env("chat"), false).end("stop", json!({}))[0].get("usage").is_none(), "no usage key without include_usage");
+        let last = s.step(&text(0, "", Some("tool_calls")));
+        assert_eq!(last.len(), 1, "the finish chunk alone");
+        assert_eq!((&last[0]["choices"][0]["finish_reason"], last[0].get("usage")), (&json!("tool_calls"), Some(&Value::Null)));
+        let end = s.end(json!({"total_tokens": 3}));
+        assert_eq!((end.len(), &end[0]["choices"], &end[0]["usage"]["total_tokens"]), (1, &json!([]), &json!(3)));
+        assert!(ChunkStream::new(env("chat"), false).end(json!({})).is_empty(), "usage only with include_usage");
+        let mut plain = ChunkStream::new(env("chat"), false);
+        assert!(plain.step(&text(0, "x", Some("stop")))[1].get("usage").is_none(), "no usage key without include_usage");
         // Completions: no role chunk, `text` per chunk.
         let mut s = ChunkStream::new(env("completion"), false);
         assert!(s.start().is_none());
-        assert_eq!(s.step("abc", &[], &[]).unwrap()["choices"][0]["text"], "abc");
+        assert_eq!(s.step(&text(0, "abc", None))[0]["choices"][0]["text"], "abc");
+    }
+
+    #[test]
+    fn choices_stream_one_after_the_other_each_with_its_index() {
+        let mut s = ChunkStream::new(env("chat"), false);
+        let mut all: Vec<Value> = s.start().into_iter().collect();
+        for (choice, t) in [(0, "a"), (0, "b"), (1, ""), (1, "c"), (2, "d")] {
+            all.extend(s.step(&text(choice, t, None)));
+            if t == "b" || t == "c" {
+                all.extend(s.step(&text(choice, "", Some("stop"))));
+            }
+        }
+        let shape: Vec<(u64, Value, Value)> = all.iter().map(|c| (c["choices"][0]["index"].as_u64().unwrap(), c["choices"][0]["delta"].clone(), c["choices"][0]["finish_reason"].clone())).collect();
+        let role = json!({"role": "assistant", "content": ""});
+        assert_eq!(
+            shape,
+            vec![
+                (0, role.clone(), Value::Null),
+                (0, json!({"content": "a"}), Value::Null),
+                (0, json!({"content": "b"}), Value::Null),
+                (0, json!({}), json!("stop")),
+                (1, role.clone(), Value::Null),
+                (1, json!({"content": "c"}), Value::Null),
+                (1, json!({}), json!("stop")),
+                (2, role, Value::Null),
+                (2, json!({"content": "d"}), Value::Null),
+            ]
+        );
+        // Completions' text_offset starts at the prompt again for each choice.
+        let lp = |t: &str| TokenLogprob { token: t.into(), logprob: -1.0, bytes: t.as_bytes().to_vec(), top_logprobs: vec![] };
+        let mut s = ChunkStream::new(env("completion"), false);
+        let a = s.step(&StepChunk { choice: 0, text: "ab".into(), logprobs: vec![lp("ab")], ..Default::default() });
+        let b = s.step(&StepChunk { choice: 1, text: "c".into(), logprobs: vec![lp("c")], ..Default::default() });
+        assert_eq!((&a[0]["choices"][0]["logprobs"]["text_offset"], &b[0]["choices"][0]["logprobs"]["text_offset"]), (&json!([3]), &json!([3])));
+        // A whole response: one entry per choice, in order.
+        let r = json!({"text": "x", "finish_reason": "stop", "choices": [{"text": "x", "finish_reason": "stop"}, {"text": "y", "finish_reason": "length"}]});
+        let c = env("chat").completion(&r, json!({}));
+        let got: Vec<(Value, Value, Value)> = c["choices"].as_array().unwrap().iter().map(|c| (c["index"].clone(), c["message"]["content"].clone(), c["finish_reason"].clone())).collect();
+        assert_eq!(got, vec![(json!(0), json!("x"), json!("stop")), (json!(1), json!("y"), json!("length"))]);
+    }
+
+    #[test]
+    fn text_offsets_count_characters_of_the_decoded_text() {
+        let lp = |b: &[u8]| TokenLogprob { token: String::from_utf8_lossy(b).into_owned(), logprob: -1.0, bytes: b.to_vec(), top_logprobs: vec![] };
+        // "a", then "日" (3 bytes) split over two tokens, then "b", then a stray continuation
+        // byte (one U+FFFD in the text), then "c".
+        let entries = [lp(b"a"), lp(&[0xe6, 0x97]), lp(&[0xa5]), lp(b"b"), lp(&[0x80]), lp(b"c")];
+        let mut at = TextOffset::new(3);
+        let v = logprobs_json(Kind::Completion, &entries, &mut at);
+        assert_eq!(v["text_offset"], json!([3, 4, 4, 5, 6, 7]));
+        assert_eq!(at.at(), 8);
+        // The same in chunks, the character split across them.
+        let mut s = ChunkStream::new(env("completion"), false);
+        let mut offsets = Vec::new();
+        for e in &entries {
+            let c = s.step(&StepChunk { text: "x".into(), logprobs: vec![e.clone()], ..Default::default() });
+            offsets.push(c[0]["choices"][0]["logprobs"]["text_offset"][0].clone());
+        }
+        assert_eq!(offsets, [3, 4, 4, 5, 6, 7].map(|o| json!(o)));
     }
 
     #[test]

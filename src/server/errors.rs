@@ -19,11 +19,13 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
     /// The request parameter at fault (OpenAI's `param`), when one is.
     pub param: Option<String>,
+    /// The methods the path allows, sent as `Allow` (405 only).
+    pub allow: Option<&'static str>,
 }
 
 impl ApiError {
     pub fn new(status: u16, kind: &'static str, code: &str, message: impl Into<String>) -> ApiError {
-        ApiError { status, kind, code: code.to_string(), message: message.into(), retry_after: None, param: None }
+        ApiError { status, kind, code: code.to_string(), message: message.into(), retry_after: None, param: None, allow: None }
     }
 
     /// 400: a malformed or out-of-range request (`code` says which rule).
@@ -39,8 +41,9 @@ impl ApiError {
         ApiError::new(404, "not_found_error", "not_found", format!("no route for {path}"))
     }
 
-    pub fn method_not_allowed(method: &str, path: &str) -> ApiError {
-        ApiError::new(405, "invalid_request_error", "method_not_allowed", format!("{method} is not allowed on {path}"))
+    /// 405, with the methods `path` allows (`Allow`, as RFC 9110 asks).
+    pub fn method_not_allowed(method: &str, path: &str, allow: &'static str) -> ApiError {
+        ApiError { allow: Some(allow), ..ApiError::new(405, "invalid_request_error", "method_not_allowed", format!("{method} is not allowed on {path} (allowed: {allow})")) }
     }
 
     pub fn body_too_large(limit: usize) -> ApiError {

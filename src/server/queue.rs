@@ -23,7 +23,7 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 
 use super::errors::ApiError;
-use crate::generate::TokenLogprob;
+use crate::protocol::StepChunk;
 use crate::host::{GenerateRequest, GenerateResult, Host};
 use crate::metrics::native_clock;
 
@@ -32,8 +32,9 @@ use crate::metrics::native_clock;
 #[derive(Debug)]
 pub enum Event {
     Started { prompt_tokens: usize },
-    /// Text that became final, with the log probabilities of the tokens it completes (when asked).
-    Text { text: String, logprobs: Vec<TokenLogprob>, tool_calls: Vec<crate::tools::ToolCallDelta> },
+    /// A step's text that became final, with the log probabilities of the tokens it completes
+    /// (when asked), its call pieces, its choice and, on a choice's last step, its finish_reason.
+    Text(StepChunk),
     Done { result: GenerateResult, queue_ms: f64 },
     Failed(ApiError),
 }
@@ -180,13 +181,21 @@ fn run(host: &mut Host, job: &Job) -> Outcome {
         Outcome::Failed
     };
     let queue_ms = job.enqueued.elapsed().as_secs_f64() * 1000.0;
+    // A prompt too long is the fault of `messages` (chat) or `prompt`, as OpenAI names it.
+    let input = if job.request.messages.is_some() { "messages" } else { "prompt" };
     let started = match host.generate_begin(&job.request, native_clock()) {
         Ok(s) => s,
-        Err(e) => return fail(host, ApiError::from_host(&e)),
+        Err(e) => {
+            let mut err = ApiError::from_host(&e);
+            if err.code == "context_length_exceeded" && err.param.is_none() {
+                err.param = Some(input.into());
+            }
+            return fail(host, err);
+        }
     };
     if started.prompt_tokens > job.max_prompt_tokens {
         let msg = format!("the prompt has {} tokens; this server allows at most {}", started.prompt_tokens, job.max_prompt_tokens);
-        return fail(host, ApiError::invalid("context_length_exceeded", msg));
+        return fail(host, ApiError { param: Some(input.into()), ..ApiError::invalid("context_length_exceeded", msg) });
     }
     if tx.send(Event::Started { prompt_tokens: started.prompt_tokens }).is_err() {
         host.generate_cancel();
@@ -208,6 +217,7 @@ fn run(host: &mut Host, job: &Job) -> Outcome {
             Err(e) => return fail(host, ApiError::from_host(&e)),
         }
     }
+    let mut choice = 0;
     loop {
         if tx.is_closed() {
             host.generate_cancel();
@@ -217,10 +227,15 @@ fn run(host: &mut Host, job: &Job) -> Outcome {
             Ok(ev) => ev,
             Err(e) => return fail(host, ApiError::from_host(&e)),
         };
-        if !ev.text.is_empty() || !ev.logprobs.is_empty() || !ev.tool_calls.is_empty() {
-            let _ = tx.send(Event::Text { text: ev.text, logprobs: ev.logprobs, tool_calls: ev.tool_calls });
+        let done = ev.done;
+        // A new choice's first step goes out even when empty: it opens the choice's chunks.
+        let opens = ev.choice != choice;
+        choice = ev.choice;
+        if opens || !ev.text.is_empty() || !ev.logprobs.is_empty() || !ev.tool_calls.is_empty() || ev.choice_finish_reason.is_some() {
+            let step = StepChunk { choice: ev.choice, text: ev.text, logprobs: ev.logprobs, tool_calls: ev.tool_calls, finish_reason: ev.choice_finish_reason.map(str::to_string) };
+            let _ = tx.send(Event::Text(step));
         }
-        if ev.finish_reason.is_some() {
+        if done {
             break;
         }
     }

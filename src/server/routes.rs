@@ -3,6 +3,7 @@
 //! ```text
 //! GET  /health                 liveness + queue and request counters (no token needed)
 //! GET  /v1/models              the model: id, sha256 of the GGUF, context limits
+//!                              (HEAD on either: the headers of the GET)
 //! POST /v1/chat/completions    OpenAI chat completions (JSON, or SSE with stream: true)
 //! POST /v1/completions         OpenAI text completions (raw prompt, no chat template)
 //! OPTIONS *                    CORS preflight
@@ -92,9 +93,11 @@ async fn route(st: &State, req: Request<Incoming>) -> Result<Response<ResBody>, 
         _ => &r.other,
     };
     counter.fetch_add(1, Ordering::Relaxed);
+    // HEAD is GET without the body (RFC 9110; hyper sends the headers only).
+    let get = method == Method::GET || method == Method::HEAD;
     match (path.as_str(), &method) {
-        ("/health", &Method::GET) => Ok(json_response(StatusCode::OK, &health(st))),
-        ("/v1/models", &Method::GET) => {
+        ("/health", _) if get => Ok(json_response(StatusCode::OK, &health(st))),
+        ("/v1/models", _) if get => {
             check_bearer(req.headers(), st.cfg.api_key.as_deref())?;
             Ok(json_response(StatusCode::OK, &models(st)))
         }
@@ -108,7 +111,7 @@ async fn route(st: &State, req: Request<Incoming>) -> Result<Response<ResBody>, 
         }
         // OpenAI's "retrieve model": this server's one model by its id (percent-encoded in the
         // path), else 404 model_not_found.
-        (p, &Method::GET) if p.starts_with("/v1/models/") => {
+        (p, _) if get && p.starts_with("/v1/models/") => {
             check_bearer(req.headers(), st.cfg.api_key.as_deref())?;
             let id = crate::percent::decode(&p["/v1/models/".len()..]);
             if id == st.card.id {
@@ -117,8 +120,9 @@ async fn route(st: &State, req: Request<Incoming>) -> Result<Response<ResBody>, 
                 Err(ApiError::new(404, "invalid_request_error", "model_not_found", format!("the model {id:?} does not exist; this server serves {:?}", st.card.id)))
             }
         }
-        ("/health" | "/v1/models" | "/v1/chat/completions" | "/v1/completions", m) => Err(ApiError::method_not_allowed(m.as_str(), &path)),
-        (p, m) if p.starts_with("/v1/models/") => Err(ApiError::method_not_allowed(m.as_str(), &path)),
+        ("/health" | "/v1/models", m) => Err(ApiError::method_not_allowed(m.as_str(), &path, "GET, HEAD, OPTIONS")),
+        ("/v1/chat/completions" | "/v1/completions", m) => Err(ApiError::method_not_allowed(m.as_str(), &path, "POST, OPTIONS")),
+        (p, m) if p.starts_with("/v1/models/") => Err(ApiError::method_not_allowed(m.as_str(), &path, "GET, HEAD, OPTIONS")),
         _ => Err(ApiError::not_found(&path)),
     }
 }
@@ -262,6 +266,9 @@ pub fn error_response(e: &ApiError) -> Response<ResBody> {
     let mut r = json_response(status, &e.body());
     if let Some(s) = e.retry_after {
         r.headers_mut().insert("retry-after", HeaderValue::from(s));
+    }
+    if let Some(a) = e.allow {
+        r.headers_mut().insert("allow", HeaderValue::from_static(a));
     }
     if e.status == 401 {
         r.headers_mut().insert("www-authenticate", HeaderValue::from_static("Bearer"));

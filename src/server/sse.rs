@@ -1,8 +1,8 @@
 //! Server-sent events: a response body fed by the inference thread's events.
 //!
 //! Each event becomes one `data: <json>\n\n` frame; the stream ends with `data: [DONE]\n\n`.
-//! Chat streams start with a chunk whose delta holds only `role`; a chunk carries
-//! `finish_reason`; `usage` comes, exactly as OpenAI sends it, only with
+//! Chat streams start with a chunk whose delta holds only `role` (with `n > 1`, each choice's
+//! first chunk does); a chunk carries each choice's `finish_reason`; `usage` comes, exactly as OpenAI sends it, only with
 //! `stream_options.include_usage` and only on one more chunk with `choices: []` (so code that
 //! sums usage over the chunks counts it once). An error after the stream started is
 //! sent as `data: {"error": {...}}` before `[DONE]` (OpenAI-compatible servers do the same).
@@ -53,13 +53,13 @@ impl SseBody {
     fn render(&mut self, ev: Option<Event>) {
         match ev {
             Some(Event::Started { .. }) => {}
-            Some(Event::Text { text, logprobs, tool_calls }) => {
-                if let Some(c) = self.chunks.step(&text, &logprobs, &tool_calls) {
+            Some(Event::Text(step)) => {
+                for c in self.chunks.step(&step) {
                     self.out.push_back(frame(&c));
                 }
             }
             Some(Event::Done { result, queue_ms }) => {
-                for c in self.chunks.end(result.finish_reason, usage(&result, queue_ms)) {
+                for c in self.chunks.end(usage(&result, queue_ms)) {
                     self.out.push_back(frame(&c));
                 }
                 self.end();

@@ -25,6 +25,9 @@ fn step(logprobs: bool) -> StepEvent {
             vec![]
         },
         tool_calls: vec![],
+        choice: 0,
+        choice_finish_reason: None,
+        done: false,
     }
 }
 

@@ -202,24 +202,16 @@ impl OpenAiStream {
         self.inner.start().map(|v| v.to_string())
     }
 
-    /// The chunk of a `StepEvent` (JSON: text, logprobs, tool_calls), or `undefined` when it has nothing to send.
-    pub fn step(&mut self, event_json: &str) -> Result<Option<String>, JsValue> {
-        #[derive(serde::Deserialize)]
-        struct Step {
-            #[serde(default)]
-            text: String,
-            #[serde(default)]
-            logprobs: Vec<crate::generate::TokenLogprob>,
-            #[serde(default)]
-            tool_calls: Vec<crate::tools::ToolCallDelta>,
-        }
-        let s: Step = serde_json::from_str(event_json).map_err(|e| js_error(HostError::new("INTERNAL", format!("bad step event: {e}"))))?;
-        Ok(self.inner.step(&s.text, &s.logprobs, &s.tool_calls).map(|v| v.to_string()))
+    /// The chunks (a JSON array, often empty) of a `StepEvent` (JSON: choice, text, logprobs,
+    /// tool_calls, choice_finish_reason).
+    pub fn step(&mut self, event_json: &str) -> Result<String, JsValue> {
+        let s: crate::protocol::StepChunk = serde_json::from_str(event_json).map_err(|e| js_error(HostError::new("INTERNAL", format!("bad step event: {e}"))))?;
+        json(&self.inner.step(&s))
     }
 
-    /// The last chunks (JSON array): `finish_reason`, then with include_usage the usage chunk.
-    pub fn end(&self, finish_reason: &str, usage_json: &str) -> Result<String, JsValue> {
-        json(&self.inner.end(finish_reason, parse_json(usage_json)?))
+    /// The last chunks (JSON array): with include_usage the usage chunk.
+    pub fn end(&self, usage_json: &str) -> Result<String, JsValue> {
+        json(&self.inner.end(parse_json(usage_json)?))
     }
 }
 

@@ -146,13 +146,37 @@ for (const label of TARGETS) {
     });
   });
 
+  test(`openai SDK (${label}): n choices, whole and streamed`, { skip }, async () => {
+    const client = clients[label];
+    const req = { model: 'any', messages: [{ role: 'user', content: 'Say a word.' }], max_tokens: 5, temperature: 1.2, seed: 11, n: 3 };
+    const whole = await client.chat.completions.create(req);
+    assert.deepEqual(whole.choices.map((c) => c.index), [0, 1, 2]);
+    for (const c of whole.choices) assert.ok(['stop', 'length'].includes(c.finish_reason) && typeof c.message.content === 'string');
+    assert.ok(whole.usage.completion_tokens > 5 && whole.usage.completion_tokens <= 15, JSON.stringify(whole.usage));
+    record(label, 'n choices', whole);
+    // The same seed streamed: the same choices, read by index as the SDK's users do.
+    const chunks = await collect(await client.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } }));
+    const texts = ['', '', ''];
+    const finish = [null, null, null];
+    for (const c of chunks) {
+      for (const ch of c.choices) {
+        texts[ch.index] += ch.delta.content ?? '';
+        if (ch.finish_reason) finish[ch.index] = ch.finish_reason;
+      }
+    }
+    assert.deepEqual(texts, whole.choices.map((c) => c.message.content));
+    assert.deepEqual(finish, whole.choices.map((c) => c.finish_reason));
+    assert.equal(chunks.at(-1).usage.completion_tokens, whole.usage.completion_tokens);
+    record(label, 'n choices stream', chunks);
+  });
+
   test(`openai SDK (${label}): typed errors for a bad request${label === 'serve' ? ' and a wrong key' : ''}`, { skip }, async () => {
     const client = clients[label];
-    await assert.rejects(client.chat.completions.create(hi({ n: 2 })), (e) => {
+    await assert.rejects(client.chat.completions.create(hi({ prediction: { type: 'content', content: 'x' } })), (e) => {
       assert.ok(e instanceof OpenAI.BadRequestError, e.constructor.name);
       assert.equal(e.status, 400);
       assert.equal(e.code, 'unsupported_parameter');
-      assert.equal(e.param, 'n');
+      assert.equal(e.param, 'prediction');
       record(label, 'bad request', e.error);
       return true;
     });

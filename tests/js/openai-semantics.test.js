@@ -57,7 +57,7 @@ test('a request the engine cannot honour is refused by name, the same locally, r
     ['chat', hi({ response_format: { type: 'json_object', schema: {} } }), 'unknown_parameter', 'response_format.schema'],
     ['chat', hi({ frobnicate: true }), 'unknown_parameter', 'frobnicate'],
     ['chat', { ...hi(), messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: null, tool_calls: [] }, { role: 'tool', tool_call_id: 'call_1', content: 'r' }] }, 'unmatched_tool_message', 'messages[2].tool_call_id'],
-    ['chat', hi({ n: 2 }), 'unsupported_parameter', 'n'],
+    ['chat', hi({ n: 129 }), 'invalid_value', 'n'],
     ['chat', hi({ stop: ['a', 'b', 'c', 'd', 'e'] }), 'invalid_value', 'stop'],
     ['chat', hi({ stop: '' }), 'invalid_value', 'stop'],
     ['chat', hi({ repetition_penalty: 50 }), 'invalid_value', 'repetition_penalty'],
@@ -247,4 +247,25 @@ test('tool calls: the same call locally, through the router (assembled from the 
   // Greedy: the same arguments from both engines, and the router passes the server's on.
   assert.equal(mine.message.tool_calls[0].function.arguments, server.message.tool_calls[0].function.arguments);
   assert.equal(viaRouter.message.tool_calls[0].function.arguments, server.message.tool_calls[0].function.arguments);
+});
+
+test('n choices: the router assembles each choice from the server stream by its index, as the server answers whole', { skip }, async () => {
+  const ask = { messages: [{ role: 'user', content: 'Say a word.' }], max_tokens: 5, temperature: 1.1, seed: 3, n: 3, logprobs: true };
+  const s = await post('chat', ask);
+  assert.equal(s.status, 200, s.text);
+  const server = JSON.parse(s.text);
+  const viaRouter = await routed.chat.completions.create(ask);
+  const view = (r) => r.choices.map((c) => [c.index, c.message.content, c.finish_reason, c.logprobs.content.map((e) => e.token).join('')]);
+  assert.deepEqual(view(viaRouter), view(server));
+  for (const c of server.choices) assert.equal(c.logprobs.content.map((e) => e.token).join(''), c.message.content);
+  assert.equal(viaRouter.usage.completion_tokens, server.usage.completion_tokens);
+  // Streamed through the router: every choice's chunks, by index.
+  const texts = ['', '', ''];
+  for await (const c of await routed.chat.completions.create({ ...ask, stream: true })) {
+    for (const ch of c.choices) texts[ch.index] += ch.delta.content ?? '';
+  }
+  assert.deepEqual(texts, server.choices.map((c) => c.message.content));
+  // The JS engine: three choices of the same shape (its kernels are wasm, the draw may differ).
+  const local = await engine.chat.completions.create(ask);
+  assert.deepEqual(local.choices.map((c) => c.index), [0, 1, 2]);
 });

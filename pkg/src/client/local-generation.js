@@ -85,14 +85,14 @@ export async function createLocal(local, kind, params, options = {}) {
         if (ev.chunk) stream._push(ev.chunk);
         resolve(stream);
       } else if (ev.type === Ev.TOKEN) {
-        if (ev.chunk) stream._push(ev.chunk);
+        for (const c of ev.chunks || []) stream._push(c);
       } else onSustained(ev);
     };
     opId = nextId();
     const p = link.send(worker, msg, onEvent, 0, signal, opId);
     p.then(
       (r) => {
-        // The finish chunk, and with include_usage one more with choices: [] and usage (as OpenAI).
+        // With include_usage, one more chunk with choices: [] and usage (as OpenAI).
         const pressure = finish(r);
         for (const c of r.openai.chunks) {
           if (c.usage) withPressure(c.usage, pressure);

@@ -58,10 +58,11 @@ export async function generateOp(rt, msg, signal) {
       if (signal.aborted) throw abortedError('generation');
       const ev = rt.json(() => rt.engine.decode_step());
       rt.memory.poll();
-      const chunk = chunks ? parse(rt.call(() => chunks.step(JSON.stringify({ text: ev.text || '', logprobs: ev.logprobs || [], tool_calls: ev.tool_calls || [] })))) : undefined;
-      if ((ev.token !== null && ev.token !== undefined) || chunk) rt.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token ?? null, ...(chunk ? { chunk } : {}) });
+      // The step's chunks: its text, a later choice's role chunk, a choice's finish chunk.
+      const out = chunks ? JSON.parse(rt.call(() => chunks.step(JSON.stringify(ev)))) : [];
+      if ((ev.token !== null && ev.token !== undefined) || out.length) rt.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token ?? null, choice: ev.choice || 0, ...(out.length ? { chunks: out } : {}) });
       if (ev.token !== null && ev.token !== undefined && windows.token(now()) !== null) rt.env.post({ type: Ev.SUSTAINED, id, sustained: windows.summary() });
-      if (ev.finish_reason) break;
+      if (ev.done) break;
       rt.faultPoint('decode'); // after the token went out: a crash here loses nothing emitted
       if (delay && ++steps > delay.after_tokens) await new Promise((r) => setTimeout(r, delay.ms));
     }
@@ -78,7 +79,7 @@ export async function generateOp(rt, msg, signal) {
     if (result.memory) usage.memory = result.memory;
     if (usage.compute) usage.compute.sustained = result.sustained;
     const u = JSON.stringify(usage);
-    result.openai = chunks ? { chunks: rt.json(() => chunks.end(result.finish_reason, u)) } : { response: rt.json(() => rt.bindings.openai_completion(envelope, raw, u)) };
+    result.openai = chunks ? { chunks: rt.json(() => chunks.end(u)) } : { response: rt.json(() => rt.bindings.openai_completion(envelope, raw, u)) };
     return result;
   } finally {
     if (chunks && !rt.dead) chunks.free();
