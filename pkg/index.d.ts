@@ -109,7 +109,8 @@ export interface EngineOptions {
   initTimeoutMs?: number;
   /**
    * Milliseconds an aborted operation's worker has to stop (default 5000); past it the worker
-   * is taken as stuck, terminated and restarted (the request has already rejected ABORTED).
+   * is taken as stuck, terminated and restarted (the request has already rejected ABORTED;
+   * requests queued behind it run on the new worker, after the model is reloaded).
    */
   abortGraceMs?: number;
   /** Older name of `memory.budget_bytes`. */

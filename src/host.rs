@@ -407,7 +407,8 @@ impl Host {
         let l = self.loaded.as_mut().ok_or_else(|| HostError::new("MODEL_NOT_LOADED", "no model is loaded"))?;
         let prompt = prompt::prompt_tokens(&l.tokenizer, req)?;
         req.max_tokens.map_or(Ok(()), |n| crate::limits::check_new_tokens("max_tokens", n))?;
-        let max_tokens = match prompt::room_after(l, prompt.len())? {
+        let room = prompt::room_after(l, prompt.len()).map_err(|e| HostError::from(e).with_param(req.input_param()))?;
+        let max_tokens = match room {
             // Window + sinks: any prompt (its oldest non-sink tokens are evicted as needed) and
             // any number of tokens; by default one cache's worth.
             None => req.max_tokens.unwrap_or(l.info.max_context),

@@ -3,7 +3,7 @@
 //! limits (stop ≤ 4, n = 1, stream_options only with stream), and the package's TypeScript
 //! declarations naming every parameter the rules accept.
 
-use edgellm::protocol::{parse_request, Kind, RequestLimits, Rule, PARAMETERS};
+use edgellm::protocol::{parse_request, parse_request_json, Kind, RequestLimits, Rule, PARAMETERS};
 use serde_json::{json, Value};
 
 fn chat(extra: Value) -> Value {
@@ -112,6 +112,12 @@ fn ranges_are_the_one_definition() {
     let s = |v: Value| parse_request(Kind::Chat, &chat(json!({ "seed": v })), RequestLimits::default()).unwrap().gen.seed;
     assert_eq!(s(json!(-1)), Some(u64::MAX));
     assert_eq!(s(json!(u64::MAX)), Some(u64::MAX));
+    // What JS sends for -2^63 (its decimal text is past i64, so JSON reads a float).
+    let from_js = |text: &str| parse_request_json(Kind::Chat, format!(r#"{{"messages": [{{"role": "user", "content": "x"}}], "seed": {text}}}"#).as_bytes(), RequestLimits::default()).map(|r| r.gen.seed);
+    assert_eq!(from_js("-9223372036854776000").unwrap(), Some(1 << 63));
+    assert_eq!(from_js("9223372036854776000").unwrap(), Some(9_223_372_036_854_776_000));
+    assert_eq!(from_js("18446744073709552000").unwrap_err().param, "seed", "2^64 is past 64 bits");
+    assert_eq!(from_js("5.5").unwrap_err().param, "seed");
     // max_tokens wins over a valid max_completion_tokens; a bad one is refused beside it.
     let both = |m: Value| parse_request(Kind::Chat, &chat(json!({"max_tokens": 10, "max_completion_tokens": m})), RequestLimits::default());
     assert_eq!(both(json!(20)).unwrap().gen.max_tokens, Some(10));

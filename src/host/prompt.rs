@@ -13,7 +13,7 @@ use super::{GenerateRequest, Host, HostError, Loaded};
 /// The prompt tokens of `req` (`INVALID_REQUEST` for a request without a prompt, an empty one,
 /// or an unknown kind).
 pub(super) fn prompt_tokens(tokenizer: &Tokenizer, req: &GenerateRequest) -> Result<Vec<u32>, HostError> {
-    let prompt = match req.kind.as_deref().unwrap_or(if req.messages.is_some() { "chat" } else { "completion" }) {
+    let prompt = match req.kind_name() {
         "chat" => {
             let messages = req.messages.as_deref().filter(|m| !m.is_empty()).ok_or_else(|| HostError::new("INVALID_REQUEST", "messages must be a non-empty list"))?;
             // Tools, past calls and their results: by the model's template when it renders
@@ -29,9 +29,26 @@ pub(super) fn prompt_tokens(tokenizer: &Tokenizer, req: &GenerateRequest) -> Res
         other => return Err(HostError::new("INVALID_REQUEST", format!("unknown request kind {other:?}"))),
     };
     if prompt.is_empty() {
-        return Err(HostError::new("INVALID_REQUEST", "the prompt has no tokens"));
+        return Err(HostError::new("INVALID_REQUEST", "the prompt has no tokens").with_param(req.input_param()));
     }
     Ok(prompt)
+}
+
+impl GenerateRequest {
+    /// "chat" or "completion" (a request without a kind: by whether it has messages).
+    pub fn kind_name(&self) -> &str {
+        self.kind.as_deref().unwrap_or(if self.messages.is_some() { "chat" } else { "completion" })
+    }
+
+    /// The parameter that holds the prompt, which errors about the prompt name (OpenAI's
+    /// `param`): `messages` or `prompt`.
+    pub fn input_param(&self) -> &'static str {
+        if self.kind_name() == "chat" {
+            "messages"
+        } else {
+            "prompt"
+        }
+    }
 }
 
 /// Positions left for generated tokens after a prompt of `n` tokens in the loaded session

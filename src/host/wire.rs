@@ -175,11 +175,25 @@ mod seed_as_i64 {
         enum Either {
             U(u64),
             I(i64),
+            /// What JS prints for -2^63 (i64::MIN, whose f64 is exact): "-9223372036854776000",
+            /// past i64 as decimal text, so JSON reads it as a float.
+            F(f64),
         }
-        Ok(Option::<Either>::deserialize(d)?.map(|e| match e {
-            Either::U(v) => v,
-            Either::I(v) => v as u64,
-        }))
+        // The seed comes back from a JS number, printed with the fewest digits that read back
+        // to it ("4611687117939016000" for 4611687117939015680): past 2^53 the value is the f64
+        // those digits name, as JS held it.
+        const EXACT: u64 = 1 << 53;
+        let from_f64 = |v: f64| if v < 0.0 { v as i64 as u64 } else { v as u64 };
+        Option::<Either>::deserialize(d)?
+            .map(|e| match e {
+                Either::U(v) if v > EXACT => Ok(from_f64(v as f64)),
+                Either::U(v) => Ok(v),
+                Either::I(v) if v.unsigned_abs() > EXACT => Ok(from_f64(v as f64)),
+                Either::I(v) => Ok(v as u64),
+                Either::F(v) if v.fract() == 0.0 && (-9.223_372_036_854_775_808e18..1.844_674_407_370_955_2e19).contains(&v) => Ok(from_f64(v)),
+                Either::F(v) => Err(serde::de::Error::custom(format!("seed must be a 64-bit integer, got {v}"))),
+            })
+            .transpose()
     }
 }
 
@@ -187,19 +201,37 @@ mod seed_as_i64 {
 mod tests {
     use super::GenerateRequest;
 
+    /// An integral f64 as JS's `JSON.stringify` writes it: the shortest digits that read back
+    /// to it, then zeros (2^63 is "9223372036854775808", -2^63 "-9223372036854776000").
+    fn js_number(x: f64) -> String {
+        let exact = format!("{x:.0}");
+        let digits = format!("{x:e}");
+        let (mantissa, exp) = digits.split_once('e').unwrap();
+        let exp: usize = exp.parse().unwrap();
+        let sign = if x < 0.0 { "-" } else { "" };
+        let m: String = mantissa.trim_start_matches('-').chars().filter(|c| *c != '.').collect();
+        if m.len() > exp + 1 {
+            return exact;
+        }
+        format!("{sign}{m}{}", "0".repeat(exp + 1 - m.len()))
+    }
+
     /// A negative seed survives the worker's JSON round trip (JS numbers are f64).
     #[test]
     fn seeds_round_trip_through_js_numbers() {
-        for seed in [0u64, 7, u64::MAX, u64::MAX - 999, 1 << 63] {
+        assert_eq!(js_number(-9_223_372_036_854_775_808.0), "-9223372036854776000");
+        // Seeds whose i64 form a JS number holds exactly (others were rounded by the client).
+        for seed in [0u64, 7, u64::MAX, u64::MAX - 999, 1 << 63, (1 << 62) + (1 << 40)] {
             let r = GenerateRequest { seed: Some(seed), ..Default::default() };
             let text = serde_json::to_string(&r).unwrap();
             // What JSON.parse + JSON.stringify give back: the number through an f64.
             let v: serde_json::Value = serde_json::from_str(&text).unwrap();
             let as_f64 = v["seed"].as_f64().unwrap();
-            let back = text.replace(&format!("\"seed\":{}", v["seed"]), &format!("\"seed\":{}", as_f64 as i64));
+            let back = text.replace(&format!("\"seed\":{}", v["seed"]), &format!("\"seed\":{}", js_number(as_f64)));
             let r2: GenerateRequest = serde_json::from_str(&back).unwrap();
             assert_eq!(r2.seed, Some(seed), "{text}");
         }
+        // u64::MAX as JS prints 2^64 - 1 (it holds 2^64): the last u64.
         let r: GenerateRequest = serde_json::from_str(r#"{"seed": 18446744073709551615}"#).unwrap();
         assert_eq!(r.seed, Some(u64::MAX));
         let r: GenerateRequest = serde_json::from_str(r#"{}"#).unwrap();

@@ -205,13 +205,20 @@ fn integer(o: &Map<String, Value>, name: &str) -> Result<Option<i128>, ProtocolE
     let Some(v) = get(o, name) else { return Ok(None) };
     let Rule::Integer(lo, hi) = param_for(name).expect("a listed parameter").rule else { unreachable!("{name} is not an integer") };
     let n = match v {
-        Value::Number(n) => n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from)),
+        Value::Number(n) => n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from)).or_else(|| n.as_f64().and_then(big_integer)),
         _ => None,
     };
     match n {
         Some(x) if x >= lo && x <= hi => Ok(Some(x)),
         _ => Err(ProtocolError::invalid(name, format!("{name} must be an integer in [{lo}, {hi}], got {v}"))),
     }
+}
+
+/// An integer JSON reads as a float because its decimal text is past i64 / u64: what JS prints
+/// for -2^63 ("-9223372036854776000"). Only past 2^53, where every f64 is an integer and no
+/// one writes a fraction: `5.0` stays refused.
+fn big_integer(x: f64) -> Option<i128> {
+    (x.abs() > 9_007_199_254_740_992.0 && x.abs() < 1e39).then_some(x as i128)
 }
 
 fn boolean(o: &Map<String, Value>, name: &str) -> Result<Option<bool>, ProtocolError> {

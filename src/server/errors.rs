@@ -69,7 +69,7 @@ impl ApiError {
     /// `context_length_exceeded`; contents that cannot be kept literal), anything else 500.
     pub fn from_host(e: &HostError) -> ApiError {
         match e.code.as_str() {
-            "PROMPT_TOO_LONG" | "CONTEXT_FULL" => ApiError::invalid("context_length_exceeded", e.message.clone()),
+            "PROMPT_TOO_LONG" | "CONTEXT_FULL" => ApiError { param: e.param.clone(), ..ApiError::invalid("context_length_exceeded", e.message.clone()) },
             "INVALID_REQUEST" => ApiError { param: e.param.clone(), ..ApiError::invalid("invalid_request", e.message.clone()) },
             "CHAT_TEMPLATE_ERROR" => ApiError::invalid("chat_template_error", e.message.clone()),
             // The request's contents hold more distinct special-token texts than can be kept

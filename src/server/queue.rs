@@ -181,21 +181,13 @@ fn run(host: &mut Host, job: &Job) -> Outcome {
         Outcome::Failed
     };
     let queue_ms = job.enqueued.elapsed().as_secs_f64() * 1000.0;
-    // A prompt too long is the fault of `messages` (chat) or `prompt`, as OpenAI names it.
-    let input = if job.request.messages.is_some() { "messages" } else { "prompt" };
     let started = match host.generate_begin(&job.request, native_clock()) {
         Ok(s) => s,
-        Err(e) => {
-            let mut err = ApiError::from_host(&e);
-            if err.code == "context_length_exceeded" && err.param.is_none() {
-                err.param = Some(input.into());
-            }
-            return fail(host, err);
-        }
+        Err(e) => return fail(host, ApiError::from_host(&e)),
     };
     if started.prompt_tokens > job.max_prompt_tokens {
         let msg = format!("the prompt has {} tokens; this server allows at most {}", started.prompt_tokens, job.max_prompt_tokens);
-        return fail(host, ApiError { param: Some(input.into()), ..ApiError::invalid("context_length_exceeded", msg) });
+        return fail(host, ApiError { param: Some(job.request.input_param().into()), ..ApiError::invalid("context_length_exceeded", msg) });
     }
     if tx.send(Event::Started { prompt_tokens: started.prompt_tokens }).is_err() {
         host.generate_cancel();

@@ -215,6 +215,31 @@ test('abort mid-generation settles within 100 ms; no chunk after it; the next re
   assert.equal(plain.route, undefined);
 });
 
+test('requests queued behind one whose abort the stuck worker cannot hear run on the restarted worker', { skip }, async () => {
+  const e = await createEngine({ cache: false, abortGraceMs: 300 });
+  try {
+    await e.load(MODEL);
+    const p = { prompt: 'The capital of France is', max_tokens: 6, temperature: 0 };
+    const ref = (await e.completions.create(p)).choices[0].text;
+    // The worker blocks inside A's third decode step (one wasm call: it cannot read the ABORT).
+    await e._debugFault({ at: 'decode', after: 3, fault: 'stall', ms: 8000 });
+    const ac = new AbortController();
+    const a = e.completions.create({ ...p, signal: ac.signal });
+    const b = e.completions.create(p);
+    const c = e.completions.create({ ...p, stream: true });
+    setTimeout(() => ac.abort(), 1500);
+    await assert.rejects(a, (err) => err.code === 'ABORTED');
+    // B and C never reached the engine: they run on the new worker (the model reloaded).
+    assert.equal((await b).choices[0].text, ref);
+    let text = '';
+    for await (const chunk of await c) text += chunk.choices[0]?.text ?? '';
+    assert.equal(text, ref);
+    assert.equal(e.restarts, 1, 'the stuck worker was replaced once');
+  } finally {
+    e.terminate();
+  }
+});
+
 test('typed errors: 404, non-GGUF, truncated, cut connection, no length, wrong sha256', { skip }, async () => {
   const url = (n) => `${srv.origin}/models/${n}`;
   const cases = [

@@ -269,3 +269,30 @@ test('n choices: the router assembles each choice from the server stream by its 
   const local = await engine.chat.completions.create(ask);
   assert.deepEqual(local.choices.map((c) => c.index), [0, 1, 2]);
 });
+
+test('odd values from JS: non-finite numbers and BigInts name the parameter, lone surrogates become U+FFFD, every 64-bit seed JS can hold runs, a long prompt names its parameter', { skip }, async () => {
+  for (const [k, v] of [['temperature', NaN], ['max_tokens', Infinity], ['seed', 5n]]) {
+    await assert.rejects(engine.chat.completions.create(hi({ [k]: v })), (e) => {
+      assert.deepEqual([e.code, e.detail, e.param], ['INVALID_REQUEST', 'invalid_value', k], `${k}: ${e.message}`);
+      return true;
+    });
+  }
+  const lone = await engine.chat.completions.create({ ...hi(), messages: [{ role: 'user', content: 'Repeat: abc\uD800' }] });
+  const same = await engine.chat.completions.create({ ...hi(), messages: [{ role: 'user', content: 'Repeat: abc\uFFFD' }] });
+  assert.equal(lone.choices[0].message.content, same.choices[0].message.content);
+  // -2^63 (JS prints it past i64) and 2^63: accepted, and the same seed repeats.
+  for (const seed of [-(2 ** 63), 2 ** 63]) {
+    const ask = hi({ temperature: 1, seed, max_tokens: 4 });
+    const a = await engine.chat.completions.create(ask);
+    const b = await engine.chat.completions.create(ask);
+    assert.equal(a.choices[0].message.content, b.choices[0].message.content, `seed ${seed}`);
+  }
+  for (const [kind, body, param] of [['completion', { prompt: 'x '.repeat(5000), max_tokens: 1 }, 'prompt'], ['chat', { messages: [{ role: 'user', content: 'x '.repeat(5000) }], max_tokens: 1 }, 'messages']]) {
+    await assert.rejects(local(engine, kind, body), (e) => {
+      assert.deepEqual([e.code, e.param], ['PROMPT_TOO_LONG', param], e.message);
+      return true;
+    });
+    const s = await post(kind, body);
+    assert.equal(JSON.parse(s.text).error.param, param, s.text);
+  }
+});

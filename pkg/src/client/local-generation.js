@@ -9,7 +9,7 @@ import { Req, Ev } from '../protocol.js';
 import { abortedError } from '../errors.js';
 import { requestSignal } from '../strict.js';
 import { CompletionStream } from './stream.js';
-import { nextId } from './worker-link.js';
+import { nextId, notStarted } from './worker-link.js';
 
 function randomId(prefix) {
   const bytes = new Uint8Array(12);
@@ -29,6 +29,17 @@ function withPressure(usage, pressure) {
  *          onSustained: (sustained: object) => void, onLong: (sustained: object) => void}} local
  */
 export async function createLocal(local, kind, params, options = {}) {
+  // A request rejected by a stuck-abort restart before the engine saw it (another request's
+  // abort) runs again on the new worker, once: it reloads the model like any request after a crash.
+  try {
+    return await createOnce(local, kind, params, options);
+  } catch (e) {
+    if (!notStarted.has(e)) throw e;
+    return createOnce(local, kind, params, options);
+  }
+}
+
+async function createOnce(local, kind, params, options) {
   const { request, stream: streamed, include_usage: includeUsage } = await local.check(kind, params);
   const signal = requestSignal(params, options);
   if (signal && signal.aborted) throw abortedError('generation');

@@ -15,16 +15,26 @@ import { invalid } from './options.js';
 function paramsJson(params) {
   const body = {};
   for (const [k, v] of Object.entries(params)) if (!ROUTER_PARAMS.includes(k)) body[k] = v;
+  // `param`: the key at fault (a top-level parameter's name, else the nested field's key).
+  const bad = (k, msg) => Object.assign(invalid(msg), { detail: 'invalid_value', ...(k ? { param: k } : {}) });
   try {
     return JSON.stringify(body, (k, v) => {
-      if (typeof v === 'number' && !Number.isFinite(v)) throw invalid(`${k || 'a parameter'} must be a finite number, got ${v}`);
-      if (typeof v === 'bigint') throw invalid(`${k} must be a number, got a BigInt`);
+      if (typeof v === 'number' && !Number.isFinite(v)) throw bad(k, `${k || 'a parameter'} must be a finite number, got ${v}`);
+      if (typeof v === 'bigint') throw bad(k, `${k} must be a number, got a BigInt`);
+      // A lone surrogate has no UTF-8 form: U+FFFD, as every UTF-8 encoder (TextEncoder) writes it.
+      if (typeof v === 'string') return wellFormed(v);
       return v;
     });
   } catch (e) {
     if (e instanceof EdgeLLMError) throw e;
     throw invalid(`the parameters are not JSON: ${e && e.message ? e.message : e}`);
   }
+}
+
+/** `s` with each lone surrogate replaced by U+FFFD. */
+function wellFormed(s) {
+  if (typeof s.toWellFormed === 'function') return s.toWellFormed();
+  return s.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
 }
 
 /**

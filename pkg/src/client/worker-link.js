@@ -3,10 +3,19 @@
 // is "crashed" when it reports a fatal error, dies, does not answer INIT in time, or does not
 // stop within `abortGraceMs` of an abort (stuck inside one wasm call, it cannot even read the
 // ABORT): it is then terminated, every pending operation rejects, and `onCrash` tells the engine,
-// whose next request starts a fresh worker (engine.js reloads the model).
+// whose next request starts a fresh worker (engine.js reloads the model). After a stuck abort,
+// the operations queued behind the stuck one never ran: their errors are marked `notStarted`,
+// and a generation so rejected is sent again (local-generation.js).
 
 import { Req, Ev, PROTOCOL_VERSION } from '../protocol.js';
 import { EdgeLLMError, ErrorCode, errorFromPayload, abortedError } from '../errors.js';
+
+/**
+ * Errors of operations rejected by a stuck-abort restart before they ever reached the engine
+ * (the worker was blocked inside the aborted operation's wasm call, so nothing queued behind it
+ * ran): local-generation.js sends such a request again on the new worker.
+ */
+export const notStarted = new WeakSet();
 
 let idCounter = 0;
 /** Operation ids, unique in the page (they key the pending map and the worker's ABORT). */
@@ -76,8 +85,15 @@ export class WorkerLink {
     }
   }
 
-  #rejectAll(e) {
-    for (const p of this.#pending.values()) p.reject(e);
+  /** Rejects every pending operation with `e` (`unstarted`: a copy marked `notStarted` for those that never heard from the worker). */
+  #rejectAll(e, unstarted = false) {
+    for (const p of this.#pending.values()) {
+      if (unstarted && !p.heard) {
+        const copy = new EdgeLLMError(e.code, e.message, { detail: e.detail });
+        notStarted.add(copy);
+        p.reject(copy);
+      } else p.reject(e);
+    }
     this.#pending.clear();
   }
 
@@ -93,12 +109,12 @@ export class WorkerLink {
     }
   }
 
-  #onFatal(worker, err) {
+  #onFatal(worker, err, stuckAbort = false) {
     if (this.#worker !== worker) return;
     this.#kill(worker);
     const e = err instanceof EdgeLLMError ? err : new EdgeLLMError(ErrorCode.ENGINE_CRASHED, `the engine worker died: ${err && err.message ? err.message : err}`);
-    this.#rejectAll(e);
     this.#hooks.onCrash(e);
+    this.#rejectAll(e, stuckAbort);
   }
 
   #onMessage(worker, msg) {
@@ -135,8 +151,9 @@ export class WorkerLink {
     } else if (msg.type === Ev.ERROR) {
       this.#pending.delete(msg.id);
       p.reject(errorFromPayload(msg.error));
-    } else if (p.onEvent) {
-      p.onEvent(msg);
+    } else {
+      p.heard = true;
+      if (p.onEvent) p.onEvent(msg);
     }
   }
 
@@ -214,7 +231,7 @@ export class WorkerLink {
     const timer = setTimeout(() => {
       this.#abandoned.delete(id);
       if (this.#worker === worker) {
-        this.#onFatal(worker, new EdgeLLMError(ErrorCode.ENGINE_CRASHED, `the engine worker did not stop within ${grace} ms of an abort; it was restarted`));
+        this.#onFatal(worker, new EdgeLLMError(ErrorCode.ENGINE_CRASHED, `the engine worker did not stop within ${grace} ms of an abort; it was restarted`), true);
       }
     }, grace);
     if (typeof timer === 'object' && timer.unref) timer.unref(); // Node: never keeps the process alive
