@@ -388,7 +388,8 @@ impl Host {
     // ── generation ───────────────────────────────────────────────────────────────────────────
     //
     // `generate_begin`, then `prefill_chunk` until it says `done`, then `decode_step` until an
-    // event carries a `finish_reason`, then `generate_end`: the calls of the one driver
+    // event says `done` (with `n > 1`, after the last choice's `finish_reason`), then
+    // `generate_end`: the calls of the one driver
     // (`crate::generate::Generator`, as `Session::generate`), one model call per host call.
     // The session outlives requests: a prompt that starts like the conversation the KV cache
     // holds (the next chat turn, a regenerated answer) is prefilled only past the shared part.

@@ -160,3 +160,47 @@ fn nan_reached_at_run_time_is_typed_and_loses_nothing() {
     clean.forward(&[4, 5], &mut kv_clean, &mut s, LogitRows::Last, &mut want).unwrap();
     assert_eq!(out, want);
 }
+
+/// A NaN inside a layer's weights (one block scale of a quantized matrix, or one element of a
+/// float one) makes that matmul's output NaN; the next matmul quantizes its input, and a NaN
+/// dropped there would vanish (the model ran on, answering finite but wrong logits). It reaches
+/// the residual stream instead: the load's calibration pass or the first forward pass fails
+/// with MODEL_NON_FINITE.
+#[test]
+fn a_nan_inside_a_layer_cannot_hide_behind_the_activation_quantizer() {
+    let store = load_file(engine_common::data("tiny_llama.gguf")).unwrap();
+    let mut poisoned = 0;
+    for (info, _) in store.iter() {
+        let name = info.name.clone();
+        let inner = name.starts_with("blk.") && name.ends_with(".weight") && !name.contains("norm");
+        if !inner {
+            continue;
+        }
+        let m = rebuilt(&[], |n, d, t, b| {
+            let mut b = b.to_vec();
+            if n == name {
+                let nan16 = 0x7e00u16.to_le_bytes();
+                match t {
+                    GgmlType::F32 => b[4..8].copy_from_slice(&f32::NAN.to_le_bytes()),
+                    // Q6_K's block ends with its f16 scale (ql 128, qh 64, scales 16, d).
+                    GgmlType::Q6_K => b[208..210].copy_from_slice(&nan16),
+                    // F16 and the other block types here start with an f16 (value or scale).
+                    _ => b[0..2].copy_from_slice(&nan16),
+                }
+            }
+            Some((d.to_vec(), t, b))
+        });
+        // The load's own pass (the screened head's calibration text) may meet it first.
+        let code = match m {
+            Err(e) => e.code().to_string(),
+            Ok(m) => {
+                let mut kv = m.new_kv_cache(8);
+                let mut out = Vec::new();
+                m.forward(&[1, 2, 3, 4, 5, 6], &mut kv, &mut ForwardScratch::default(), LogitRows::Last, &mut out).map_or_else(|e| e.code().to_string(), |_| format!("ran: {:?}", &out[..3]))
+            }
+        };
+        assert_eq!(code, "MODEL_NON_FINITE", "{name} ({:?})", info.ggml_type);
+        poisoned += 1;
+    }
+    assert!(poisoned >= 7, "every layer matrix of the tiny model was tried: {poisoned}");
+}

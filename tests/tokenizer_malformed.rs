@@ -240,6 +240,13 @@ fn bad_tokens() {
         strings(&["<unk>", "<s>", "</s>", "<0xZZ>", "▁", "a", "b", "ab", "▁ab"]),
     );
     assert_eq!(err(bad_byte).code(), "TOKENIZER_BAD_BYTE_TOKEN");
+    // A NaN score has no order for SPM's merges: refused, naming the token. Infinities order
+    // (a -inf score is a token never merged into) and are kept.
+    let mut scores: Vec<f32> = (0..SPM_TOKENS.len()).map(|i| -(i as f32)).collect();
+    scores[6] = f32::NAN;
+    assert_eq!(err(set(spm(), "tokenizer.ggml.scores", Value::Array(Array::F32(scores.clone())))), TokenizerError::BadScore { id: 6 });
+    scores[6] = f32::NEG_INFINITY;
+    assert!(Tokenizer::from_gguf(&header(set(spm(), "tokenizer.ggml.scores", Value::Array(Array::F32(scores))))).is_ok());
 }
 
 #[test]

@@ -18,8 +18,11 @@ pub fn encode_row(dtype: KvDtype, src: &[f32], dst: &mut [u8]) {
             let mut o = 0;
             for blk in src.chunks(Q8_BLOCK) {
                 let amax = blk.iter().fold(0.0f32, |m, &x| m.max(x.abs()));
-                let d = amax / 127.0;
-                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                // A NaN (which `max` skips) makes the block's scale NaN, so it is read back as
+                // NaN rather than as 0 (and caught downstream as MODEL_NON_FINITE).
+                let nan = blk.iter().any(|x| x.is_nan());
+                let d = if nan { f32::NAN } else { amax / 127.0 };
+                let id = if d != 0.0 && !nan { 1.0 / d } else { 0.0 };
                 dst[o..o + 2].copy_from_slice(&f32_to_f16(d).to_le_bytes());
                 for (q, &x) in dst[o + 2..o + 2 + blk.len()].iter_mut().zip(blk) {
                     *q = ((x * id).round() as i32).clamp(-127, 127) as i8 as u8;
@@ -116,6 +119,19 @@ mod tests {
         for (a, b) in x.iter().zip(&y) {
             assert_eq!(f16_to_f32(f32_to_f16(*a)), *b);
         }
+    }
+
+    /// A NaN in an int8 row reads back as NaN over its block (it read back as 0, hidden).
+    #[test]
+    fn q8_keeps_a_nan_visible() {
+        let mut x = vec![0.5f32; 64];
+        x[40] = f32::NAN;
+        let mut b = vec![0u8; KvDtype::Q8.row_bytes(64)];
+        encode_row(KvDtype::Q8, &x, &mut b);
+        let mut y = vec![0.0f32; 64];
+        decode_row(KvDtype::Q8, &b, &mut y);
+        assert!(y[..32].iter().all(|v| (v - 0.5).abs() < 0.01), "the other block is intact");
+        assert!(y[32..].iter().all(|v| v.is_nan()), "{:?}", &y[32..]);
     }
 
     #[test]

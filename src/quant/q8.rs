@@ -8,7 +8,8 @@
 //! Activation quantization is ggml's reference `quantize_row_q8_0_ref` / `_q8_1_ref`:
 //! `amax = max |x|` (via `MAX(a, b) = a > b ? a : b`), `d = amax / 127`, `id = d ? 1/d : 0`,
 //! `q = roundf(x * id)` (half away from zero), `d` stored as f16 (RNE), `s = f16(sum * d)`
-//! with `sum` the i32 sum of the quants and `d` the f32 (not the rounded f16) scale.
+//! with `sum` the i32 sum of the quants and `d` the f32 (not the rounded f16) scale. One
+//! departure, for NaN only: a block holding a NaN has `d = NaN` (see `block_scale`).
 
 use super::float::{f32_to_f16, read_f16};
 
@@ -35,13 +36,22 @@ pub(super) fn dequantize_q8_1(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// `(d, id)` of one block as the reference quantizer computes them.
+/// `(d, id)` of one block as the reference quantizer computes them. A block holding a NaN gets
+/// `d = NaN` (and zero quants), wherever the NaN is: the reference's `MAX` keeps a NaN only when
+/// it comes last, and a NaN dropped here would vanish from every product (a NaN weight scale
+/// hidden from the checks downstream); with a NaN scale it reaches the residual stream, where
+/// `MODEL_NON_FINITE` catches it. Finite blocks are the reference's, bit for bit.
 #[inline]
 fn block_scale(x: &[f32]) -> (f32, f32) {
     let mut amax = 0f32;
+    let mut nan = false;
     for &v in x {
         let a = v.abs();
-        amax = if amax > a { amax } else { a }; // C's MAX macro, NaN behaviour included
+        nan |= a.is_nan();
+        amax = if amax > a { amax } else { a }; // C's MAX macro
+    }
+    if nan {
+        return (f32::NAN, 0.0);
     }
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };

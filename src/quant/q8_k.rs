@@ -8,7 +8,8 @@
 //! (`max`, sign kept, first one wins ties), `iscale = -127 / max`, `q = min(127,
 //! nearest_int(iscale * x))`, `d = 1 / iscale` (so `d` has the opposite sign of `max`). An
 //! all-zero block stores d = 0 and zero quants (the reference leaves its bsums unwritten; they
-//! are zero here).
+//! are zero here). A block holding a NaN stores d = NaN and zero quants (the reference's
+//! `a > amax` skips a NaN, which then vanished from the dots).
 
 use super::float::read_f32;
 
@@ -30,12 +31,21 @@ pub(super) fn quantize_q8_k(x: &[f32], dst: &mut [u8]) {
     for (xb, yb) in x.chunks_exact(QK_K).zip(dst.chunks_exact_mut(Q8_K_BYTES)) {
         let mut max = 0f32;
         let mut amax = 0f32;
+        let mut nan = false;
         for &v in xb {
             let a = v.abs();
+            nan |= a.is_nan();
             if a > amax {
                 amax = a;
                 max = v;
             }
+        }
+        // A NaN (which `a > amax` skips) makes the block's scale NaN, so it reaches every product
+        // instead of vanishing (as in Q8_0's `block_scale`).
+        if nan {
+            yb.fill(0);
+            yb[0..4].copy_from_slice(&f32::NAN.to_le_bytes());
+            continue;
         }
         if amax == 0.0 {
             yb.fill(0);

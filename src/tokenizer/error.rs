@@ -44,6 +44,9 @@ pub enum TokenizerError {
     },
     /// A token typed BYTE whose text is not `<0xHH>`.
     BadByteToken { id: u32, text: String },
+    /// A NaN score: SPM merges order pairs by score, and NaN has no order (the merges, and so
+    /// the tokens, would be arbitrary).
+    BadScore { id: u32 },
     /// A token id passed to decode is outside the vocabulary.
     InvalidTokenId { id: u32, n_tokens: usize },
     /// The chat template failed to parse or render.
@@ -75,6 +78,7 @@ impl TokenizerError {
             BadSpecialTokenId { .. } => "TOKENIZER_BAD_SPECIAL_TOKEN_ID",
             BadMerge { .. } => "TOKENIZER_BAD_MERGE",
             BadByteToken { .. } => "TOKENIZER_BAD_BYTE_TOKEN",
+            BadScore { .. } => "TOKENIZER_BAD_SCORE",
             InvalidTokenId { .. } => "TOKENIZER_INVALID_TOKEN_ID",
             ChatTemplate { .. } => "CHAT_TEMPLATE_ERROR",
             ChatTemplateTooCostly { .. } | ChatTemplateTooMuchWork { .. } => "CHAT_TEMPLATE_TOO_COSTLY",
@@ -96,15 +100,16 @@ impl fmt::Display for TokenizerError {
                     "{key} has {len} entries but the vocabulary has {n_tokens} tokens"
                 )
             }
-            UnsupportedModel { model } => write!(f, "unsupported tokenizer model {model:?}"),
+            UnsupportedModel { model } => write!(f, "unsupported tokenizer model {}", shown(model)),
             UnsupportedPreTokenizer { pre } => {
-                write!(f, "unsupported pre-tokenizer {pre:?} (tokenizer.ggml.pre)")
+                write!(f, "unsupported pre-tokenizer {} (tokenizer.ggml.pre)", shown(pre))
             }
             BadVocabSize { n_tokens } => write!(f, "vocabulary size {n_tokens} is not usable"),
             DuplicateToken { id, first_id, text } => {
                 write!(
                     f,
-                    "token {id} repeats the text {text:?} of token {first_id}"
+                    "token {id} repeats the text {} of token {first_id}",
+                    shown(text)
                 )
             }
             BadSpecialTokenId { key, id, n_tokens } => {
@@ -118,14 +123,16 @@ impl fmt::Display for TokenizerError {
                 merge,
                 reason,
             } => {
-                write!(f, "tokenizer.ggml.merges[{index}] = {merge:?}: {reason}")
+                write!(f, "tokenizer.ggml.merges[{index}] = {}: {reason}", shown(merge))
             }
             BadByteToken { id, text } => {
                 write!(
                     f,
-                    "token {id} is typed BYTE but its text {text:?} is not <0xHH>"
+                    "token {id} is typed BYTE but its text {} is not <0xHH>",
+                    shown(text)
                 )
             }
+            BadScore { id } => write!(f, "token {id}'s score (tokenizer.ggml.scores) is NaN"),
             InvalidTokenId { id, n_tokens } => {
                 write!(
                     f,
@@ -150,3 +157,27 @@ impl fmt::Display for TokenizerError {
 }
 
 impl std::error::Error for TokenizerError {}
+
+/// A text from the file, quoted, for a message: at most 64 characters of it (a hostile file's
+/// 1 MiB token would otherwise be the whole error line).
+fn shown(text: &str) -> String {
+    const MAX: usize = 64;
+    match text.char_indices().nth(MAX) {
+        None => format!("{text:?}"),
+        Some((cut, _)) => format!("{:?}… ({} bytes)", &text[..cut], text.len()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_from_the_file_are_clipped_in_messages() {
+        let e = TokenizerError::BadByteToken { id: 3, text: "é".repeat(1 << 20) };
+        let m = e.to_string();
+        assert!(m.len() < 200 && m.contains("(2097152 bytes)"), "{m}");
+        let e = TokenizerError::BadByteToken { id: 3, text: "<0xZZ>".into() };
+        assert_eq!(e.to_string(), "token 3 is typed BYTE but its text \"<0xZZ>\" is not <0xHH>");
+    }
+}

@@ -212,6 +212,9 @@ impl Tokenizer {
                 })
             }
         };
+        if let Some(id) = scores.iter().position(|s| s.is_nan()) {
+            return Err(TokenizerError::BadScore { id: id as u32 });
+        }
         let mut attrs: Vec<TokenAttr> = match h.get(KEY_TOKEN_TYPE) {
             None => vec![TokenAttr::NORMAL; n],
             Some(Value::Array(Array::I32(v))) => {

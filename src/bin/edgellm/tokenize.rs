@@ -47,7 +47,7 @@ pub struct DetokenizeArgs {
 }
 
 fn load(path: &str) -> Result<Tokenizer, String> {
-    let (header, _) = edgellm::gguf::read_header_file(path).map_err(|e| format!("{path}: {e}"))?;
+    let (header, _) = edgellm::gguf::read_header_file(path).map_err(|e| format!("{path}: {e} [{}]", e.code()))?;
     Tokenizer::from_gguf(&header).map_err(|e| format!("{path}: {e} [{}]", e.code()))
 }
 
