@@ -108,8 +108,9 @@ struct Generating {
     index: usize,
     /// Choices asked for.
     n: usize,
-    /// For the choices after the first (`n > 1` only): the request, its prompt and max_tokens.
-    next: Option<(GenerateRequest, Vec<u32>, usize)>,
+    /// For the choices after the first (`n > 1` only): the request (the prompt and max_tokens
+    /// are the ended choice's driver's).
+    next: Option<GenerateRequest>,
     /// The choices finished so far, and their merged metrics.
     finished: Finished,
     /// The first choice's prompt figures (the request's).
@@ -429,7 +430,7 @@ impl Host {
         if n > crate::protocol::MAX_CHOICES {
             return Err(HostError::new("INVALID_REQUEST", format!("n must be at most {}, got {n}", crate::protocol::MAX_CHOICES)).with_param("n"));
         }
-        let next = (n > 1).then(|| (req.clone(), prompt.clone(), max_tokens));
+        let next = (n > 1).then(|| req.clone());
         let current = start_choice(l, req, prompt, max_tokens, 0)?;
         let started = GenerateStarted { prompt_tokens: current.driver.prompt().len(), cached_tokens: current.driver.cached_tokens(), max_tokens };
         self.generating = Some(Generating {
@@ -661,8 +662,9 @@ impl Generating {
     /// first: that reads the session's tokens only; the metrics the ended one keeps are reset
     /// by the next one's first prefill.)
     fn next_choice(&mut self, l: &mut Loaded) -> Result<(), HostError> {
-        let (req, prompt, max_tokens) = self.next.as_ref().expect("n > 1 keeps the request");
-        let next = start_choice(l, req, prompt.clone(), *max_tokens, self.index + 1)?;
+        let req = self.next.as_ref().expect("n > 1 keeps the request");
+        let ended = &self.current.driver;
+        let next = start_choice(l, req, ended.prompt().to_vec(), ended.max_tokens(), self.index + 1)?;
         let ended = std::mem::replace(&mut self.current, next);
         self.finished.keep(l, self.index, ended);
         self.index += 1;

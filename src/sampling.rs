@@ -108,6 +108,14 @@ impl SamplerConfig {
     }
 }
 
+/// splitmix64's finalizer: a bijective mix of 64 bits (the RNG's seeding, choice seeds, call
+/// ids and the server's request ids all step through it).
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// xoshiro256** seeded through splitmix64: small, fast, identical on every target.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rng {
@@ -119,10 +127,7 @@ impl Rng {
         let mut x = seed;
         let mut next = || {
             x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
+            mix64(x)
         };
         Rng { s: [next(), next(), next(), next()] }
     }

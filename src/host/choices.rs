@@ -41,10 +41,7 @@ pub fn finish_reason(reason: FinishReason, calls: Option<&CallStream>) -> &'stat
 /// A finished generation as choice `index`: with tools, the text is the content besides the
 /// calls.
 pub fn choice_result(index: usize, g: Generation, logprobs: Option<Vec<TokenLogprob>>, calls: Option<CallStream>) -> (ChoiceResult, GenerationMetrics) {
-    let reason = match calls.as_ref() {
-        Some(c) => finish_reason(g.finish_reason, Some(c)),
-        None => g.finish_reason.as_str(),
-    };
+    let reason = finish_reason(g.finish_reason, calls.as_ref());
     let (text, tool_calls) = match calls {
         None => (g.text, None),
         Some(c) => {

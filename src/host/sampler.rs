@@ -13,10 +13,7 @@ impl GenerateRequest {
         if choice == 0 {
             return seed;
         }
-        let mut z = seed ^ (choice as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        crate::sampling::mix64(seed ^ (choice as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
     }
 
     /// Choices this request asks for (`n`, at least 1).

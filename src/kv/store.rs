@@ -17,10 +17,9 @@ pub fn encode_row(dtype: KvDtype, src: &[f32], dst: &mut [u8]) {
         KvDtype::Q8 => {
             let mut o = 0;
             for blk in src.chunks(Q8_BLOCK) {
-                let amax = blk.iter().fold(0.0f32, |m, &x| m.max(x.abs()));
                 // A NaN (which `max` skips) makes the block's scale NaN, so it is read back as
                 // NaN rather than as 0 (and caught downstream as MODEL_NON_FINITE).
-                let nan = blk.iter().any(|x| x.is_nan());
+                let (amax, nan) = blk.iter().fold((0.0f32, false), |(m, nan), &x| (m.max(x.abs()), nan | x.is_nan()));
                 let d = if nan { f32::NAN } else { amax / 127.0 };
                 let id = if d != 0.0 && !nan { 1.0 / d } else { 0.0 };
                 dst[o..o + 2].copy_from_slice(&f32_to_f16(d).to_le_bytes());

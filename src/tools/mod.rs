@@ -160,11 +160,7 @@ pub fn call_id_base(prompt: &[u32], seed: u64) -> u64 {
 
 /// The id of the `index`-th call of a generation (`call_` + 24 hex digits).
 pub fn call_id(base: u64, index: usize) -> String {
-    let mix = |mut z: u64| {
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
+    let mix = crate::sampling::mix64;
     let a = mix(base ^ (index as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let b = mix(a ^ 0x5851_f42d_4c95_7f2d);
     format!("call_{a:016x}{:08x}", b as u32)
