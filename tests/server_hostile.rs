@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use server_common::{post_json, read_response, start_server, Resp};
+use server_common::{post_json, read_response, send, start_server, Resp};
 
 fn model() -> std::path::PathBuf {
     common::data("tiny_llama.gguf")
@@ -105,6 +105,38 @@ fn connections_holding_partial_bodies_cannot_lock_everyone_out() {
         }
     }
     assert!(closed >= 8, "{closed} slow connections were evicted");
+}
+
+#[test]
+fn a_connection_past_the_limit_while_every_slot_is_busy_is_told_to_retry() {
+    let s = start_server(&model(), |c| c.max_connections = 1);
+    let a = s.addr();
+    // A long generation holds the one slot busy: 128 sampled choices, each to its limit.
+    let long = json!({"messages": [{"role": "user", "content": "hi"}], "n": 128, "max_tokens": 200, "temperature": 1.0, "stream": true});
+    let mut busy = send(a, "POST", "/v1/chat/completions", &[("Content-Type", "application/json")], long.to_string().as_bytes());
+    // Its first bytes come after the server read its body: from then on the slot is busy.
+    busy.read_exact(&mut [0u8; 1]).unwrap();
+    let t0 = Instant::now();
+    let r = raw(a, &format!("GET /v1/models HTTP/1.1\nHost: {a}\nConnection: close\n\n"), b"");
+    assert_eq!((r.status, r.error_code()), (503, "too_many_connections".to_string()), "{}", r.text());
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(r.json()["error"]["type"], "server_error");
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    // A refused POST is answered the same way (its body read first, so no reset).
+    let r = raw(a, &format!("POST /v1/chat/completions HTTP/1.1\nHost: {a}\nContent-Type: application/json\nContent-Length: {}\nConnection: close\n\n", chat_body().len()), &chat_body());
+    assert_eq!(r.status, 503, "{}", r.text());
+    // The client goes away: its generation stops at the next step and the slot is free again.
+    drop(busy);
+    let t1 = Instant::now();
+    loop {
+        let r = post_json(a, "/v1/chat/completions", &[], &serde_json::from_slice(&chat_body()).unwrap());
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 503, "{}", r.text());
+        assert!(t1.elapsed() < Duration::from_secs(30), "the slot never came back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]

@@ -7,15 +7,37 @@
 //! `max_connections` slots are taken, a new connection evicts the oldest idle one; it is
 //! refused only when every slot is busy, and busy connections are bounded by the queue. So 256
 //! connections holding half-sent bodies cost an honest client one eviction, not a lock-out.
+//! A refused connection is answered 503 `too_many_connections` with `Retry-After`
+//! ([`answer_refused`]), so a client can tell "busy, retry" from a dead server.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
-use hyper::body::{Body, Frame, SizeHint};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderValue, CONNECTION};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
+
+use super::errors::ApiError;
+use super::routes::error_response;
+
+/// Refused connections being answered at once; past it a refused socket is closed unanswered.
+/// Each answer is bounded in time and bytes, so refusals cannot hold more than this.
+pub const MAX_REFUSALS: usize = 64;
+/// The longest a refused connection is kept: its request head, a little of its body, the 503.
+const REFUSAL_TIME: Duration = Duration::from_secs(5);
+/// Request body read (and dropped) before the 503: closing a socket with unread bytes resets
+/// the connection, and a reset can discard the answer before the client has read it.
+const REFUSAL_DRAIN_BYTES: usize = 64 << 10;
+const REFUSAL_DRAIN_TIME: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Default)]
 pub struct Conn {
@@ -131,6 +153,22 @@ impl<B: Body + Unpin> Body for Tracked<B> {
     }
 }
 
+/// Answers one request on a refused connection with 503 `too_many_connections`
+/// (`Retry-After`, `Connection: close`) and closes it; bounded by [`REFUSAL_TIME`].
+pub async fn answer_refused<I>(io: I, max: usize, header_timeout: Duration)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = service_fn(move |req: hyper::Request<Incoming>| async move {
+        let _ = tokio::time::timeout(REFUSAL_DRAIN_TIME, Limited::new(req.into_body(), REFUSAL_DRAIN_BYTES).collect()).await;
+        let mut r = error_response(&ApiError::too_many_connections(max));
+        r.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+        Ok::<_, std::convert::Infallible>(r)
+    });
+    let serve = http1::Builder::new().timer(TokioTimer::new()).header_read_timeout(header_timeout.min(REFUSAL_TIME)).keep_alive(false).serve_connection(TokioIo::new(io), svc);
+    let _ = tokio::time::timeout(REFUSAL_TIME, serve).await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +192,28 @@ mod tests {
         drop(mark);
         assert!(c.admit().is_some());
         assert!(a.closed.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_refused_connection_is_told_to_retry() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let (server, mut client) = tokio::io::duplex(1 << 16);
+            let task = tokio::spawn(answer_refused(server, 3, Duration::from_secs(10)));
+            let body = "{\"messages\":[]}";
+            let req = format!("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+            client.write_all(req.as_bytes()).await.unwrap();
+            let mut got = String::new();
+            client.read_to_string(&mut got).await.unwrap();
+            task.await.unwrap();
+            let (head, json) = got.split_once("\r\n\r\n").unwrap();
+            let head = head.to_ascii_lowercase();
+            assert!(head.starts_with("http/1.1 503"), "{got}");
+            assert!(head.contains("retry-after: 1") && head.contains("connection: close"), "{got}");
+            let v: serde_json::Value = serde_json::from_str(json).unwrap();
+            assert_eq!(v["error"]["code"], "too_many_connections");
+            assert_eq!(v["error"]["type"], "server_error");
+        });
     }
 }

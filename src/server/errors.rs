@@ -15,7 +15,7 @@ pub struct ApiError {
     /// Stable machine-readable code.
     pub code: String,
     pub message: String,
-    /// Seconds, sent as `Retry-After` (429 only).
+    /// Seconds, sent as `Retry-After` (429 `queue_full`, 503 `too_many_connections`).
     pub retry_after: Option<u64>,
     /// The request parameter at fault (OpenAI's `param`), when one is.
     pub param: Option<String>,
@@ -54,6 +54,14 @@ impl ApiError {
         ApiError {
             retry_after: Some(retry_after),
             ..ApiError::new(429, "rate_limit_error", "queue_full", format!("the request queue is full ({capacity} waiting); retry after {retry_after} s"))
+        }
+    }
+
+    /// 503 to a connection refused because every connection slot is busy (see `conns`).
+    pub fn too_many_connections(max: usize) -> ApiError {
+        ApiError {
+            retry_after: Some(1),
+            ..ApiError::new(503, "server_error", "too_many_connections", format!("all {max} connections are busy with requests; retry after 1 s"))
         }
     }
 

@@ -310,6 +310,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<routes::State>, mut shutd
         }
     };
     let conns = conns::Conns::new(max_connections);
+    let refusals = Arc::new(tokio::sync::Semaphore::new(conns::MAX_REFUSALS));
     loop {
         let stream = tokio::select! {
             _ = &mut shutdown => return,
@@ -323,8 +324,18 @@ async fn accept_loop(listener: TcpListener, state: Arc<routes::State>, mut shutd
                 }
             },
         };
-        // Every slot busy (bounded by the queue): closed at once, the client may retry.
-        let Some(conn) = conns.admit() else { continue };
+        // Every slot busy (bounded by the queue): told 503 with Retry-After, or closed at once
+        // when too many refusals are already being answered.
+        let Some(conn) = conns.admit() else {
+            if let Ok(permit) = refusals.clone().try_acquire_owned() {
+                let header_timeout = state.cfg.header_timeout;
+                tokio::spawn(async move {
+                    conns::answer_refused(stream, max_connections, header_timeout).await;
+                    drop(permit);
+                });
+            }
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let st = state.clone();
         let header_timeout = st.cfg.header_timeout;
