@@ -25,6 +25,59 @@ fn rebuilt(
     Model::from_store(load_bytes(&w.to_bytes().unwrap()).unwrap())
 }
 
+/// tiny_llama.gguf with tensors `extra` (name, dims, f32 values) added.
+fn with_tensors(extra: &[(&str, Vec<u64>, Vec<f32>)]) -> Result<Model, edgellm::model::ModelError> {
+    let store = load_file(engine_common::data("tiny_llama.gguf")).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in &store.header.metadata {
+        w.metadata(k.clone(), v.clone());
+    }
+    for (info, bytes) in store.iter() {
+        w.tensor(info.name.clone(), &info.dims, info.ggml_type, bytes.to_vec());
+    }
+    for (name, dims, vals) in extra {
+        w.tensor(name.to_string(), dims, GgmlType::F32, vals.iter().flat_map(|v| v.to_le_bytes()).collect());
+    }
+    Model::from_store(load_bytes(&w.to_bytes().unwrap()).unwrap())
+}
+
+fn last_logits(m: &Model, ids: &[u32]) -> Vec<f32> {
+    let mut kv = m.new_kv_cache(ids.len());
+    let mut out = Vec::new();
+    m.forward(ids, &mut kv, &mut ForwardScratch::default(), LogitRows::Last, &mut out).unwrap();
+    out
+}
+
+#[test]
+fn a_tensor_the_graph_does_not_use_is_refused_not_ignored() {
+    // llama.cpp refuses these files too ("wrong number of tensors"); ignoring one gave silently
+    // different numbers (an output bias, a bias of a graph without one).
+    let plain = with_tensors(&[]).unwrap();
+    let (d, v) = (plain.hparams().n_embd as u64, plain.n_vocab() as u64);
+    for (name, dims) in [("output.bias", vec![v]), ("blk.0.ffn_norm.bias", vec![d]), ("blk.0.something.weight", vec![d])] {
+        let e = with_tensors(&[(name, dims.clone(), vec![0.5; dims[0] as usize])]).unwrap_err();
+        assert_eq!(e.code(), "UNSUPPORTED_MODEL", "{name}: {e}");
+        assert!(e.to_string().contains(name), "{e}");
+    }
+}
+
+#[test]
+fn llama_ffn_biases_are_added() {
+    let plain = with_tensors(&[]).unwrap();
+    let (d, f) = (plain.hparams().n_embd, plain.hparams().n_ff);
+    let biases = |x: f32| -> Vec<(&'static str, Vec<u64>, Vec<f32>)> {
+        vec![
+            ("blk.0.ffn_gate.bias", vec![f as u64], vec![x; f]),
+            ("blk.0.ffn_up.bias", vec![f as u64], vec![x; f]),
+            ("blk.1.ffn_down.bias", vec![d as u64], vec![x; d]),
+        ]
+    };
+    let ids = [1, 5, 9, 2];
+    // Zero biases change nothing, bit for bit; others change the logits.
+    assert_eq!(last_logits(&with_tensors(&biases(0.0)).unwrap(), &ids), last_logits(&plain, &ids));
+    assert_ne!(last_logits(&with_tensors(&biases(0.25)).unwrap(), &ids), last_logits(&plain, &ids));
+}
+
 fn same(_: &str, d: &[u64], t: GgmlType, b: &[u8]) -> Option<(Vec<u64>, GgmlType, Vec<u8>)> {
     Some((d.to_vec(), t, b.to_vec()))
 }

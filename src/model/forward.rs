@@ -279,11 +279,14 @@ impl Model {
             rms_norm_into(x, xn, &l.ffn_norm, hp.rms_eps);
             matmul_on(exec, &l.ffn_gate, xn, gate, mm)?;
             matmul_on(exec, &l.ffn_up, xn, up, mm)?;
+            add_bias(gate, &l.ffn_gate_b);
+            add_bias(up, &l.ffn_up_b);
             match self.cfg.act {
                 Activation::Silu => gate.iter_mut().zip(up.iter()).for_each(|(g, &u)| *g = silu(*g) * u),
                 Activation::GeluTanh => gate.iter_mut().zip(up.iter()).for_each(|(g, &u)| *g = gelu_tanh_f16(*g) * u),
             }
             matmul_on(exec, &l.ffn_down, gate, tmp, mm)?;
+            add_bias(tmp, &l.ffn_down_b);
             if let Some(w) = &l.post_ffn_norm {
                 rms_norm_in_place(tmp, w, hp.rms_eps);
             }

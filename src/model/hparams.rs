@@ -149,8 +149,11 @@ impl HParams {
         let rope_scaling = read_rope_scaling(&m)?;
 
         let (mut sliding_window, mut swa_layers, mut rope_base_swa) = (None, vec![false; n_layer], None);
-        let explicit_scale = m.opt_f32("attention.scale", Range::Positive)?;
-        let mut attn_scale = explicit_scale.unwrap_or(1.0 / (head_dim_k as f32).sqrt());
+        // `attention.scale` is not read: llama.cpp reads it only for the granite family, never
+        // for these four (a file that sets it runs with the usual scale there).
+        let mut attn_scale = 1.0 / (head_dim_k as f32).sqrt();
+        // Logit soft-capping is Gemma's: llama.cpp reads the key for gemma2/3 only.
+        let mut final_logit_softcap = None;
         match arch {
             Arch::Gemma3 => {
                 // llama.cpp: every 6th layer (il % 6 == 5) is global, the rest slide (a
@@ -168,14 +171,12 @@ impl HParams {
                     };
                     rope_base_swa = Some(m.opt_f32("rope.freq_base_swa", Range::Positive)?.unwrap_or(10000.0));
                 }
-                if explicit_scale.is_none() {
-                    // gemma 3 27B scales queries by 1/sqrt(n_embd / n_head) (query_pre_attn_scalar).
-                    attn_scale = if n_layer == 62 {
-                        1.0 / ((n_embd / n_head) as f32).sqrt()
-                    } else {
-                        1.0 / (head_dim_k as f32).sqrt()
-                    };
+                // gemma 3 27B scales queries by 1/sqrt(n_embd / n_head) (query_pre_attn_scalar).
+                if n_layer == 62 {
+                    attn_scale = 1.0 / ((n_embd / n_head) as f32).sqrt();
                 }
+                // Zero or less means none (llama.cpp's convention); a cap must be finite as f32.
+                final_logit_softcap = m.opt_f32("final_logit_softcapping", Range::Any)?.filter(|&v| v > 0.0);
             }
             Arch::Llama | Arch::Qwen2 | Arch::Qwen3 => {
                 if let Some(w) = m.opt_usize("attention.sliding_window")?.filter(|&w| w > 0) {
@@ -185,8 +186,6 @@ impl HParams {
                 }
             }
         }
-        // Zero or less means none (llama.cpp's convention); a cap must be finite as f32.
-        let final_logit_softcap = m.opt_f32("final_logit_softcapping", Range::Any)?.filter(|&v| v > 0.0);
         Ok(HParams {
             arch,
             n_vocab,
@@ -248,15 +247,14 @@ fn read_rope_scaling(m: &Meta) -> Result<RopeScaling, ModelError> {
     // The positions are divided by the factor: its reciprocal must be finite too.
     let positive = |f: f32, key: &str| if f > 0.0 && (1.0 / f).is_finite() { Ok(f) } else { Err(m.bad(key, &format!("{f} (a positive factor)"))) };
     match ty.as_deref() {
-        None => match legacy {
-            Some(f) if f != 1.0 => Ok(RopeScaling::Linear { factor: positive(f, "rope.scale_linear")? }),
+        // llama.cpp: the type defaults to linear, its factor is `rope.scaling.factor` or else
+        // the older `rope.scale_linear`, and a factor of 0 means none.
+        None | Some("linear") => match (factor, legacy) {
+            (Some(f), _) if f != 1.0 && f != 0.0 => Ok(RopeScaling::Linear { factor: positive(f, "rope.scaling.factor")? }),
+            (None, Some(f)) if f != 1.0 && f != 0.0 => Ok(RopeScaling::Linear { factor: positive(f, "rope.scale_linear")? }),
             _ => Ok(RopeScaling::None),
         },
         Some("none") => Ok(RopeScaling::None),
-        Some("linear") => match factor {
-            Some(f) if f != 1.0 => Ok(RopeScaling::Linear { factor: positive(f, "rope.scaling.factor")? }),
-            _ => Ok(RopeScaling::None),
-        },
         Some("llama3") => {
             let get = |k: &str| -> Result<f32, ModelError> { m.opt_f32(k, Range::Positive)?.ok_or_else(|| m.missing(k)) };
             let (low, high) = (get("rope.scaling.low_freq_factor")?, get("rope.scaling.high_freq_factor")?);
@@ -456,21 +454,21 @@ mod tests {
     /// Float values that made every logit NaN (or the positions infinite) are refused.
     #[test]
     fn float_values_out_of_range_are_refused() {
-        let bad: [(&str, Value); 9] = [
+        let bad: [(&str, Value); 7] = [
             ("attention.layer_norm_rms_epsilon", Value::F32(0.0)),
             ("attention.layer_norm_rms_epsilon", Value::F32(-1.0)),
             ("attention.layer_norm_rms_epsilon", Value::F64(1e300)),
             ("rope.freq_base", Value::F32(0.0)),
             ("rope.freq_base", Value::F32(-100.0)),
-            ("attention.scale", Value::F64(1e300)),
-            ("attention.scale", Value::F32(0.0)),
-            ("final_logit_softcapping", Value::F64(1e300)),
             ("rope.scale_linear", Value::F32(1e-45)),
+            ("rope.scaling.factor", Value::F32(-2.0)),
         ];
         for (k, v) in bad {
             let e = HParams::from_header(&header("llama", &[(k, v.clone())]), 10).unwrap_err();
             assert_eq!(e.code(), "BAD_METADATA", "{k} = {v:?}: {e}");
         }
+        let e = HParams::from_header(&header("gemma3", &[("final_logit_softcapping", Value::F64(1e300))]), 10).unwrap_err();
+        assert_eq!(e.code(), "BAD_METADATA");
         let lin = [("rope.scaling.type", Value::String("linear".into())), ("rope.scaling.factor", Value::F32(1e-45))];
         assert_eq!(HParams::from_header(&header("llama", &lin), 10).unwrap_err().code(), "BAD_METADATA");
         let l3 = [
@@ -484,6 +482,32 @@ mod tests {
         let swa = [("attention.sliding_window", Value::U32(512)), ("rope.freq_base_swa", Value::F32(0.0))];
         assert_eq!(HParams::from_header(&header("gemma3", &swa), 100).unwrap_err().code(), "BAD_METADATA");
         // Softcapping zero or negative means none, as in llama.cpp.
-        assert_eq!(HParams::from_header(&header("llama", &[("final_logit_softcapping", Value::F32(0.0))]), 10).unwrap().final_logit_softcap, None);
+        assert_eq!(HParams::from_header(&header("gemma3", &[("final_logit_softcapping", Value::F32(0.0))]), 10).unwrap().final_logit_softcap, None);
+    }
+
+    /// Keys are read as llama.cpp reads them for each architecture (a random-model differential
+    /// against llama.cpp found each of these read differently).
+    #[test]
+    fn keys_are_read_as_llama_cpp_reads_them() {
+        let hp = |arch: &str, extra: &[(&str, Value)]| HParams::from_header(&header(arch, extra), 100).unwrap();
+        // `attention.scale` is granite's: the four architectures here keep 1/sqrt(head_dim).
+        for arch in ["llama", "qwen2", "qwen3", "gemma3"] {
+            assert_eq!(hp(arch, &[("attention.scale", Value::F32(0.5))]).attn_scale, 0.25, "{arch}");
+            assert_eq!(hp(arch, &[("attention.scale", Value::F64(1e300))]).attn_scale, 0.25, "{arch}");
+        }
+        // Final-logit soft-capping is Gemma's alone.
+        for arch in ["llama", "qwen2", "qwen3"] {
+            assert_eq!(hp(arch, &[("final_logit_softcapping", Value::F32(2.0))]).final_logit_softcap, None, "{arch}");
+        }
+        assert_eq!(hp("gemma3", &[("final_logit_softcapping", Value::F32(30.0))]).final_logit_softcap, Some(30.0));
+        // RoPE scaling: the type defaults to linear; the factor is `rope.scaling.factor`, else
+        // `rope.scale_linear`; 0 and 1 mean none, and so does the type "none".
+        let scale = |extra: &[(&str, Value)]| hp("qwen2", extra).rope_freq_scale();
+        assert_eq!(scale(&[("rope.scaling.factor", Value::F32(4.0))]), 0.25);
+        assert_eq!(scale(&[("rope.scale_linear", Value::F32(2.0))]), 0.5);
+        assert_eq!(scale(&[("rope.scaling.type", Value::String("linear".into())), ("rope.scale_linear", Value::F32(2.0))]), 0.5);
+        assert_eq!(scale(&[("rope.scaling.factor", Value::F32(4.0)), ("rope.scale_linear", Value::F32(2.0))]), 0.25);
+        assert_eq!(scale(&[("rope.scaling.factor", Value::F32(0.0)), ("rope.scale_linear", Value::F32(2.0))]), 1.0);
+        assert_eq!(scale(&[("rope.scaling.type", Value::String("none".into())), ("rope.scaling.factor", Value::F32(4.0))]), 1.0);
     }
 }

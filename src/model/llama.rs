@@ -1,12 +1,14 @@
 //! The llama family as llama.cpp runs it: pre-norm blocks, RMSNorm → Q, K, V (+ biases when
 //! present: qwen2) → per-head Q/K RMSNorm (qwen3) → RoPE (normal for llama, NEOX for qwen2/3)
-//! → attention scaled by 1/√head_dim (or `attention.scale`) → output projection → residual;
-//! RMSNorm → SiLU(gate) × up → down → residual; final RMSNorm, output projection (tied to the
-//! token embedding when `output.weight` is absent).
+//! → attention scaled by 1/√head_dim → output projection (+ bias when present: llama) →
+//! residual; RMSNorm → SiLU(gate) × up → down (+ their biases when present: llama) → residual;
+//! final RMSNorm, output projection (tied to the token embedding when `output.weight` is
+//! absent).
 //!
 //! Llama 3 RoPE scaling: the per-pair frequency divisors come from `rope_freqs.weight` (what
 //! llama.cpp's converter stores), or are computed from `rope.scaling.*` metadata when the file
-//! gives the Llama 3 parameters instead; linear scaling from `rope.scaling.factor`.
+//! gives the Llama 3 parameters instead; linear scaling from `rope.scaling.factor` (or
+//! `rope.scale_linear`), the type linear unless the file says otherwise.
 
 use crate::ops::rope::llama3_freq_factors;
 use crate::ops::Rope;
@@ -27,6 +29,7 @@ pub(super) fn load(hp: &HParams, t: &mut Tensors) -> Result<(GraphConfig, Vec<La
         },
     };
     let qk_norm = hp.arch == Arch::Qwen3;
+    let llama = hp.arch == Arch::Llama;
     let mut layers = Vec::with_capacity(hp.n_layer);
     for il in 0..hp.n_layer {
         let n = |s: &str| format!("blk.{il}.{s}");
@@ -44,7 +47,9 @@ pub(super) fn load(hp: &HParams, t: &mut Tensors) -> Result<(GraphConfig, Vec<La
             bq: t.vector_opt(&n("attn_q.bias"), hp.n_head * hk)?,
             bk: t.vector_opt(&n("attn_k.bias"), hp.n_head_kv * hk)?,
             bv: t.vector_opt(&n("attn_v.bias"), hp.n_head_kv * hv)?,
-            bo: t.vector_opt(&n("attn_output.bias"), d)?,
+            // llama.cpp's llama graph takes an output bias and FFN biases when present; qwen2/3
+            // have none (a file with them is refused as holding unused tensors).
+            bo: if llama { t.vector_opt(&n("attn_output.bias"), d)? } else { None },
             q_norm,
             k_norm,
             post_attn_norm: None,
@@ -52,6 +57,9 @@ pub(super) fn load(hp: &HParams, t: &mut Tensors) -> Result<(GraphConfig, Vec<La
             ffn_gate: t.weight(&n("ffn_gate.weight"), d, hp.n_ff)?,
             ffn_up: t.weight(&n("ffn_up.weight"), d, hp.n_ff)?,
             ffn_down: t.weight(&n("ffn_down.weight"), hp.n_ff, d)?,
+            ffn_gate_b: if llama { t.vector_opt(&n("ffn_gate.bias"), hp.n_ff)? } else { None },
+            ffn_up_b: if llama { t.vector_opt(&n("ffn_up.bias"), hp.n_ff)? } else { None },
+            ffn_down_b: if llama { t.vector_opt(&n("ffn_down.bias"), d)? } else { None },
             post_ffn_norm: None,
             rope: rope.clone(),
             window: hp.layer_window(il),

@@ -169,6 +169,10 @@ pub(crate) struct Layer {
     pub ffn_gate: Weight,
     pub ffn_up: Weight,
     pub ffn_down: Weight,
+    /// Feed-forward biases (llama, when the file has them: llama.cpp adds them).
+    pub ffn_gate_b: Option<Vec<f32>>,
+    pub ffn_up_b: Option<Vec<f32>>,
+    pub ffn_down_b: Option<Vec<f32>>,
     pub post_ffn_norm: Option<Vec<f32>>,
     pub rope: Rope,
     pub window: Option<usize>,
@@ -236,6 +240,11 @@ impl Model {
             Arch::Gemma3 => gemma3::load(&hp, &mut t)?,
             Arch::Llama | Arch::Qwen2 | Arch::Qwen3 => llama::load(&hp, &mut t)?,
         };
+        // A tensor the graph does not use would be silently ignored (an FFN bias, an output
+        // bias): llama.cpp refuses such files ("wrong number of tensors"), and so do we.
+        if let Some(name) = t.first_unused() {
+            return Err(ModelError::UnsupportedModel(format!("tensor {name:?} is not part of the {} graph", hp.arch.name())));
+        }
         let mut weight_bytes = tok_embd.bytes() + output.as_ref().map_or(0, Weight::bytes) + 4 * output_norm.len();
         for l in &layers {
             weight_bytes += l.bytes();
@@ -333,7 +342,19 @@ impl Model {
 
 impl Layer {
     fn bytes(&self) -> usize {
-        let vecs = [&self.bq, &self.bk, &self.bv, &self.bo, &self.q_norm, &self.k_norm, &self.post_attn_norm, &self.post_ffn_norm];
+        let vecs = [
+            &self.bq,
+            &self.bk,
+            &self.bv,
+            &self.bo,
+            &self.q_norm,
+            &self.k_norm,
+            &self.post_attn_norm,
+            &self.ffn_gate_b,
+            &self.ffn_up_b,
+            &self.ffn_down_b,
+            &self.post_ffn_norm,
+        ];
         [&self.wq, &self.wk, &self.wv, &self.wo, &self.ffn_gate, &self.ffn_up, &self.ffn_down].iter().map(|w| w.bytes()).sum::<usize>()
             + 4 * (self.attn_norm.len() + self.ffn_norm.len())
             + vecs.iter().map(|v| v.as_ref().map_or(0, |v| 4 * v.len())).sum::<usize>()

@@ -23,6 +23,11 @@ impl Tensors {
         (header, Tensors { infos, data: data.into_iter().map(Some).collect(), by_name })
     }
 
+    /// The first tensor (in file order) that nothing took.
+    pub(crate) fn first_unused(&self) -> Option<&str> {
+        self.data.iter().position(Option::is_some).map(|i| self.infos[i].name.as_str())
+    }
+
     pub(crate) fn has(&self, name: &str) -> bool {
         self.by_name.contains_key(name)
     }
