@@ -327,9 +327,10 @@ export interface RemoteOptions {
   headers?: Record<string, string>;
   /** Default: baseURL without its trailing /v1, plus /health. */
   healthURL?: string;
-  /** Most milliseconds from the request to the first chunk (default 30000): then REMOTE_UNAVAILABLE. */
+  /** Most milliseconds from the request to the first output: text, a tool call or a finish
+   * (default 30000); chunks without output (a role chunk, empty deltas) do not extend it. Then REMOTE_UNAVAILABLE. */
   timeoutMs?: number;
-  /** Most milliseconds between chunks once streaming (default 60000): then REMOTE_INTERRUPTED. */
+  /** Most milliseconds between chunks with output once streaming (default 60000): then REMOTE_INTERRUPTED. */
   idleTimeoutMs?: number;
   /** A fetch implementation (default: globalThis.fetch). */
   fetch?: typeof fetch;

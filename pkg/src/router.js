@@ -23,7 +23,7 @@ import { EdgeLLMError, ErrorCode, abortedError } from './errors.js';
 import { decide, noRouteError, MODES, other } from './router/decision.js';
 import { Estimates } from './router/estimates.js';
 import { RemoteState } from './router/health.js';
-import { RemoteClient, remoteRetriable } from './router/remote.js';
+import { RemoteClient, choiceHasOutput, remoteRetriable } from './router/remote.js';
 import { costOptions, costTerms, normalizeSignals } from './router/cost.js';
 import { DecodeWindows } from './sustained.js';
 import { requestSignal, strictBoolean } from './strict.js';
@@ -82,8 +82,8 @@ function conversationKey(kind, params, id) {
 }
 
 function hasOutput(chunk) {
-  const cs = (chunk && chunk.choices) || [];
-  return cs.some((c) => c && (c.finish_reason || (c.delta && (c.delta.content || c.delta.tool_calls)) || c.text));
+  const cs = chunk && Array.isArray(chunk.choices) ? chunk.choices : [];
+  return cs.some(choiceHasOutput);
 }
 
 function promptChars(kind, p) {
@@ -422,6 +422,8 @@ export class Router {
           if (ev.chunk) {
             if (!meta) meta = { id: ev.chunk.id, created: ev.chunk.created, model: ev.chunk.model, object: ev.chunk.object };
             out._push({ ...ev.chunk, route });
+            // A reader slower than the source holds the source back (bounded memory).
+            await out._room();
           } else if (ev.error) {
             const m = meta || ev.meta || {};
             const choice = kind === 'chat' ? { index: 0, delta: {}, logprobs: null, finish_reason: 'error' } : { index: 0, text: '', logprobs: null, finish_reason: 'error' };

@@ -296,9 +296,104 @@ test('remote client: a stalled or huge body is cut, never awaited for good', asy
     (async () => {
       for await (const _ of sseData(endless.getReader()));
     })(),
-    { code: 'REMOTE_INTERRUPTED', detail: 'BAD_RESPONSE' },
+    { detail: 'BAD_RESPONSE' },
   );
   assert.ok(Date.now() - t0 < 5000);
+});
+
+// A server that breaks OpenAI's stream: each case, before and after the first output, with the
+// error a caller (and the router's failover rule) must see. From a probe with hostile servers.
+test('remote client: a stream that breaks the protocol or its bounds is a typed error, in bounded time and memory', async () => {
+  const enc = new TextEncoder();
+  const ev = (o) => enc.encode(`data: ${typeof o === 'string' ? o : JSON.stringify(o)}\n\n`);
+  const role = { choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] };
+  const tok = (text, index = 0) => ({ choices: [{ index, delta: { content: text }, finish_reason: null }] });
+  const fin = (index = 0) => ({ choices: [{ index, delta: {}, finish_reason: 'stop' }] });
+  // `events` then close; `forever(i)`: one event per pull, endlessly, until the fetch is aborted.
+  const server = (events, forever, seen) => async (url, init) => {
+    if (seen) seen.push(init);
+    let i = 0;
+    return new Response(
+      new ReadableStream({
+        start(ctl) {
+          // As fetch does: the abort errors the body.
+          init.signal.addEventListener('abort', () => ctl.error(new Error('aborted')));
+        },
+        async pull(ctl) {
+          if (i < events.length) return ctl.enqueue(ev(events[i++]));
+          if (!forever) return ctl.close();
+          await new Promise((r) => setTimeout(r, forever.ms ?? 0));
+          ctl.enqueue(ev(forever.event(i++)));
+        },
+      }),
+      { status: 200 },
+    );
+  };
+  const read = async (fetch, body = {}, extra = {}) => {
+    const c = new RemoteClient({ baseURL: 'http://fake/v1', fetch, timeoutMs: 400, idleTimeoutMs: 400, ...extra });
+    const got = [];
+    const t0 = Date.now();
+    try {
+      const { chunks } = await c.open('chat', body, null);
+      for await (const x of chunks) got.push(x);
+      return { got, ms: Date.now() - t0 };
+    } catch (e) {
+      return { got, e, ms: Date.now() - t0 };
+    }
+  };
+  const expect = async (what, r, code, detail) => {
+    const x = await r;
+    assert.equal(x.e && x.e.code, code, `${what}: ${x.e}`);
+    if (detail) assert.equal(x.e.detail, detail, what);
+    assert.ok(x.ms < 5000, `${what}: ${x.ms} ms`);
+    return x;
+  };
+  // Before the first output: failures that the router may fail over from (not "interrupted").
+  await expect('a role chunk, then the connection drops', read(server([role])), 'REMOTE_UNAVAILABLE', 'CONNECTION_LOST');
+  await expect('[DONE] with no finish_reason', read(server([role, '[DONE]'])), 'REMOTE_UNAVAILABLE', 'CONNECTION_LOST');
+  await expect('choices not an array', read(server([{ choices: 'abc' }])), 'REMOTE_UNAVAILABLE', 'BAD_RESPONSE');
+  await expect('data: null', read(server(['null'])), 'REMOTE_UNAVAILABLE', 'BAD_RESPONSE');
+  const html = async () => new Response('<html><body>Login</body></html>', { status: 200, headers: { 'content-type': 'text/html' } });
+  const x0 = await expect('an HTML page', read(html), 'REMOTE_UNAVAILABLE', 'BAD_RESPONSE');
+  assert.match(x0.e.message, /text\/html/);
+  await expect('a choice index past n', read(server([tok('a', 3)]), { n: 2 }), 'REMOTE_UNAVAILABLE', 'BAD_RESPONSE');
+  // Empty deltas dripping in never hold the first-output deadline open, nor pile up.
+  await expect('a drip of empty deltas', read(server([], { ms: 50, event: () => role })), 'REMOTE_UNAVAILABLE', 'TIMEOUT');
+  await expect('a flood of empty deltas', read(server([], { event: () => role }), {}, { timeoutMs: 60_000 }), 'REMOTE_UNAVAILABLE', 'BAD_RESPONSE');
+  // After it: interrupted, and what arrived was delivered.
+  let x = await expect('tokens past max_tokens', read(server([role], { event: () => tok('x') }), { max_tokens: 5 }), 'REMOTE_INTERRUPTED', 'TOO_LONG');
+  assert.equal(x.got.filter((c) => c.choices[0].delta.content).length, 5);
+  await expect('text past the output cap', read(server([role], { event: () => tok('y'.repeat(1 << 20)) })), 'REMOTE_INTERRUPTED', 'TOO_LONG');
+  await expect('empty deltas after the first token', read(server([role, tok('a')], { ms: 50, event: () => role })), 'REMOTE_INTERRUPTED', 'TIMEOUT');
+  await expect('choice 1 never finishes', read(server([tok('a', 0), tok('b', 1), fin(0), '[DONE]']), { n: 2 }), 'REMOTE_INTERRUPTED', 'CONNECTION_LOST');
+  // A well-formed answer still reads through, n = 2 and an index-less n = 1.
+  x = await read(server([role, tok('a', 0), tok('b', 1), fin(0), fin(1), '[DONE]']), { n: 2 });
+  assert.equal(x.e, undefined);
+  x = await read(server([{ choices: [{ delta: { content: 'hi' } }] }, { choices: [{ delta: {}, finish_reason: 'stop' }] }]));
+  assert.equal(x.e, undefined, String(x.e));
+  // Redirects are never followed: they would send the prompt to another origin.
+  const seen = [];
+  await read(server([tok('a'), fin()], false, seen));
+  assert.equal(seen[0].redirect, 'error');
+});
+
+test('a routed stream holds its source back for a slow reader', async () => {
+  const s = new CompletionStream(() => {});
+  for (let i = 0; i < 64; i++) s._push({ i });
+  let room = false;
+  s._room(64).then(() => (room = true));
+  await new Promise((r) => setTimeout(r, 10));
+  assert.equal(room, false, 'a full queue makes the producer wait');
+  const it = s[Symbol.asyncIterator]();
+  await it.next();
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(room, true, 'one chunk taken: room again');
+  s._push({ i: 64 });
+  let ended = false;
+  s._room(1).then(() => (ended = true));
+  s._end();
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(ended, true, 'the end releases a waiting producer');
 });
 
 test('router: a remote tool-call stream without indexes, or with hostile ones, still gives every call', async () => {

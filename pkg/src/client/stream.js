@@ -12,6 +12,8 @@ import { ErrorCode, abortedError } from '../errors.js';
 export class CompletionStream {
   #queue = [];
   #waiters = [];
+  /** Producers waiting for the consumer to catch up (see `_room`). */
+  #roomWaiters = [];
   #done = false;
   #error = null;
   #onCancel;
@@ -30,9 +32,28 @@ export class CompletionStream {
     else this.#queue.push(chunk);
   }
 
+  /** @internal Resolves once fewer than `high` chunks wait for the consumer, or the stream has
+   * ended: a producer awaits it so a slow reader holds back the source (the network, for a
+   * routed answer) instead of queueing without bound. */
+  _room(high = 64) {
+    if (this.#done || this.#queue.length < high) return Promise.resolve();
+    return new Promise((resolve) => this.#roomWaiters.push({ resolve, high }));
+  }
+
+  #wakeProducers() {
+    if (!this.#roomWaiters.length) return;
+    const still = [];
+    for (const w of this.#roomWaiters) {
+      if (this.#done || this.#queue.length < w.high) w.resolve();
+      else still.push(w);
+    }
+    this.#roomWaiters = still;
+  }
+
   /** @internal */ _end(error) {
     if (this.#done) return;
     this.#done = true;
+    queueMicrotask(() => this.#wakeProducers());
     this.#error = error || null;
     // Chunks already queued are still delivered, unless the end is an abort (chunks stop at once).
     if (error && error.code === ErrorCode.ABORTED) this.#queue.length = 0;
@@ -56,7 +77,11 @@ export class CompletionStream {
   [Symbol.asyncIterator]() {
     return {
       next: () => {
-        if (this.#queue.length) return Promise.resolve({ value: this.#queue.shift(), done: false });
+        if (this.#queue.length) {
+          const value = this.#queue.shift();
+          this.#wakeProducers();
+          return Promise.resolve({ value, done: false });
+        }
         if (this.#done) {
           if (this.#error) {
             const e = this.#error;
@@ -71,6 +96,7 @@ export class CompletionStream {
         if (!this.#done) {
           this.#done = true;
           this.#queue.length = 0;
+          this.#wakeProducers();
           this.controller.abort();
           this.#onCancel();
         }

@@ -10,7 +10,12 @@
 //   REMOTE_UNAUTHORIZED  401 / 403
 //   REMOTE_ERROR         any other HTTP error (`status`, `detail` = the server's error.code),
 //                        or an error event in the stream before the first token
-//   REMOTE_INTERRUPTED   the stream broke after it started (connection lost, error event, idle timeout)
+//   REMOTE_INTERRUPTED   the stream broke after its first output (connection lost, error event,
+//                        idle timeout, an answer that breaks the protocol or its bounds)
+//
+// "Started" means the first output (text, a tool call, logprobs or a finish), not the first
+// event: a role chunk followed by a dropped connection is still a failure before the first
+// token (it may fail over), and events that carry nothing never hold the clocks open.
 
 import { EdgeLLMError, ErrorCode, abortedError } from '../errors.js';
 
@@ -34,8 +39,56 @@ export const MAX_SSE_EVENT_CHARS = 8 << 20;
 /** Most bytes of an error body or a model list read from a server. */
 const MAX_BODY_BYTES = 1 << 20;
 
+/** Most characters of text (content, tool-call arguments) one answer may carry, all choices
+ * together: a server that ignores `max_tokens` cannot fill the tab's memory. */
+export const MAX_REMOTE_OUTPUT_CHARS = 16 << 20;
+
+/** Most events without output before the first output (role chunks, empty deltas). */
+export const MAX_EVENTS_BEFORE_OUTPUT = 256;
+
+/** A stream that broke or broke the protocol: REMOTE_UNAVAILABLE before the first output (the
+ * router may fail over), REMOTE_INTERRUPTED after it. */
+class StreamBroken extends Error {
+  constructor(message, detail) {
+    super(message);
+    this.detail = detail;
+  }
+}
+
+/** Whether a chunk's choice carries output (text, a tool call, a finish): the router's one rule
+ * for "the first token has arrived", for local and remote chunks alike. */
+export function choiceHasOutput(c) {
+  if (!c || typeof c !== 'object') return false;
+  const d = c.delta && typeof c.delta === 'object' ? c.delta : null;
+  return !!(c.finish_reason || (d && (d.content || (Array.isArray(d.tool_calls) && d.tool_calls.length))) || c.text);
+}
+
+/** What a chunk carries for the caller, after checking its shape against OpenAI's: the text's
+ * length, whether it has any output, and which choices it finished. Throws StreamBroken for a
+ * shape no OpenAI client could read (choices not an array, an index outside [0, n)). */
+function readChunk(obj, n) {
+  if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) throw new StreamBroken('the server sent an event that is not a JSON object', 'BAD_RESPONSE');
+  const out = { chars: 0, output: false, finished: [] };
+  if (obj.choices === undefined) return out;
+  if (!Array.isArray(obj.choices)) throw new StreamBroken('the server sent `choices` that is not an array', 'BAD_RESPONSE');
+  for (const c of obj.choices) {
+    if (c === null || typeof c !== 'object') throw new StreamBroken('the server sent a choice that is not an object', 'BAD_RESPONSE');
+    const i = c.index === undefined && n === 1 ? 0 : c.index;
+    if (!Number.isInteger(i) || i < 0 || i >= n) throw new StreamBroken(`the server sent choice index ${JSON.stringify(c.index)} (the request asked for ${n})`, 'BAD_RESPONSE');
+    const d = c.delta && typeof c.delta === 'object' ? c.delta : {};
+    const text = typeof d.content === 'string' ? d.content : typeof c.text === 'string' ? c.text : '';
+    out.chars += text.length;
+    if (Array.isArray(d.tool_calls)) {
+      for (const t of d.tool_calls) out.chars += t && t.function && typeof t.function.arguments === 'string' ? t.function.arguments.length : 0;
+    }
+    if (choiceHasOutput(c)) out.output = true;
+    if (c.finish_reason) out.finished.push(i);
+  }
+  return out;
+}
+
 /** Parses an SSE byte stream into `data:` payloads (one string per event). An event longer than
- * MAX_SSE_EVENT_CHARS throws REMOTE_INTERRUPTED: a line that never ends would grow the buffer
+ * MAX_SSE_EVENT_CHARS throws (a broken stream): a line that never ends would grow the buffer
  * without bound (and each chunk only scans what it added). */
 export async function* sseData(reader) {
   const dec = new TextDecoder();
@@ -43,8 +96,7 @@ export async function* sseData(reader) {
   let scanned = 0; // buf[..scanned] holds no newline
   let data = [];
   let held = 0;
-  const tooLong = () =>
-    new EdgeLLMError(ErrorCode.REMOTE_INTERRUPTED, `the server sent an event longer than ${MAX_SSE_EVENT_CHARS} characters`, { detail: 'BAD_RESPONSE' });
+  const tooLong = () => new StreamBroken(`the server sent an event longer than ${MAX_SSE_EVENT_CHARS} characters`, 'BAD_RESPONSE');
   for (;;) {
     const { value, done } = await reader.read();
     if (done) break;
@@ -150,7 +202,7 @@ export class RemoteClient {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), timeoutMs);
     try {
-      const r = await this.fetch(url, { method: 'GET', headers: auth ? this.headers(false) : { ...this.extraHeaders }, signal: ctl.signal, cache: 'no-store' });
+      const r = await this.fetch(url, { method: 'GET', headers: auth ? this.headers(false) : { ...this.extraHeaders }, signal: ctl.signal, cache: 'no-store', redirect: 'error' });
       if (!readBody) await r.body?.cancel?.().catch(() => {});
       return { status: r.status, ok: r.ok, text: readBody ? await cappedText(r) : '' };
     } catch (e) {
@@ -237,7 +289,8 @@ export class RemoteClient {
     };
     let res;
     try {
-      res = await this.fetch(`${this.baseURL}${path}`, { method: 'POST', headers: this.headers(true), body: JSON.stringify(body), signal: ctl.signal, cache: 'no-store' });
+      // A redirect is an error, never followed: it would send the prompt to another origin.
+      res = await this.fetch(`${this.baseURL}${path}`, { method: 'POST', headers: this.headers(true), body: JSON.stringify(body), signal: ctl.signal, cache: 'no-store', redirect: 'error' });
     } catch (e) {
       cleanup();
       if (signal && signal.aborted) throw abortedError('generation');
@@ -259,8 +312,11 @@ export class RemoteClient {
     }
     const reader = res.body.getReader();
     const self = this;
+    const n = Number.isInteger(body.n) && body.n > 0 ? body.n : 1;
+    const maxTokens = [body.max_tokens, body.max_completion_tokens].find((v) => Number.isInteger(v) && v > 0);
     let started = false;
-    // After the first chunk, the timer becomes an idle timeout between chunks.
+    // Until the first output the deadline is timeoutMs from the request; after it, each event
+    // with output re-arms an idle timeout. Events without output re-arm nothing.
     const arm = () => {
       clearTimeout(timer);
       timer = setTimeout(() => {
@@ -269,12 +325,18 @@ export class RemoteClient {
       }, started ? self.idleTimeoutMs : Math.max(1, self.timeoutMs - (performance.now() - t0)));
     };
     async function* chunks() {
-      let finished = false;
+      const finished = new Set();
+      const outputs = new Array(n).fill(0);
+      let chars = 0;
+      let idle = 0;
+      let events = 0;
+      let done = false;
       try {
         arm();
         for await (const data of sseData(reader)) {
+          events++;
           if (data === '[DONE]') {
-            finished = true;
+            done = true;
             break;
           }
           let obj;
@@ -283,25 +345,42 @@ export class RemoteClient {
           } catch {
             continue; // not a JSON event: ignore, as OpenAI clients do
           }
-          if (obj && obj.error) {
+          if (obj && typeof obj === 'object' && obj.error) {
             const e = obj.error;
             const msg = `the server reported an error: ${typeof e === 'string' ? e : e.message || JSON.stringify(e)}`;
             const detail = (e && e.code && String(e.code)) || 'STREAM_ERROR';
             if (!started) throw new EdgeLLMError(ErrorCode.REMOTE_ERROR, msg, { detail, status: e && e.type === 'server_error' ? 500 : 400 });
             throw new EdgeLLMError(ErrorCode.REMOTE_INTERRUPTED, msg, { detail });
           }
-          started = true;
-          arm();
+          const seen = readChunk(obj, n);
+          chars += seen.chars;
+          if (chars > MAX_REMOTE_OUTPUT_CHARS) throw new StreamBroken(`the server sent more than ${MAX_REMOTE_OUTPUT_CHARS} characters`, 'TOO_LONG');
+          for (const c of obj.choices || []) {
+            const i = c.index ?? 0;
+            if (finished.has(i)) continue;
+            // One event holds at least one token: more events with text than max_tokens means
+            // the server did not keep to it.
+            if ((c.delta && (c.delta.content || c.delta.tool_calls)) || c.text) outputs[i]++;
+            if (maxTokens !== undefined && outputs[i] > maxTokens) throw new StreamBroken(`the server sent more than max_tokens (${maxTokens}) tokens`, 'TOO_LONG');
+          }
+          for (const i of seen.finished) finished.add(i);
+          if (seen.output) {
+            started = true;
+            arm();
+          } else if (!started && ++idle > MAX_EVENTS_BEFORE_OUTPUT) {
+            throw new StreamBroken(`the server sent ${MAX_EVENTS_BEFORE_OUTPUT} events without output`, 'BAD_RESPONSE');
+          }
           yield obj;
-          if (obj.choices && obj.choices.some((c) => c && c.finish_reason)) finished = true;
         }
-        if (!finished) throw new Error('the stream ended before a finish_reason');
+        if (!events) throw new StreamBroken(`the answer held no server-sent events (Content-Type: ${res.headers.get('content-type') || 'none'})`, 'BAD_RESPONSE');
+        if (finished.size < n) throw new StreamBroken(done ? 'the stream ended ([DONE]) before every choice had a finish_reason' : 'the stream ended before a finish_reason', 'CONNECTION_LOST');
       } catch (e) {
         if (e instanceof EdgeLLMError) throw e;
         if (signal && signal.aborted) throw abortedError('generation');
-        const why = timedOut ? `no data for ${started ? self.idleTimeoutMs : self.timeoutMs} ms` : e && e.message ? e.message : String(e);
-        if (!started) throw new EdgeLLMError(ErrorCode.REMOTE_UNAVAILABLE, `POST ${path}: ${why}`, { detail: timedOut ? 'TIMEOUT' : 'CONNECTION_LOST' });
-        throw new EdgeLLMError(ErrorCode.REMOTE_INTERRUPTED, `the server's stream broke: ${why}`, { detail: timedOut ? 'TIMEOUT' : 'CONNECTION_LOST' });
+        const detail = timedOut ? 'TIMEOUT' : e instanceof StreamBroken ? e.detail : 'CONNECTION_LOST';
+        const why = timedOut ? `no output for ${started ? self.idleTimeoutMs : self.timeoutMs} ms` : e && e.message ? e.message : String(e);
+        if (!started) throw new EdgeLLMError(ErrorCode.REMOTE_UNAVAILABLE, `POST ${path}: ${why}`, { detail });
+        throw new EdgeLLMError(ErrorCode.REMOTE_INTERRUPTED, `the server's stream broke: ${why}`, { detail });
       } finally {
         cleanup();
         reader.cancel().catch(() => {});
