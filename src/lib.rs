@@ -23,6 +23,7 @@ pub mod ops;
 pub mod percent;
 pub mod quant;
 pub mod sampling;
+pub mod schema_patterns;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod server;
 pub mod sha256;

@@ -41,9 +41,12 @@ impl OutputFormat {
     }
 }
 
-/// Compact JSON output for a schema: no free whitespace between tokens (a small model would
-/// otherwise fill the output with it), `, ` and `: ` as separators (llguidance's `x-guidance`).
+/// A schema as llguidance gets it: compact JSON output (no free whitespace between tokens — a
+/// small model would otherwise fill the output with it — and `, ` / `: ` as separators,
+/// llguidance's `x-guidance`), and its patterns made safe for llguidance's string quoting
+/// ([`crate::schema_patterns`]).
 pub(crate) fn compact_schema(schema: &mut Value) {
+    crate::schema_patterns::make_quote_safe(schema);
     if let Some(o) = schema.as_object_mut() {
         o.entry("x-guidance").or_insert(serde_json::json!({ "whitespace_flexible": false, "item_separator": ", ", "key_separator": ": " }));
     }

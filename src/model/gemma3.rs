@@ -1,6 +1,6 @@
 //! Gemma 3 (text), as llama.cpp's `gemma3` graph runs it:
 //! - input embeddings × √d_model;
-//! - per layer: RMSNorm → Q, K, V → per-head RMSNorm of Q and K → NEOX RoPE (base 10000 on
+//! - per layer: RMSNorm → Q, K, V (+ biases when the file has them) → per-head RMSNorm of Q and K → NEOX RoPE (base 10000 on
 //!   sliding-window layers, `rope.freq_base` and any linear scaling on global ones) → attention
 //!   with queries scaled by 1/√head_dim (1/√(d_model/n_head) for the 27B) → output
 //!   projection → post-attention RMSNorm → residual; RMSNorm → GELU-tanh(gate) × up (ggml's
