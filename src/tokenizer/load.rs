@@ -1,5 +1,10 @@
 //! Building a [`Tokenizer`] from GGUF metadata, with llama.cpp's defaults and its text-based
 //! rules for end-of-generation tokens.
+//!
+//! Not followed: llama.cpp's rules by model *name* that strip white space beside special tokens
+//! (`general.name` containing "phi-3": right of every special token; `<mask>` / `[MASK]` of
+//! jina-v2 and modern-bert: left of it). Those architectures are not run here; a file of a
+//! supported architecture under such a name tokenizes without the stripping.
 
 use super::bpe::{BpeModel, Merges};
 use super::error::TokenizerError;
@@ -150,11 +155,13 @@ fn pre_tokenizer(pre: &str) -> Result<(PreTokenizer, bool, bool, bool), Tokenize
         "dbrx" | "smaug-bpe" => (PreTokenizer::Llama3, false, false, true),
         "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es" | "jina-v2-de"
         | "a.x-4.0" | "mellum" | "modern-bert" | "mpt" | "olmo" | "jais" | "exaone4"
-        | "trillion" | "granite-docling" => (PreTokenizer::Gpt2, false, false, true),
-        "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" => {
+        | "jina-v1-en" | "jina-v2-code" | "roberta-bpe" => (PreTokenizer::Gpt2, false, false, true),
+        // GPT-2's split, but decoded without the space clean-up.
+        "trillion" | "granite-docling" => (PreTokenizer::Gpt2, false, false, false),
+        "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open" => {
             (PreTokenizer::Qwen2, false, false, false)
         }
-        "stablelm2" | "hunyuan" => (PreTokenizer::Qwen2, false, false, true),
+        "stablelm2" | "megrez" => (PreTokenizer::Qwen2, false, false, true),
         "smollm" | "command-r" => (PreTokenizer::SmolLm, false, false, false),
         "starcoder" | "refact" | "codeshell" | "exaone" | "minerva-7b" | "mellum2" => {
             (PreTokenizer::SmolLm, false, false, true)
@@ -470,3 +477,30 @@ pub fn parse_byte_token(text: &str) -> Option<u8> {
     }
     u8::from_str_radix(hex, 16).ok()
 }
+
+#[cfg(test)]
+mod pre_table_tests {
+    use super::*;
+
+    /// Entries of llama.cpp's pre-tokenizer table that a metadata differential found read
+    /// differently: (name, split, clean_spaces).
+    #[test]
+    fn pre_tokenizer_names_as_llama_cpp_reads_them() {
+        let cases = [
+            ("trillion", PreTokenizer::Gpt2, false),
+            ("granite-docling", PreTokenizer::Gpt2, false),
+            ("gpt-2", PreTokenizer::Gpt2, true),
+            ("hunyuan", PreTokenizer::Qwen2, false),
+            ("solar-open", PreTokenizer::Qwen2, false),
+            ("stablelm2", PreTokenizer::Qwen2, true),
+            ("megrez", PreTokenizer::Qwen2, true),
+            ("roberta-bpe", PreTokenizer::Gpt2, true),
+        ];
+        for (name, split, clean) in cases {
+            let (p, ignore_merges, add_bos, clean_spaces) = pre_tokenizer(name).unwrap();
+            assert_eq!((p, clean_spaces), (split, clean), "{name}");
+            assert!(!ignore_merges && !add_bos, "{name}");
+        }
+    }
+}
+
