@@ -1,6 +1,7 @@
 //! The native CLI's argument handling (clap): `--help` for the tool and every subcommand,
 //! clear errors and a non-zero exit for unknown options, missing and bad values. No model is
-//! loaded: every case here fails or prints help before a file is opened.
+//! loaded (every case fails or prints help before a file is opened), but for the last test, which
+//! runs the tiny model into a pipe that closes.
 
 use std::process::{Command, Output};
 
@@ -127,4 +128,27 @@ fn equals_form_and_repeated_options_are_accepted() {
     }
     let err = stderr(&edgellm(&["generate", "--model=/nonexistent.gguf", "--prompt=hi"]));
     assert!(err.starts_with("edgellm generate: ") && err.contains("GGUF_IO"), "{err}");
+}
+
+/// A reader that goes away (`edgellm logits … | head -c 10`) ends the command quietly, as other
+/// Unix tools end: no panic message, no backtrace (it panicked in `println!` before).
+#[test]
+fn a_closed_output_pipe_ends_the_command_without_a_panic() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_llama.gguf");
+    // Far more than a pipe's buffer (64 positions × 300 lines), so the writes outlive the reader.
+    let ids = (1..=64).map(|i| (i * 5).to_string()).collect::<Vec<_>>().join(",");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edgellm"))
+        .args(["logits", "--model", model, "--ids", &ids, "--all-positions", "--top", "300"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap(); // then the pipe is closed
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.status.success() || out.status.code().is_none(), "{:?}: {err}", out.status);
 }

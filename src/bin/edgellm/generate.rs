@@ -73,7 +73,8 @@ pub struct GenerateArgs {
     /// Prompt token ids, used as given
     #[arg(long, value_name = "2,818,...")]
     ids: Option<TokenIds>,
-    /// Tokens to generate at most
+    /// Tokens to generate at most (fewer when the model's training context leaves less room
+    /// after the prompt: the run then ends with finish reason "length")
     #[arg(long, value_name = "N", default_value_t = 128)]
     max_tokens: u64,
     /// Sampling temperature; 0 is greedy decoding with no penalties

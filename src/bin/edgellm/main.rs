@@ -33,6 +33,9 @@ fn main() {
     // Usage errors (unknown option, missing or bad value) are clap's: a message naming the
     // option, exit 2; `--help` exits 0. Errors of the run itself exit 1.
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        stop_quietly_on_a_closed_pipe();
+    }
     let (name, result) = match cli.command {
         Command::Inspect(a) => ("inspect", inspect::run(a)),
         Command::Generate(a) => ("generate", generate::run(a)),
@@ -47,3 +50,15 @@ fn main() {
         std::process::exit(1);
     }
 }
+
+/// `edgellm logits … | head`: once the reader has gone, the output commands end as other Unix
+/// tools do (killed by SIGPIPE, no message) instead of panicking in `println!` (Rust ignores
+/// SIGPIPE, so a write to a closed pipe is an error that `println!` turns into a panic). Not for
+/// `serve`, whose client sockets must get the error, not the signal.
+fn stop_quietly_on_a_closed_pipe() {
+    // SAFETY: restores the default disposition of one signal before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
