@@ -84,3 +84,25 @@ test('wasm memory stays flat across generations far past the KV budget', { skip 
   assert.ok(before > 0);
   assert.equal(after, before, `wasm memory grew from ${before} to ${after} bytes`);
 });
+
+// The step guard counts the free heap inside wasm memory (the load's last chunk): a budget equal
+// to the memory the load left still runs requests whose KV pages and buffers fit in that heap.
+// It counted every new byte as growth before, so a model admitted just under its budget (its
+// estimated total fits) was refused every request.
+test('a budget at the memory the load left: a request that fits in the free heap runs', { skip }, async () => {
+  const e = await createEngine({ cache: false });
+  try {
+    await e.load(TINY, { kv: { tokens: 64 } });
+    const m = await e.refreshMemory();
+    assert.ok(m.heap_live_bytes < m.wasm_memory_bytes, JSON.stringify(m));
+    await e.setMemoryOptions({ budget_bytes: m.wasm_memory_bytes, elevated: 0.98, critical: 0.99 });
+    const r = await e.completions.create({ prompt: 'hello world', max_tokens: 8, temperature: 0 });
+    assert.ok(r.usage.completion_tokens >= 1 && r.usage.prompt_tokens >= 2, JSON.stringify(r.usage));
+    assert.equal((await e.status()).wasm_memory_bytes, m.wasm_memory_bytes, 'memory did not grow');
+    // A budget below the live heap plus what a step adds is still refused, before it runs.
+    await e.setMemoryOptions({ budget_bytes: m.heap_live_bytes, elevated: 0.98, critical: 0.99 });
+    await assert.rejects(e.completions.create({ prompt: 'a b c d e f g h '.repeat(6), max_tokens: 8, temperature: 0 }), (x) => x.code === 'OVER_MEMORY_BUDGET');
+  } finally {
+    e.terminate();
+  }
+});
