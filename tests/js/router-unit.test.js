@@ -371,6 +371,11 @@ test('remote client: a stream that breaks the protocol or its bounds is a typed 
   assert.equal(x.e, undefined);
   x = await read(server([{ choices: [{ delta: { content: 'hi' } }] }, { choices: [{ delta: {}, finish_reason: 'stop' }] }]));
   assert.equal(x.e, undefined, String(x.e));
+  // A server's usage: token counts that are not counts are dropped, other fields kept.
+  x = await read(server([tok('a'), fin(), { choices: [], usage: { prompt_tokens: -5, completion_tokens: 'x', total_tokens: 1e308, extra: 1 } }, '[DONE]']));
+  assert.deepEqual(x.got.at(-1).usage, { extra: 1 });
+  x = await read(server([tok('a'), fin(), { choices: [], usage: 'lots' }, '[DONE]']));
+  assert.equal(x.got.at(-1).usage, null);
   // Redirects are never followed: they would send the prompt to another origin.
   const seen = [];
   await read(server([tok('a'), fin()], false, seen));

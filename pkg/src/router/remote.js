@@ -63,6 +63,18 @@ export function choiceHasOutput(c) {
   return !!(c.finish_reason || (d && (d.content || (Array.isArray(d.tool_calls) && d.tool_calls.length))) || c.text);
 }
 
+/** A server's `usage` as the app may count on it: token counts that are not non-negative
+ * integers are dropped (the router then counts what it received), anything but an object is
+ * no usage at all. Other fields pass as they are. */
+export function cleanUsage(u) {
+  if (!u || typeof u !== 'object' || Array.isArray(u)) return null;
+  const out = { ...u };
+  for (const k of ['prompt_tokens', 'completion_tokens', 'total_tokens']) {
+    if (k in out && !(Number.isSafeInteger(out[k]) && out[k] >= 0)) delete out[k];
+  }
+  return out;
+}
+
 /** What a chunk carries for the caller, after checking its shape against OpenAI's: the text's
  * length, whether it has any output, and which choices it finished. Throws StreamBroken for a
  * shape no OpenAI client could read (choices not an array, an index outside [0, n)). */
@@ -353,6 +365,7 @@ export class RemoteClient {
             throw new EdgeLLMError(ErrorCode.REMOTE_INTERRUPTED, msg, { detail });
           }
           const seen = readChunk(obj, n);
+          if ('usage' in obj) obj.usage = cleanUsage(obj.usage);
           chars += seen.chars;
           if (chars > MAX_REMOTE_OUTPUT_CHARS) throw new StreamBroken(`the server sent more than ${MAX_REMOTE_OUTPUT_CHARS} characters`, 'TOO_LONG');
           for (const c of obj.choices || []) {
