@@ -275,12 +275,9 @@ impl Host {
 
     /// Refuses, before it runs, a step that would grow memory past the budget: `n` new
     /// positions make the KV cache allocate its next pages, and the first steps grow the
-    /// activation buffers up to their estimate. Memory after the step is taken as the larger
-    /// of memory now and the live heap plus that growth: free space inside wasm memory (the
-    /// load's last chunk, the calibration pass) takes new blocks first, as admission assumed
-    /// when it compared the estimate's total with the budget (counting every new byte as growth
-    /// refused every request of a model admitted just under its budget). `OVER_MEMORY_BUDGET`;
-    /// the generation can be ended (or continued with a larger budget).
+    /// activation buffers up to their estimate. Conservative: it assumes every new byte grows
+    /// memory (free space inside it is not counted). `OVER_MEMORY_BUDGET`; the generation can
+    /// be ended (or continued with a larger budget).
     pub(super) fn memory_guard(&self, step: Step) -> Result<(), HostError> {
         let (Some(budget), Some(now)) = (self.memory.ledger.options.budget_bytes, probe::process_bytes()) else { return Ok(()) };
         let (Some(l), Some(g)) = (self.loaded.as_ref(), self.generating.as_ref()) else { return Ok(()) };
@@ -299,20 +296,16 @@ impl Host {
         let act_now = self.measured().map_or(0, |m| m.activations);
         let act_growth = self.memory.ledger.estimate.as_ref().map_or(0, |e| e.activations.saturating_sub(act_now));
         let growth = kv_growth + act_growth;
-        let live = probe::heap_live().unwrap_or(now);
-        let after = now.max(live + growth);
-        if growth > 0 && after > budget {
+        if growth > 0 && now + growth > budget {
             let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
             return Err(HostError::new(
                 "OVER_MEMORY_BUDGET",
                 format!(
-                    "the next step would need {:.1} MiB more (KV {:.1} + activations {:.1}) on a live heap of {:.1} MiB in {:.1} MiB of memory: {:.1} MiB, past the memory budget of {:.1} MiB",
+                    "the next step would grow memory by up to {:.1} MiB (KV {:.1} + activations {:.1}) from {:.1} MiB, past the memory budget of {:.1} MiB",
                     mib(growth),
                     mib(kv_growth),
                     mib(act_growth),
-                    mib(live),
                     mib(now),
-                    mib(after),
                     mib(budget)
                 ),
             ));

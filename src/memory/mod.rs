@@ -215,7 +215,7 @@ impl Refusal {
 
 impl Ledger {
     pub fn new() -> Ledger {
-        Ledger { module_bytes: probe::module_memory(), ..Ledger::default() }
+        Ledger { module_bytes: probe::wasm_memory(), ..Ledger::default() }
     }
 
     /// Refuses an estimate whose peak exceeds `budget` (or the ledger's own budget).

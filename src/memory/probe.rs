@@ -93,20 +93,6 @@ pub fn wasm_memory() -> Option<u64> {
     }
 }
 
-static MODULE_MEMORY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// wasm memory when the first ledger was made (the engine's creation): the module's static data
-/// and stack, recorded once. `None` on native targets.
-pub fn module_memory() -> Option<u64> {
-    let recorded = MODULE_MEMORY.load(Relaxed);
-    if recorded > 0 {
-        return Some(recorded);
-    }
-    let now = wasm_memory()?;
-    let _ = MODULE_MEMORY.compare_exchange(0, now, Relaxed, Relaxed);
-    Some(MODULE_MEMORY.load(Relaxed))
-}
-
 /// What the process occupies as the ledger sees it: wasm memory in the browser; natively the
 /// live heap when the counting allocator is installed.
 pub fn process_bytes() -> Option<u64> {

@@ -45,9 +45,10 @@ after(async () => {
   if (Object.keys(report).length) console.log(`memory figures: ${JSON.stringify(report)}`);
 });
 
-const within = (what, est, got, tol) => {
-  const err = Math.abs(est - got) / got;
-  assert.ok(err <= tol, `${what}: estimated ${est}, measured ${got} (${(100 * err).toFixed(1)} % > ${100 * tol} %)`);
+const within = (what, est, got, tol, over = tol) => {
+  const err = (est - got) / got;
+  const allowed = err < 0 ? tol : over;
+  assert.ok(Math.abs(err) <= allowed, `${what}: estimated ${est}, measured ${got} (${(100 * err).toFixed(1)} %, allowed ${-100 * tol} to +${100 * over} %)`);
   return +(100 * (est / got - 1)).toFixed(2);
 };
 
@@ -104,7 +105,9 @@ test('estimate vs measured after load and after a generation that fills the KV; 
   // After load: weights and runtime; the load peak.
   const dev = {};
   dev.load_weights = within('weights (load)', L.terms.weights.estimated, L.terms.weights.measured, 0.1);
-  dev.load_runtime = within('runtime (load)', L.terms.runtime.estimated, L.terms.runtime.measured, 0.1);
+  // Two modes ~2.2 MB apart after load (the calibration hole filled or not): the estimate covers
+  // the upper one, up to 15 % above the lower.
+  dev.load_runtime = within('runtime (load)', L.terms.runtime.estimated, L.terms.runtime.measured, 0.1, 0.15);
   dev.load_peak = within('load peak', L.load_peak.estimated, L.load_peak.measured, 0.1);
   // wasm memory never shrinks, so its high-water mark during the load is what it was when the
   // load ended; the heap's live bytes then tell how much of it the load's transients left free.

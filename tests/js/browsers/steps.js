@@ -58,9 +58,13 @@ function assertProgress(progress, phase) {
   assert.equal(last.total, MODEL_SIZE);
 }
 
-const within = (what, est, got, tol) => {
-  const err = Math.abs(est - got) / got;
-  assert.ok(err <= tol, `${what}: estimated ${est}, measured ${got} (${(100 * err).toFixed(1)} % > ${100 * tol} %)`);
+const within = (what, est, got, tol) => withinSkewed(what, est, got, tol, tol);
+
+/** `est` at most `under` below and `over` above `got` (fractions of `got`). */
+const withinSkewed = (what, est, got, under, over) => {
+  const err = (est - got) / got;
+  const tol = err < 0 ? under : over;
+  assert.ok(Math.abs(err) <= tol, `${what}: estimated ${est}, measured ${got} (${(100 * err).toFixed(1)} %, allowed ${-100 * under} to +${100 * over} %)`);
 };
 
 /** The platform facts, found in the page (plain and cross-origin-isolated). */
@@ -154,7 +158,10 @@ export const STEPS = [
       const m = r.memory;
       assert.equal(m.terms.weights.estimated, WEIGHTS);
       assert.equal(m.terms.weights.measured, WEIGHTS);
-      within('runtime (load)', m.terms.runtime.estimated, m.terms.runtime.measured, 0.1);
+      // The runtime after load has two modes ~2.2 MB apart (whether later blocks fill the hole the
+      // calibration pass leaves, see estimate.rs): the estimate covers the upper one, so it may
+      // sit up to 15 % above the lower.
+      withinSkewed('runtime (load)', m.terms.runtime.estimated, m.terms.runtime.measured, 0.1, 0.15);
       within('load peak', m.load_peak.estimated, m.load_peak.measured, 0.1);
       assert.equal(m.total.measured, m.wasm_memory_bytes);
       report.ledger_after_load = { wasm: m.wasm_memory_bytes, heap_live: m.heap_live_bytes, runtime: m.terms.runtime, load_peak: m.load_peak };
