@@ -264,7 +264,7 @@ export interface MemoryEstimate {
   total: number;
   /** wasm memory at the end of the load. */
   load_peak: number;
-  /** max(total, load_peak): what is checked against the budget. */
+  /** max(load_peak, total + the free space the load leaves): what is checked against the budget, so a model admitted under it runs to its KV budget. */
   peak: number;
   kv: { tokens: number; dtype: 'f16' | 'q8'; bytes_per_token: number };
   batch: number;
@@ -327,10 +327,11 @@ export interface RemoteOptions {
   headers?: Record<string, string>;
   /** Default: baseURL without its trailing /v1, plus /health. */
   healthURL?: string;
-  /** Most milliseconds from the request to the first output: text, a tool call or a finish
-   * (default 30000); chunks without output (a role chunk, empty deltas) do not extend it. Then REMOTE_UNAVAILABLE. */
+  /** Most milliseconds from the request to the first output: text, reasoning, a refusal, a tool
+   * call or a finish (default 30000); chunks without output (a role chunk, empty deltas) do not extend it. Then REMOTE_UNAVAILABLE. */
   timeoutMs?: number;
-  /** Most milliseconds between chunks with output once streaming (default 60000): then REMOTE_INTERRUPTED. */
+  /** Most milliseconds between chunks with output once streaming (default 60000; the time the
+   * reader holds the stream back is not counted): then REMOTE_INTERRUPTED. */
   idleTimeoutMs?: number;
   /** A fetch implementation (default: globalThis.fetch). */
   fetch?: typeof fetch;

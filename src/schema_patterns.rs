@@ -6,7 +6,7 @@
 //! even when the class excludes `"` or `\`. So under `"pattern": "^[^\"]*$"` the model could
 //! write `\"` (a quote) and the output broke the schema while finishing with "stop".
 //!
-//! Each bracketed class `[…]` (in practice a negated one, `[^"]`) that holds U+001F and lacks
+//! Each class (in practice a negated one: `[^"]`, `\P{P}`) that holds U+001F and lacks
 //! `"` or `\` loses U+001F: `[[^"]--[\x1f]]`. Without every control character the class takes
 //! llguidance's exact path, which allows `\"` and `\\` only when the class holds `"` and `\`.
 //! (Adding U+001F back as an alternative does not work: derivre merges the alternatives into one
@@ -74,15 +74,23 @@ fn rewrite(pattern: &str) -> Option<String> {
     Some(out)
 }
 
-/// The byte spans of the outermost bracketed classes that need the rewrite.
+/// The byte spans of the outermost classes that need the rewrite: bracketed (`[^"]`), Unicode
+/// (`\P{P}`: not punctuation, so no `"` or `\`) and Perl (`\W`, `\S`).
 fn affected_classes(node: &Ast, src: &str, out: &mut Vec<(usize, usize)>) {
-    match node {
-        Ast::ClassBracketed(c) => {
-            let (start, end) = (c.span.start.offset, c.span.end.offset);
-            if needs_rewrite(&src[start..end]) {
-                out.push((start, end));
-            }
+    let span = match node {
+        Ast::ClassBracketed(c) => Some(&c.span),
+        Ast::ClassUnicode(c) => Some(&c.span),
+        Ast::ClassPerl(c) => Some(&c.span),
+        _ => None,
+    };
+    if let Some(span) = span {
+        let (start, end) = (span.start.offset, span.end.offset);
+        if needs_rewrite(&src[start..end]) {
+            out.push((start, end));
         }
+        return;
+    }
+    match node {
         Ast::Repetition(r) => affected_classes(&r.ast, src, out),
         Ast::Group(g) => affected_classes(&g.ast, src, out),
         Ast::Alternation(a) => a.asts.iter().for_each(|x| affected_classes(x, src, out)),
@@ -114,6 +122,7 @@ mod tests {
         assert_eq!(rewrite(r"^[^\\]+$").as_deref(), Some(r"^[[^\\]--[\x1f]]+$"));
         assert_eq!(rewrite(r#"([^"\n]{2}|x)"#).as_deref(), Some(r#"([[^"\n]--[\x1f]]{2}|x)"#));
         assert_eq!(rewrite(r"[\x00-!]").as_deref(), Some(r"[[\x00-!]--[\x1f]]"));
+        assert_eq!(rewrite(r"^\P{P}+$").as_deref(), Some(r"^[\P{P}--[\x1f]]+$"));
         // Classes that keep both characters, or lack a control character, are quoted right.
         for same in [r"^[^a-z]+$", r"^[^x]{1,6}$", r#"^[^"\x00-\x1f]*$"#, r"^\S+$", r"^.*$", "^[a-z\"]+$", "(", r"\d{3}"] {
             assert_eq!(rewrite(same), None, "{same}");
@@ -142,6 +151,7 @@ mod tests {
         assert!(!llguidance_accepts(r#"^[^"]*$"#, r#""ab\"c""#));
         assert!(!llguidance_accepts(r"^[^\\]*$", r#""a\\b""#));
         assert!(!llguidance_accepts(r#"^[^"\n]*$"#, r#""a\"b""#));
+        assert!(!llguidance_accepts(r"^\P{P}*$", r#""a\"b""#));
         // What the classes hold is still allowed, escapes included, but for U+001F.
         assert!(llguidance_accepts(r#"^[^"]*$"#, r#""a\\b\nc\u001e""#));
         assert!(llguidance_accepts(r"^[^\\]*$", r#""a\"b\u001E""#));

@@ -154,9 +154,11 @@ fn pre_tokenizer(pre: &str) -> Result<(PreTokenizer, bool, bool, bool), Tokenize
         | "lfm2" | "jina-v5-nano" => (PreTokenizer::Llama3, true, true, true),
         "dbrx" | "smaug-bpe" => (PreTokenizer::Llama3, false, false, true),
         "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es" | "jina-v2-de"
-        | "a.x-4.0" | "mellum" | "modern-bert" | "mpt" | "olmo" | "jais" | "exaone4"
-        | "jina-v1-en" | "jina-v2-code" | "roberta-bpe" => (PreTokenizer::Gpt2, false, false, true),
-        // GPT-2's split, but decoded without the space clean-up.
+        | "a.x-4.0" | "mellum" | "modern-bert" | "mpt" | "olmo" | "jais" | "exaone4" => {
+            (PreTokenizer::Gpt2, false, false, true)
+        }
+        // GPT-2's split, but decoded without the space clean-up. (jina-v1-en, jina-v2-code and
+        // roberta-bpe are GPT-2's too, but llama.cpp adds a separator token for them: refused.)
         "trillion" | "granite-docling" => (PreTokenizer::Gpt2, false, false, false),
         "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open" => {
             (PreTokenizer::Qwen2, false, false, false)
@@ -494,7 +496,6 @@ mod pre_table_tests {
             ("solar-open", PreTokenizer::Qwen2, false),
             ("stablelm2", PreTokenizer::Qwen2, true),
             ("megrez", PreTokenizer::Qwen2, true),
-            ("roberta-bpe", PreTokenizer::Gpt2, true),
         ];
         for (name, split, clean) in cases {
             let (p, ignore_merges, add_bos, clean_spaces) = pre_tokenizer(name).unwrap();

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 
 import { decide, noRouteError } from '../../pkg/src/router/decision.js';
 import { Estimates } from '../../pkg/src/router/estimates.js';
-import { RemoteClient, sseData, defaultHealthURL, remoteRetriable } from '../../pkg/src/router/remote.js';
+import { RemoteClient, sseData, defaultHealthURL, remoteRetriable, maxTextEvents } from '../../pkg/src/router/remote.js';
 import { RemoteState } from '../../pkg/src/router/health.js';
 import { Router } from '../../pkg/src/router.js';
 import { CompletionStream } from '../../pkg/src/client.js';
@@ -329,13 +329,16 @@ test('remote client: a stream that breaks the protocol or its bounds is a typed 
       { status: 200 },
     );
   };
-  const read = async (fetch, body = {}, extra = {}) => {
+  const read = async (fetch, body = {}, extra = {}, readerDelayMs = 0) => {
     const c = new RemoteClient({ baseURL: 'http://fake/v1', fetch, timeoutMs: 400, idleTimeoutMs: 400, ...extra });
     const got = [];
     const t0 = Date.now();
     try {
       const { chunks } = await c.open('chat', body, null);
-      for await (const x of chunks) got.push(x);
+      for await (const x of chunks) {
+        got.push(x);
+        if (readerDelayMs) await new Promise((r) => setTimeout(r, readerDelayMs));
+      }
       return { got, ms: Date.now() - t0 };
     } catch (e) {
       return { got, e, ms: Date.now() - t0 };
@@ -361,11 +364,28 @@ test('remote client: a stream that breaks the protocol or its bounds is a typed 
   await expect('a drip of empty deltas', read(server([], { ms: 50, event: () => role })), 'REMOTE_UNAVAILABLE', 'TIMEOUT');
   await expect('a flood of empty deltas', read(server([], { event: () => role }), {}, { timeoutMs: 60_000 }), 'REMOTE_UNAVAILABLE', 'BAD_RESPONSE');
   // After it: interrupted, and what arrived was delivered.
-  let x = await expect('tokens past max_tokens', read(server([role], { event: () => tok('x') }), { max_tokens: 5 }), 'REMOTE_INTERRUPTED', 'TOO_LONG');
-  assert.equal(x.got.filter((c) => c.choices[0].delta.content).length, 5);
+  let x = await expect('tokens far past max_tokens', read(server([role], { event: () => tok('x') }), { max_tokens: 5 }), 'REMOTE_INTERRUPTED', 'TOO_LONG');
+  assert.equal(x.got.filter((c) => c.choices[0].delta.content).length, maxTextEvents(5));
   await expect('text past the output cap', read(server([role], { event: () => tok('y'.repeat(1 << 20)) })), 'REMOTE_INTERRUPTED', 'TOO_LONG');
   await expect('empty deltas after the first token', read(server([role, tok('a')], { ms: 50, event: () => role })), 'REMOTE_INTERRUPTED', 'TIMEOUT');
   await expect('choice 1 never finishes', read(server([tok('a', 0), tok('b', 1), fin(0), '[DONE]']), { n: 2 }), 'REMOTE_INTERRUPTED', 'CONNECTION_LOST');
+  // Valid answers that the checks must not refuse: reasoning deltas before the content (llama.cpp's
+  // and vLLM's reasoning parsers), more than 256 of them and slower than timeoutMs in all; a
+  // reader slower than idleTimeoutMs; a server that ignores n = 2 and answers one choice; a
+  // role chunk with an empty tool_calls list under max_tokens 1; a few flushed events past max_tokens.
+  const think = { choices: [{ index: 0, delta: { reasoning_content: 'hmm ' }, finish_reason: null }] };
+  x = await read(server([role, ...Array(300).fill(think), tok('A'), fin(), '[DONE]']));
+  assert.equal(x.e, undefined, String(x.e));
+  x = await read(server([role], { ms: 30, event: (i) => (i < 20 ? think : i === 20 ? tok('A') : i === 21 ? fin() : '[DONE]') }), {}, {});
+  assert.equal(x.e, undefined, String(x.e));
+  x = await read(server([role, tok('a'), tok('b'), tok('c'), fin(), '[DONE]']), {}, {}, 500);
+  assert.equal(x.e, undefined, `a slow reader is not a slow server: ${x.e}`);
+  x = await read(server([role, tok('A'), fin(), '[DONE]']), { n: 2 });
+  assert.equal(x.e, undefined, String(x.e));
+  x = await read(server([{ choices: [{ index: 0, delta: { role: 'assistant', content: '', tool_calls: [] } }] }, tok('A'), fin(), '[DONE]']), { max_tokens: 1 });
+  assert.equal(x.e, undefined, String(x.e));
+  x = await read(server([tok('a'), tok('b<'), tok('<'), { choices: [{ index: 0, delta: {}, finish_reason: 'length' }] }, '[DONE]']), { max_tokens: 2 });
+  assert.equal(x.e, undefined, String(x.e));
   // A well-formed answer still reads through, n = 2 and an index-less n = 1.
   x = await read(server([role, tok('a', 0), tok('b', 1), fin(0), fin(1), '[DONE]']), { n: 2 });
   assert.equal(x.e, undefined);

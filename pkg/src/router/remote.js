@@ -13,9 +13,9 @@
 //   REMOTE_INTERRUPTED   the stream broke after its first output (connection lost, error event,
 //                        idle timeout, an answer that breaks the protocol or its bounds)
 //
-// "Started" means the first output (text, a tool call, logprobs or a finish), not the first
-// event: a role chunk followed by a dropped connection is still a failure before the first
-// token (it may fail over), and events that carry nothing never hold the clocks open.
+// "Started" means the first output (text, reasoning, a refusal, a tool call or a finish), not
+// the first event: a role chunk followed by a dropped connection is still a failure before the
+// first token (it may fail over), and events that carry nothing never hold the clocks open.
 
 import { EdgeLLMError, ErrorCode, abortedError } from '../errors.js';
 
@@ -55,13 +55,25 @@ class StreamBroken extends Error {
   }
 }
 
-/** Whether a chunk's choice carries output (text, a tool call, a finish): the router's one rule
- * for "the first token has arrived", for local and remote chunks alike. */
-export function choiceHasOutput(c) {
+/** Whether a chunk's choice carries generated text: content (or a completion's text), a tool
+ * call, reasoning (`reasoning_content` / `reasoning`, as llama.cpp's and vLLM's reasoning parsers
+ * send it) or a refusal. */
+function choiceHasText(c) {
   if (!c || typeof c !== 'object') return false;
   const d = c.delta && typeof c.delta === 'object' ? c.delta : null;
-  return !!(c.finish_reason || (d && (d.content || (Array.isArray(d.tool_calls) && d.tool_calls.length))) || c.text);
+  return !!(c.text || (d && (d.content || (Array.isArray(d.tool_calls) && d.tool_calls.length) || d.reasoning_content || d.reasoning || d.refusal)));
 }
+
+/** Whether a chunk's choice carries output (generated text or a finish): the router's one rule
+ * for "the first token has arrived", for local and remote chunks alike. */
+export function choiceHasOutput(c) {
+  return !!(c && typeof c === 'object' && (c.finish_reason || choiceHasText(c)));
+}
+
+/** Text events one choice may send for a `max_tokens`: each event holds at least one token, but
+ * servers also flush held text (a partial stop string) as events of their own, so only a server
+ * far past the limit is cut. */
+export const maxTextEvents = (maxTokens) => 2 * maxTokens + 16;
 
 /** A server's `usage` as the app may count on it: token counts that are not non-negative
  * integers are dropped (the router then counts what it received), anything but an object is
@@ -80,7 +92,7 @@ export function cleanUsage(u) {
  * shape no OpenAI client could read (choices not an array, an index outside [0, n)). */
 function readChunk(obj, n) {
   if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) throw new StreamBroken('the server sent an event that is not a JSON object', 'BAD_RESPONSE');
-  const out = { chars: 0, output: false, finished: [] };
+  const out = { chars: 0, output: false, finished: [], choices: [] };
   if (obj.choices === undefined) return out;
   if (!Array.isArray(obj.choices)) throw new StreamBroken('the server sent `choices` that is not an array', 'BAD_RESPONSE');
   for (const c of obj.choices) {
@@ -88,13 +100,13 @@ function readChunk(obj, n) {
     const i = c.index === undefined && n === 1 ? 0 : c.index;
     if (!Number.isInteger(i) || i < 0 || i >= n) throw new StreamBroken(`the server sent choice index ${JSON.stringify(c.index)} (the request asked for ${n})`, 'BAD_RESPONSE');
     const d = c.delta && typeof c.delta === 'object' ? c.delta : {};
-    const text = typeof d.content === 'string' ? d.content : typeof c.text === 'string' ? c.text : '';
-    out.chars += text.length;
+    for (const t of [d.content, c.text, d.reasoning_content, d.reasoning, d.refusal]) out.chars += typeof t === 'string' ? t.length : 0;
     if (Array.isArray(d.tool_calls)) {
       for (const t of d.tool_calls) out.chars += t && t.function && typeof t.function.arguments === 'string' ? t.function.arguments.length : 0;
     }
     if (choiceHasOutput(c)) out.output = true;
     if (c.finish_reason) out.finished.push(i);
+    out.choices.push({ index: i, text: choiceHasText(c) });
   }
   return out;
 }
@@ -327,24 +339,28 @@ export class RemoteClient {
     const n = Number.isInteger(body.n) && body.n > 0 ? body.n : 1;
     const maxTokens = [body.max_tokens, body.max_completion_tokens].find((v) => Number.isInteger(v) && v > 0);
     let started = false;
-    // Until the first output the deadline is timeoutMs from the request; after it, each event
-    // with output re-arms an idle timeout. Events without output re-arm nothing.
-    const arm = () => {
+    // One deadline: timeoutMs from the request until the first output, then idleTimeoutMs from
+    // the last event with output. Events without output move it not at all; the time the
+    // caller holds a chunk (a slow reader holding the stream back) does not count against it.
+    let deadline = t0 + self.timeoutMs;
+    const schedule = () => {
       clearTimeout(timer);
       timer = setTimeout(() => {
         timedOut = true;
         ctl.abort();
-      }, started ? self.idleTimeoutMs : Math.max(1, self.timeoutMs - (performance.now() - t0)));
+      }, Math.max(1, deadline - performance.now()));
     };
     async function* chunks() {
       const finished = new Set();
-      const outputs = new Array(n).fill(0);
+      const opened = new Set();
+      const textEvents = new Array(n).fill(0);
+      const maxEvents = maxTokens === undefined ? Infinity : maxTextEvents(maxTokens);
       let chars = 0;
       let idle = 0;
       let events = 0;
       let done = false;
       try {
-        arm();
+        schedule();
         for await (const data of sseData(reader)) {
           events++;
           if (data === '[DONE]') {
@@ -368,25 +384,33 @@ export class RemoteClient {
           if ('usage' in obj) obj.usage = cleanUsage(obj.usage);
           chars += seen.chars;
           if (chars > MAX_REMOTE_OUTPUT_CHARS) throw new StreamBroken(`the server sent more than ${MAX_REMOTE_OUTPUT_CHARS} characters`, 'TOO_LONG');
-          for (const c of obj.choices || []) {
-            const i = c.index ?? 0;
-            if (finished.has(i)) continue;
-            // One event holds at least one token: more events with text than max_tokens means
-            // the server did not keep to it.
-            if ((c.delta && (c.delta.content || c.delta.tool_calls)) || c.text) outputs[i]++;
-            if (maxTokens !== undefined && outputs[i] > maxTokens) throw new StreamBroken(`the server sent more than max_tokens (${maxTokens}) tokens`, 'TOO_LONG');
+          for (const c of seen.choices) {
+            opened.add(c.index);
+            if (!c.text || finished.has(c.index)) continue;
+            if (++textEvents[c.index] > maxEvents) throw new StreamBroken(`the server sent ${textEvents[c.index]} text events for max_tokens ${maxTokens}`, 'TOO_LONG');
           }
           for (const i of seen.finished) finished.add(i);
           if (seen.output) {
             started = true;
-            arm();
+            deadline = performance.now() + self.idleTimeoutMs;
+            schedule();
           } else if (!started && ++idle > MAX_EVENTS_BEFORE_OUTPUT) {
             throw new StreamBroken(`the server sent ${MAX_EVENTS_BEFORE_OUTPUT} events without output`, 'BAD_RESPONSE');
           }
+          clearTimeout(timer);
+          const held = performance.now();
           yield obj;
+          deadline += performance.now() - held;
+          schedule();
         }
         if (!events) throw new StreamBroken(`the answer held no server-sent events (Content-Type: ${res.headers.get('content-type') || 'none'})`, 'BAD_RESPONSE');
-        if (finished.size < n) throw new StreamBroken(done ? 'the stream ended ([DONE]) before every choice had a finish_reason' : 'the stream ended before a finish_reason', 'CONNECTION_LOST');
+        // Every choice the server opened must finish (a server that ignores `n` and answers one
+        // choice is taken at its word), and at least one.
+        const open = [...opened].filter((i) => !finished.has(i));
+        if (open.length || !finished.size) {
+          const what = open.length ? `choice ${open[0]} had no finish_reason` : 'no choice had a finish_reason';
+          throw new StreamBroken(`the stream ended${done ? ' ([DONE])' : ''} before its end: ${what}`, 'CONNECTION_LOST');
+        }
       } catch (e) {
         if (e instanceof EdgeLLMError) throw e;
         if (signal && signal.aborted) throw abortedError('generation');
