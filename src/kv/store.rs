@@ -1,6 +1,6 @@
 //! Row storage: the f16 / int8 row codecs and the paged slot arrays they live in.
 
-use crate::quant::{dequantize_f16, dequantize_q8_0, f16_to_f32, f32_to_f16};
+use crate::quant::{dequantize_f16, dequantize_q8_0, f16_to_f32, f32_to_f16, q8_0_block_scale};
 
 use super::config::{KvDtype, Q8_BLOCK};
 
@@ -17,11 +17,9 @@ pub fn encode_row(dtype: KvDtype, src: &[f32], dst: &mut [u8]) {
         KvDtype::Q8 => {
             let mut o = 0;
             for blk in src.chunks(Q8_BLOCK) {
-                // A NaN (which `max` skips) makes the block's scale NaN, so it is read back as
-                // NaN rather than as 0 (and caught downstream as MODEL_NON_FINITE).
-                let (amax, nan) = blk.iter().fold((0.0f32, false), |(m, nan), &x| (m.max(x.abs()), nan | x.is_nan()));
-                let d = if nan { f32::NAN } else { amax / 127.0 };
-                let id = if d != 0.0 && !nan { 1.0 / d } else { 0.0 };
+                // Q8_0's scale: a NaN makes it NaN, so the block reads back as NaN rather than
+                // as 0 (and is caught downstream as MODEL_NON_FINITE).
+                let (d, id) = q8_0_block_scale(blk);
                 dst[o..o + 2].copy_from_slice(&f32_to_f16(d).to_le_bytes());
                 for (q, &x) in dst[o + 2..o + 2 + blk.len()].iter_mut().zip(blk) {
                     *q = ((x * id).round() as i32).clamp(-127, 127) as i8 as u8;

@@ -1,7 +1,8 @@
 //! Gemma 3 (text), as llama.cpp's `gemma3` graph runs it:
 //! - input embeddings × √d_model;
-//! - per layer: RMSNorm → Q, K, V (+ biases when the file has them) → per-head RMSNorm of Q and K → NEOX RoPE (base 10000 on
-//!   sliding-window layers, `rope.freq_base` and any linear scaling on global ones) → attention
+//! - per layer: RMSNorm → Q, K, V (+ biases when the file has them) → per-head RMSNorm of Q
+//!   and K → NEOX RoPE (base 10000 on sliding-window layers, `rope.freq_base` and any linear
+//!   scaling on global ones) → attention
 //!   with queries scaled by 1/√head_dim (1/√(d_model/n_head) for the 27B) → output
 //!   projection → post-attention RMSNorm → residual; RMSNorm → GELU-tanh(gate) × up (ggml's
 //!   f16-table GELU) → down → post-FFN RMSNorm → residual;
@@ -29,16 +30,16 @@ pub(super) fn load(hp: &HParams, t: &mut Tensors) -> Result<(GraphConfig, Vec<La
             r.freq_scale = hp.rope_freq_scale();
             r
         };
+        let [bq, bk, bv] = t.qkv_biases(il, hp)?;
         layers.push(Layer {
             attn_norm: t.vector(&n("attn_norm.weight"), d)?,
             wq: t.weight(&n("attn_q.weight"), d, hp.n_head * hk)?,
             wk: t.weight(&n("attn_k.weight"), d, hp.n_head_kv * hk)?,
             wv: t.weight(&n("attn_v.weight"), d, hp.n_head_kv * hv)?,
             wo: t.weight(&n("attn_output.weight"), hp.n_head * hv, d)?,
-            // llama.cpp takes Q/K/V biases for every architecture when the file has them.
-            bq: t.vector_opt(&n("attn_q.bias"), hp.n_head * hk)?,
-            bk: t.vector_opt(&n("attn_k.bias"), hp.n_head_kv * hk)?,
-            bv: t.vector_opt(&n("attn_v.bias"), hp.n_head_kv * hv)?,
+            bq,
+            bk,
+            bv,
             bo: None,
             q_norm: Some(t.vector(&n("attn_q_norm.weight"), hk)?),
             k_norm: Some(t.vector(&n("attn_k_norm.weight"), hk)?),

@@ -29,7 +29,10 @@ pub(super) fn load(hp: &HParams, t: &mut Tensors) -> Result<(GraphConfig, Vec<La
         },
     };
     let qk_norm = hp.arch == Arch::Qwen3;
+    // The output and FFN biases: llama.cpp's llama graph takes them when present, qwen2/3 have
+    // none (a file holding them is refused as holding unused tensors).
     let llama = hp.arch == Arch::Llama;
+    let llama_only = |t: &mut Tensors, name: &str, len: usize| if llama { t.vector_opt(name, len) } else { Ok(None) };
     let mut layers = Vec::with_capacity(hp.n_layer);
     for il in 0..hp.n_layer {
         let n = |s: &str| format!("blk.{il}.{s}");
@@ -38,18 +41,17 @@ pub(super) fn load(hp: &HParams, t: &mut Tensors) -> Result<(GraphConfig, Vec<La
         } else {
             (None, None)
         };
+        let [bq, bk, bv] = t.qkv_biases(il, hp)?;
         layers.push(Layer {
             attn_norm: t.vector(&n("attn_norm.weight"), d)?,
             wq: t.weight(&n("attn_q.weight"), d, hp.n_head * hk)?,
             wk: t.weight(&n("attn_k.weight"), d, hp.n_head_kv * hk)?,
             wv: t.weight(&n("attn_v.weight"), d, hp.n_head_kv * hv)?,
             wo: t.weight(&n("attn_output.weight"), hp.n_head * hv, d)?,
-            bq: t.vector_opt(&n("attn_q.bias"), hp.n_head * hk)?,
-            bk: t.vector_opt(&n("attn_k.bias"), hp.n_head_kv * hk)?,
-            bv: t.vector_opt(&n("attn_v.bias"), hp.n_head_kv * hv)?,
-            // llama.cpp's llama graph takes an output bias and FFN biases when present; qwen2/3
-            // have none (a file with them is refused as holding unused tensors).
-            bo: if llama { t.vector_opt(&n("attn_output.bias"), d)? } else { None },
+            bq,
+            bk,
+            bv,
+            bo: llama_only(t, &n("attn_output.bias"), d)?,
             q_norm,
             k_norm,
             post_attn_norm: None,
@@ -57,9 +59,9 @@ pub(super) fn load(hp: &HParams, t: &mut Tensors) -> Result<(GraphConfig, Vec<La
             ffn_gate: t.weight(&n("ffn_gate.weight"), d, hp.n_ff)?,
             ffn_up: t.weight(&n("ffn_up.weight"), d, hp.n_ff)?,
             ffn_down: t.weight(&n("ffn_down.weight"), hp.n_ff, d)?,
-            ffn_gate_b: if llama { t.vector_opt(&n("ffn_gate.bias"), hp.n_ff)? } else { None },
-            ffn_up_b: if llama { t.vector_opt(&n("ffn_up.bias"), hp.n_ff)? } else { None },
-            ffn_down_b: if llama { t.vector_opt(&n("ffn_down.bias"), d)? } else { None },
+            ffn_gate_b: llama_only(t, &n("ffn_gate.bias"), hp.n_ff)?,
+            ffn_up_b: llama_only(t, &n("ffn_up.bias"), hp.n_ff)?,
+            ffn_down_b: llama_only(t, &n("ffn_down.bias"), d)?,
             post_ffn_norm: None,
             rope: rope.clone(),
             window: hp.layer_window(il),

@@ -81,6 +81,15 @@ impl Tensors {
         Ok(v)
     }
 
+    /// Layer `il`'s optional Q, K and V biases (llama.cpp takes them for every architecture).
+    pub(crate) fn qkv_biases(&mut self, il: usize, hp: &super::HParams) -> Result<[Option<Vec<f32>>; 3], ModelError> {
+        Ok([
+            self.vector_opt(&format!("blk.{il}.attn_q.bias"), hp.n_head * hp.head_dim_k)?,
+            self.vector_opt(&format!("blk.{il}.attn_k.bias"), hp.n_head_kv * hp.head_dim_k)?,
+            self.vector_opt(&format!("blk.{il}.attn_v.bias"), hp.n_head_kv * hp.head_dim_v)?,
+        ])
+    }
+
     pub(crate) fn vector_opt(&mut self, name: &str, len: usize) -> Result<Option<Vec<f32>>, ModelError> {
         if self.has(name) {
             self.vector(name, len).map(Some)

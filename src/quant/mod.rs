@@ -205,6 +205,12 @@ pub fn dequantize_f16(src: &[u8], dst: &mut [f32]) {
 /// int8 block (`kv::Q8_BLOCK`), whose rows [`dequantize_q8_0`] reads.
 pub const Q8_0_BLOCK: usize = q8::QK;
 
+/// `(d, 1/d)` of one Q8_0 block as the activation quantizer computes them (a block holding a
+/// NaN gets `d = NaN`): the K/V cache's int8 rows are encoded with the same scales.
+pub fn q8_0_block_scale(x: &[f32]) -> (f32, f32) {
+    q8::block_scale(x)
+}
+
 /// Whole Q8_0 blocks to f32 (as many as both `src` and `dst` hold), as [`dequantize_f16`]
 /// chooses its kernel. Also the K/V cache's int8 rows, whose blocks are Q8_0's.
 pub fn dequantize_q8_0(src: &[u8], dst: &mut [f32]) {

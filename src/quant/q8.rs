@@ -42,7 +42,7 @@ pub(super) fn dequantize_q8_1(src: &[u8], dst: &mut [f32]) {
 /// hidden from the checks downstream); with a NaN scale it reaches the residual stream, where
 /// `MODEL_NON_FINITE` catches it. Finite blocks are the reference's, bit for bit.
 #[inline]
-fn block_scale(x: &[f32]) -> (f32, f32) {
+pub(super) fn block_scale(x: &[f32]) -> (f32, f32) {
     let mut amax = 0f32;
     let mut nan = false;
     for &v in x {

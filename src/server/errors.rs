@@ -59,9 +59,10 @@ impl ApiError {
 
     /// 503 to a connection refused because every connection slot is busy (see `conns`).
     pub fn too_many_connections(max: usize) -> ApiError {
+        let secs = 1;
         ApiError {
-            retry_after: Some(1),
-            ..ApiError::new(503, "server_error", "too_many_connections", format!("all {max} connections are busy with requests; retry after 1 s"))
+            retry_after: Some(secs),
+            ..ApiError::new(503, "server_error", "too_many_connections", format!("all {max} connections are busy with requests; retry after {secs} s"))
         }
     }
 

@@ -53,10 +53,10 @@ export class CompletionStream {
   /** @internal */ _end(error) {
     if (this.#done) return;
     this.#done = true;
-    queueMicrotask(() => this.#wakeProducers());
     this.#error = error || null;
     // Chunks already queued are still delivered, unless the end is an abort (chunks stop at once).
     if (error && error.code === ErrorCode.ABORTED) this.#queue.length = 0;
+    this.#wakeProducers();
     const waiters = this.#waiters.splice(0);
     for (const w of waiters) {
       if (this.#error) w.reject(this.#error);

@@ -87,12 +87,12 @@ export function cleanUsage(u) {
   return out;
 }
 
-/** What a chunk carries for the caller, after checking its shape against OpenAI's: the text's
- * length, whether it has any output, and which choices it finished. Throws StreamBroken for a
- * shape no OpenAI client could read (choices not an array, an index outside [0, n)). */
+/** What a chunk carries, after checking its shape against OpenAI's: its text's length and, per
+ * choice, whether it holds text and whether it finishes. Throws StreamBroken for a shape no
+ * OpenAI client could read (choices not an array, an index outside [0, n)). */
 function readChunk(obj, n) {
   if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) throw new StreamBroken('the server sent an event that is not a JSON object', 'BAD_RESPONSE');
-  const out = { chars: 0, output: false, finished: [], choices: [] };
+  const out = { chars: 0, choices: [] };
   if (obj.choices === undefined) return out;
   if (!Array.isArray(obj.choices)) throw new StreamBroken('the server sent `choices` that is not an array', 'BAD_RESPONSE');
   for (const c of obj.choices) {
@@ -104,9 +104,7 @@ function readChunk(obj, n) {
     if (Array.isArray(d.tool_calls)) {
       for (const t of d.tool_calls) out.chars += t && t.function && typeof t.function.arguments === 'string' ? t.function.arguments.length : 0;
     }
-    if (choiceHasOutput(c)) out.output = true;
-    if (c.finish_reason) out.finished.push(i);
-    out.choices.push({ index: i, text: choiceHasText(c) });
+    out.choices.push({ index: i, text: choiceHasText(c), finish: !!c.finish_reason });
   }
   return out;
 }
@@ -384,13 +382,16 @@ export class RemoteClient {
           if ('usage' in obj) obj.usage = cleanUsage(obj.usage);
           chars += seen.chars;
           if (chars > MAX_REMOTE_OUTPUT_CHARS) throw new StreamBroken(`the server sent more than ${MAX_REMOTE_OUTPUT_CHARS} characters`, 'TOO_LONG');
+          let output = false;
           for (const c of seen.choices) {
             opened.add(c.index);
-            if (!c.text || finished.has(c.index)) continue;
-            if (++textEvents[c.index] > maxEvents) throw new StreamBroken(`the server sent ${textEvents[c.index]} text events for max_tokens ${maxTokens}`, 'TOO_LONG');
+            output ||= c.text || c.finish;
+            if (c.text && !finished.has(c.index) && ++textEvents[c.index] > maxEvents) {
+              throw new StreamBroken(`the server sent ${textEvents[c.index]} text events for max_tokens ${maxTokens}`, 'TOO_LONG');
+            }
           }
-          for (const i of seen.finished) finished.add(i);
-          if (seen.output) {
+          for (const c of seen.choices) if (c.finish) finished.add(c.index);
+          if (output) {
             started = true;
             deadline = performance.now() + self.idleTimeoutMs;
             schedule();
