@@ -152,3 +152,30 @@ fn a_closed_output_pipe_ends_the_command_without_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(out.status.success() || out.status.code().is_none(), "{:?}: {err}", out.status);
 }
+
+/// `generate` leaves the room the prompt leaves by the rule the worker and the server apply
+/// (`generate::room_after`): a 248-token prompt in tiny_llama's 256 positions gets 8 tokens,
+/// one filling the context is refused, and a KV budget with policy `error` bounds it the same way.
+#[test]
+fn generate_stops_where_the_server_would() {
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_llama.gguf");
+    let ids = |n: usize| (0..n).map(|i| (3 + i % 200).to_string()).collect::<Vec<_>>().join(",");
+    let run = |n: usize, extra: &[&str]| {
+        let ids = ids(n);
+        let mut args = vec!["generate", "--model", model, "--ids", &ids, "--max-tokens", "20", "--temperature", "0", "--ignore-eos", "--json", "--threads", "1"];
+        args.extend_from_slice(extra);
+        edgellm(&args)
+    };
+    let generated = |o: &Output| {
+        assert!(o.status.success(), "{}", stderr(o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (v["ids"].as_array().unwrap().len(), v["finish_reason"].as_str().unwrap().to_string())
+    };
+    assert_eq!(generated(&run(248, &[])), (8, "length".to_string()));
+    assert_eq!(generated(&run(200, &[])), (20, "length".to_string()));
+    let full = run(256, &[]);
+    assert_eq!(full.status.code(), Some(1));
+    assert!(stderr(&full).contains("PROMPT_TOO_LONG"), "{}", stderr(&full));
+    assert_eq!(generated(&run(90, &["--kv-tokens", "100", "--kv-policy", "error"])), (10, "length".to_string()));
+    assert!(stderr(&run(100, &["--kv-tokens", "100", "--kv-policy", "error"])).contains("PROMPT_OVER_KV_BUDGET"));
+}

@@ -22,6 +22,16 @@ const STATUS = {
   [ErrorCode.ENGINE_CRASHED]: 500,
 };
 
+/**
+ * Where the precise code's status differs from its umbrella's: the model's chat template past
+ * its work or output budget is UNSUPPORTED_MODEL here but a 400 there (the template cannot
+ * render this conversation, as for CHAT_TEMPLATE_ERROR).
+ */
+const DETAIL_STATUS = {
+  CHAT_TEMPLATE_TOO_COSTLY: 400,
+  CHAT_TEMPLATE_OUTPUT_TOO_LARGE: 400,
+};
+
 const json = (status, value) => new Response(JSON.stringify(value), { status, headers: { 'content-type': 'application/json' } });
 
 /** OpenAI's error body: {error: {message, type, code, param}}. */
@@ -35,6 +45,8 @@ const SERVER_CODE = {
   CONTEXT_FULL: 'context_length_exceeded',
   INVALID_REQUEST: 'invalid_request',
   CHAT_TEMPLATE_ERROR: 'chat_template_error',
+  CHAT_TEMPLATE_TOO_COSTLY: 'chat_template_error',
+  CHAT_TEMPLATE_OUTPUT_TOO_LARGE: 'chat_template_error',
   CHAT_TEMPLATE_TOO_MANY_LITERALS: 'invalid_request',
 };
 
@@ -49,7 +61,7 @@ function errorCode(e) {
 }
 
 function errorResponse(e) {
-  const status = STATUS[e && e.code] ?? 500;
+  const status = DETAIL_STATUS[e && e.detail] ?? STATUS[e && e.code] ?? 500;
   const type = status === 400 ? 'invalid_request_error' : 'server_error';
   const code = errorCode(e);
   return json(status, { error: { message: e && e.message ? e.message : String(e), type, code, param: (e && e.param) || null } });

@@ -10,6 +10,7 @@
 //! decodes only its own token.
 
 mod logprobs;
+mod room;
 mod stop;
 
 use serde::Serialize;
@@ -20,6 +21,7 @@ use crate::model::ModelError;
 use crate::tokenizer::{DecodeOptions, DecodeState, Tokenizer};
 
 pub use logprobs::{token_logprob, TokenLogprob, TopLogprob, MAX_TOP_LOGPROBS};
+pub use room::{room_after, OverContext};
 pub use stop::StopHold;
 
 /// Stop conditions of a generation.

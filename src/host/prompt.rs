@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::kv::KvPolicy;
+use crate::generate::OverContext;
 use crate::tokenizer::{ContentSpecials, Tokenizer};
 
 use super::{GenerateRequest, Host, HostError, Loaded};
@@ -52,27 +52,11 @@ impl GenerateRequest {
 }
 
 /// Positions left for generated tokens after a prompt of `n` tokens in the loaded session
-/// (`None`: no limit, the window-sinks policy evicts as it goes), or the error generation
-/// gives: `PROMPT_TOO_LONG` (the plain context) or `PROMPT_OVER_KV_BUDGET` (a KV budget with
-/// policy `error`).
+/// (`None`: no limit), or the error generation gives: `generate::room_after`, the rule every
+/// host applies, over the session's context and KV policy.
 pub(super) fn room_after(l: &Loaded, n: usize) -> Result<Option<usize>, OverContext> {
-    let max_context = l.info.max_context;
-    let policy = l.kv_options.as_ref().map(|_| l.session.kv().policy());
-    if policy == Some(KvPolicy::WindowSinks) {
-        return Ok(None);
-    }
-    if n >= max_context {
-        let (code, what) = if policy.is_some() { ("PROMPT_OVER_KV_BUDGET", "the KV budget") } else { ("PROMPT_TOO_LONG", "the context") };
-        return Err(OverContext { code, message: format!("the prompt has {n} tokens; {what} holds {max_context} (prompt + generated)") });
-    }
-    Ok(Some(max_context - n))
-}
-
-/// A prompt the session cannot take.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct OverContext {
-    code: &'static str,
-    message: String,
+    let budget = l.kv_options.as_ref().map(|_| l.session.kv().policy());
+    crate::generate::room_after(l.info.max_context, budget, n)
 }
 
 impl From<OverContext> for HostError {

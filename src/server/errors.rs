@@ -80,7 +80,12 @@ impl ApiError {
         match e.code.as_str() {
             "PROMPT_TOO_LONG" | "CONTEXT_FULL" => ApiError { param: e.param.clone(), ..ApiError::invalid("context_length_exceeded", e.message.clone()) },
             "INVALID_REQUEST" => ApiError { param: e.param.clone(), ..ApiError::invalid("invalid_request", e.message.clone()) },
-            "CHAT_TEMPLATE_ERROR" => ApiError::invalid("chat_template_error", e.message.clone()),
+            // The template cannot render this conversation: it refused it, or went past its
+            // work or output budget (the output's grows with the messages). 400, as llama.cpp's
+            // server answers any template failure.
+            "CHAT_TEMPLATE_ERROR" | "CHAT_TEMPLATE_TOO_COSTLY" | "CHAT_TEMPLATE_OUTPUT_TOO_LARGE" => {
+                ApiError::invalid("chat_template_error", format!("{} [{}]", e.message, e.code))
+            }
             // The request's contents hold more distinct special-token texts than can be kept
             // literal: the client's input, not the engine.
             "CHAT_TEMPLATE_TOO_MANY_LITERALS" => ApiError::invalid("invalid_request", e.message.clone()),
@@ -110,3 +115,19 @@ impl std::fmt::Display for ApiError {
 }
 
 impl std::error::Error for ApiError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_template_failure_is_a_400_chat_template_error() {
+        for code in ["CHAT_TEMPLATE_ERROR", "CHAT_TEMPLATE_TOO_COSTLY", "CHAT_TEMPLATE_OUTPUT_TOO_LARGE"] {
+            let e = ApiError::from_host(&HostError::new(code, "the template failed"));
+            assert_eq!((e.status, e.code.as_str()), (400, "chat_template_error"), "{code}");
+            assert!(e.message.contains(code), "{}", e.message);
+        }
+        assert_eq!(ApiError::from_host(&HostError::new("CHAT_TEMPLATE_TOO_MANY_LITERALS", "x")).code, "invalid_request");
+        assert_eq!(ApiError::from_host(&HostError::new("MODEL_NON_FINITE", "x")).status, 500);
+    }
+}

@@ -198,6 +198,12 @@ pub fn run(args: GenerateArgs) -> Result<(), String> {
     let model = Arc::new(model);
     let mut session = make_session(&model, SessionOptions { max_context, max_batch: 512, sampler, clock: native_clock, exec }, kv.as_ref())?;
     session.set_head_mode(head_mode);
+    // The room the prompt leaves, by the rule the worker and the server apply.
+    let budget = kv.as_ref().map(|_| session.kv().policy());
+    let max_tokens = match edgellm::generate::room_after(session.kv().max_tokens(), budget, prompt_ids.len()) {
+        Ok(room) => room.map_or(max_tokens, |room| max_tokens.min(room)),
+        Err(e) => return Err(format!("{} [{}]", e.message, e.code)),
+    };
     let opts = GenerateOptions {
         max_tokens,
         stop: args.stop.into_iter().collect(),
