@@ -598,7 +598,7 @@ export interface ChatCompletionToolCallDelta {
 export interface SamplingParams extends RouteParams {
   /** Most tokens to generate, in [1, 2^24] (default: until the context is full). */
   max_tokens?: number | null;
-  /** Alias of max_tokens. */
+  /** OpenAI's newer name for max_tokens; wins when both are given. */
   max_completion_tokens?: number | null;
   /** In [0, 100]; 0 = greedy (above OpenAI's 2 is an extension). */
   temperature?: number | null;

@@ -118,10 +118,16 @@ fn ranges_are_the_one_definition() {
     assert_eq!(from_js("9223372036854776000").unwrap(), Some(9_223_372_036_854_776_000));
     assert_eq!(from_js("18446744073709552000").unwrap_err().param, "seed", "2^64 is past 64 bits");
     assert_eq!(from_js("5.5").unwrap_err().param, "seed");
-    // max_tokens wins over a valid max_completion_tokens; a bad one is refused beside it.
+    // max_completion_tokens wins over a valid max_tokens (OpenAI deprecates max_tokens for it);
+    // a bad one is refused beside it; the server's cap applies to the one that counts.
     let both = |m: Value| parse_request(Kind::Chat, &chat(json!({"max_tokens": 10, "max_completion_tokens": m})), RequestLimits::default());
-    assert_eq!(both(json!(20)).unwrap().gen.max_tokens, Some(10));
+    assert_eq!(both(json!(20)).unwrap().gen.max_tokens, Some(20));
+    assert_eq!(both(json!(5)).unwrap().gen.max_tokens, Some(5));
     assert_eq!(both(json!(-5)).unwrap_err().param, "max_completion_tokens");
+    let capped = |m: Value, mc: Value| parse_request(Kind::Chat, &chat(json!({"max_tokens": m, "max_completion_tokens": mc})), RequestLimits { max_tokens: Some(64) });
+    assert_eq!(capped(json!(65), json!(10)).unwrap().gen.max_tokens, Some(10));
+    let e = capped(json!(10), json!(65)).unwrap_err();
+    assert_eq!((e.code, e.param.as_str()), ("max_tokens_exceeded", "max_completion_tokens"));
     // The server's cap.
     let e = parse_request(Kind::Chat, &chat(json!({"max_tokens": 65})), RequestLimits { max_tokens: Some(64) }).unwrap_err();
     assert_eq!(e.code, "max_tokens_exceeded");
@@ -344,4 +350,30 @@ fn logit_bias_maps_token_ids_to_biases_in_openais_range() {
     for bad in [json!({"-1": 1}), json!({"1.5": 1}), json!({"a": 1}), json!({"": 1}), json!({"99999999999": 1}), json!({"5": 100.5}), json!({"5": -101}), json!({"5": "1"}), json!({"5": null}), json!([1]), json!("x")] {
         assert_eq!(refused(chat(json!({ "logit_bias": bad.clone() }))), ("invalid_value".to_string(), "logit_bias".to_string()), "{bad}");
     }
+}
+
+/// A message without content is refused (OpenAI requires it; llama.cpp's server refuses it too),
+/// but an assistant's that carries tool_calls, where it may be null or absent.
+#[test]
+fn a_message_needs_its_content() {
+    let call = json!({"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}});
+    for (i, msgs) in [
+        json!([{"role": "user"}]),
+        json!([{"role": "user", "content": null}]),
+        json!([{"role": "system"}, {"role": "user", "content": "x"}]),
+        json!([{"role": "user", "content": "x"}, {"role": "assistant"}, {"role": "user", "content": "y"}]),
+        json!([{"role": "user", "content": "x"}, {"role": "assistant", "content": null}, {"role": "user", "content": "y"}]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let at = msgs.as_array().unwrap().iter().position(|m| m.get("content").is_none_or(|c| c.is_null())).unwrap();
+        assert_eq!(refused(json!({ "messages": msgs })), ("invalid_messages".to_string(), format!("messages[{at}].content")), "case {i}");
+    }
+    for assistant in [json!({"role": "assistant", "tool_calls": [call]}), json!({"role": "assistant", "content": null, "tool_calls": [call]})] {
+        let body = json!({"messages": [{"role": "user", "content": "x"}, assistant, {"role": "tool", "tool_call_id": "call_1", "content": "r"}]});
+        assert!(parse_request(Kind::Chat, &body, RequestLimits::default()).is_ok(), "{body}");
+    }
+    let body = json!({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": ""}, {"role": "user", "content": "y"}]});
+    assert!(parse_request(Kind::Chat, &body, RequestLimits::default()).is_ok());
 }

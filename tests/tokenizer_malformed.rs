@@ -425,3 +425,14 @@ fn random_malformed_headers_never_panic() {
         "both outcomes exercised: {ok} ok, {errs} errors"
     );
 }
+
+/// A chat template that is not a string is a broken file: refused, not replaced by the built-in
+/// template as if the file had none. An empty string is a file without a template.
+#[test]
+fn a_chat_template_of_the_wrong_type_is_refused() {
+    for v in [Value::U32(7), strings(&["{{ messages }}"])] {
+        assert_eq!(err(set(spm(), "tokenizer.chat_template", v)).code(), "TOKENIZER_WRONG_TYPE");
+    }
+    let t = Tokenizer::from_gguf(&header(set(spm(), "tokenizer.chat_template", Value::String(String::new())))).unwrap();
+    assert_eq!(t.chat_template(), Some(""));
+}

@@ -189,7 +189,8 @@ export class Router {
     if (!isPrivate && this.config.isSensitive) {
       isPrivate = !!(await this.config.isSensitive(kind === 'chat' ? clean.messages : clean.prompt, params));
     }
-    const nOutReq = clean.max_tokens ?? clean.max_completion_tokens ?? null;
+    // max_completion_tokens wins over max_tokens, as in the engine's request rules.
+    const nOutReq = clean.max_completion_tokens ?? clean.max_tokens ?? null;
     const nOut = nOutReq ?? this.defaultMaxTokens;
     const remoteAllowed = mode !== 'local-only' && !isPrivate;
 

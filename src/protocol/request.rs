@@ -97,7 +97,7 @@ pub const PARAMETERS: &[Param] = &[
     p("prompt", On::Completion, Rule::Shaped, "required: a string (or an array of one string)"),
     p("model", On::Both, Rule::Text, "informational: the engine serves the model it has loaded"),
     p("max_tokens", On::Both, NEW_TOKENS, "most tokens to generate (default: until the context is full, or the server's cap)"),
-    p("max_completion_tokens", On::Both, NEW_TOKENS, "the same as max_tokens (max_tokens wins when both are given)"),
+    p("max_completion_tokens", On::Both, NEW_TOKENS, "the same as max_tokens (it wins when both are given: OpenAI deprecates max_tokens for it)"),
     p("temperature", On::Both, Rule::Number(0.0, 100.0), "0 = greedy; above OpenAI's 2 is an extension"),
     p("top_p", On::Both, Rule::Number(0.0, 1.0), "nucleus sampling"),
     p("top_k", On::Both, Rule::Integer(0, 1 << 20), "extension: keep the k most likely tokens (0 = off)"),
@@ -310,6 +310,12 @@ fn messages(o: &Map<String, Value>) -> Result<Vec<ChatMessage>, ProtocolError> {
         if let Some(c) = get(m, "tool_calls") {
             msg.tool_calls = super::tools::message_calls(c, i)?;
         }
+        // OpenAI requires content but of an assistant message that carries tool_calls (then it
+        // may be null or absent); llama.cpp's server refuses a message with neither as well.
+        if get(m, "content").is_none() && !(role == "assistant" && get(m, "tool_calls").is_some()) {
+            let param = format!("messages[{i}].content");
+            return Err(bad(param.clone(), format!("{param} is required (a string or an array of text parts; null only beside an assistant's tool_calls)")));
+        }
         match get(m, "name") {
             None => {}
             Some(Value::String(n)) if super::tools::valid_name(n) => msg.name = Some(n.clone()),
@@ -490,12 +496,13 @@ pub fn parse_request(kind: Kind, body: &Value, limits: RequestLimits) -> Result<
         }
     }
     gen.n = integer(o, "n")?.map(|n| n as usize);
-    // Both are checked (nothing given is ignored unchecked); max_tokens wins.
+    // Both are checked (nothing given is ignored unchecked); max_completion_tokens wins, as
+    // OpenAI deprecates max_tokens for it (llama.cpp's server and vLLM read it first too).
     let max_tokens = integer(o, "max_tokens")?;
     let max_completion_tokens = integer(o, "max_completion_tokens")?;
     // The error names the parameter the value came from.
-    let given = if max_tokens.is_some() { "max_tokens" } else { "max_completion_tokens" };
-    let max_tokens = max_tokens.or(max_completion_tokens);
+    let given = if max_completion_tokens.is_some() { "max_completion_tokens" } else { "max_tokens" };
+    let max_tokens = max_completion_tokens.or(max_tokens);
     if let (Some(m), Some(cap)) = (max_tokens, limits.max_tokens) {
         if m > cap as i128 {
             return Err(ProtocolError::new("max_tokens_exceeded", given, format!("{given} is {m}; this server allows at most {cap}")));

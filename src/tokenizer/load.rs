@@ -444,7 +444,13 @@ impl Tokenizer {
         }
 
         let special = SpecialMatcher::new(&vocab);
-        let chat_template = h.get_str(KEY_CHAT_TEMPLATE).map(str::to_string);
+        // A template that is not a string is a broken file (llama.cpp asserts on it), not a
+        // model without a template: refused rather than silently replaced by the built-in one.
+        let chat_template = match h.get(KEY_CHAT_TEMPLATE) {
+            None => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => return Err(TokenizerError::WrongType { key: KEY_CHAT_TEMPLATE, expected: "a string" }),
+        };
         let architecture = h.architecture().map(str::to_string);
         Ok(Tokenizer {
             vocab,

@@ -114,15 +114,31 @@ impl CallStream {
 
     /// The end of the output: a start that never became a call is content. Once the output is
     /// calls, a piece of the call format cut short (the opening, or a name not yet closed, by
-    /// `max_tokens`) is dropped: it is neither the model's text nor a call with a name.
+    /// `max_tokens`) is dropped: it is neither the model's text nor a call with a name. A call
+    /// cut after its name's closing quote is a call with that name and no arguments yet, as one
+    /// cut inside its arguments keeps what it has.
     pub fn finish(&mut self) -> Released {
         let mut out = Released::default();
         if self.shape == Shape::Undecided {
             let held = std::mem::take(&mut self.buf);
             self.emit_content(&held, &mut out);
         }
+        if self.state == State::Name {
+            if let Some(q) = self.buf.find('"').filter(|&q| expect(&self.buf[q..], MID).is_some()) {
+                let name = self.buf[..q].to_string();
+                self.start_call(name, &mut out);
+            }
+        }
         self.buf.clear();
         out
+    }
+
+    /// A call whose name is whole: its first delta (id, type, name).
+    fn start_call(&mut self, name: String, out: &mut Released) {
+        let index = self.calls.len();
+        let id = call_id(self.ids, index);
+        self.calls.push(ToolCall::new(id.clone(), name.clone(), String::new()));
+        out.tool_calls.push(ToolCallDelta { index, id: Some(id), kind: Some("function".into()), function: FunctionDelta { name: Some(name), arguments: String::new() } });
     }
 
     fn emit_content(&mut self, text: &str, out: &mut Released) {
@@ -172,10 +188,7 @@ impl CallStream {
                         Some(true) => {
                             let name = self.buf[..q].to_string();
                             self.buf.drain(..q + MID.len());
-                            let index = self.calls.len();
-                            let id = call_id(self.ids, index);
-                            self.calls.push(ToolCall::new(id.clone(), name.clone(), String::new()));
-                            out.tool_calls.push(ToolCallDelta { index, id: Some(id), kind: Some("function".into()), function: FunctionDelta { name: Some(name), arguments: String::new() } });
+                            self.start_call(name, out);
                             self.state = State::Args { depth: 0, in_str: false, esc: false };
                         }
                         Some(false) => return,
@@ -307,7 +320,7 @@ mod tests {
     #[test]
     fn a_call_cut_before_its_name_closes_leaves_nothing() {
         let name_end = TWO.find("\", \"arguments").unwrap();
-        for cut in 1..name_end + 2 {
+        for cut in 1..name_end + 1 {
             for forced in [true, false] {
                 let (content, deltas, s) = run(forced, &TWO[..cut], 3);
                 if !forced && cut < "<tool_call>".len() {
@@ -316,6 +329,25 @@ mod tests {
                     continue;
                 }
                 assert_eq!((content.as_str(), deltas.len(), s.calls().len()), ("", 0, 0), "cut {cut} forced {forced}");
+            }
+        }
+    }
+
+    /// Cut anywhere from its name's closing quote to its arguments: a call with that name and
+    /// no arguments yet (it was dropped, though the README promises the call once its name is
+    /// whole).
+    #[test]
+    fn a_call_cut_after_its_name_keeps_the_name() {
+        let name_end = TWO.find("\", \"arguments").unwrap();
+        for cut in name_end + 1..=name_end + MID.len() {
+            for forced in [true, false] {
+                let (content, deltas, s) = run(forced, &TWO[..cut], 3);
+                assert_eq!(content, "", "cut {cut}");
+                assert_eq!(s.calls().len(), 1, "cut {cut}");
+                assert_eq!((s.calls()[0].function.name.as_str(), s.calls()[0].function.arguments.as_str()), ("get_weather", ""));
+                assert_eq!(deltas.len(), 1);
+                assert_eq!(deltas[0].function.name.as_deref(), Some("get_weather"));
+                assert!(!s.calls_complete());
             }
         }
     }

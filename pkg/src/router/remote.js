@@ -335,7 +335,9 @@ export class RemoteClient {
     const reader = res.body.getReader();
     const self = this;
     const n = Number.isInteger(body.n) && body.n > 0 ? body.n : 1;
-    const maxTokens = [body.max_tokens, body.max_completion_tokens].find((v) => Number.isInteger(v) && v > 0);
+    // A server may read either when both are given: the answer is held to the larger.
+    const given = [body.max_tokens, body.max_completion_tokens].filter((v) => Number.isInteger(v) && v > 0);
+    const maxTokens = given.length ? Math.max(...given) : undefined;
     let started = false;
     // One deadline: timeoutMs from the request until the first output, then idleTimeoutMs from
     // the last event with output. Events without output move it not at all; the time the
