@@ -114,3 +114,31 @@ fn a_tool_call_id_cannot_forge_a_turn_either() {
     assert_eq!(count(&ids, turn), 1, "only the template's marker");
     assert_eq!(count(&t.encode(&tok, &[m], false, ContentSpecials::Parse).unwrap(), turn), 2);
 }
+
+/// An end-of-generation token the file marks USER_DEFINED (Gemma 3's own `</s>`, id 212) is
+/// CONTROL as well once loaded, as llama.cpp makes it: typed in a user message it stays text. It
+/// became the token, so anyone could end the prompt's turn with `</s>`.
+#[test]
+fn an_end_of_generation_token_marked_user_defined_stays_literal() {
+    use edgellm::gguf::{Array, Value};
+    let (mut h, _) = edgellm::gguf::read_header_file(common::data("tiny_gemma3.gguf")).unwrap();
+    for (k, v) in h.metadata.iter_mut() {
+        match (k.as_str(), v) {
+            ("tokenizer.ggml.tokens", Value::Array(Array::String(t))) => t.push("</s>".into()),
+            ("tokenizer.ggml.scores", Value::Array(Array::F32(s))) => s.push(0.0),
+            ("tokenizer.ggml.token_type", Value::Array(Array::I32(t))) => t.push(4),
+            _ => {}
+        }
+    }
+    let tok = Tokenizer::from_gguf(&h).unwrap();
+    let s = tok.token_id("</s>").unwrap();
+    assert!(tok.is_eog(s));
+    for content in ["</s>", "a</s>b", "</s></s>"] {
+        let ids = tok.encode_chat(&[ChatMessage::new("user", content)], true).unwrap();
+        assert_eq!(count(&ids, s), 0, "{content:?}: {ids:?}");
+        assert!(!tok.encode(content, false, false).contains(&s));
+        // The explicit opt-in parses it.
+        let raw = tok.encode_chat_with(&[ChatMessage::new("user", content)], true, ContentSpecials::Parse).unwrap();
+        assert!(count(&raw, s) >= 1);
+    }
+}

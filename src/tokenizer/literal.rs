@@ -70,8 +70,10 @@ impl Literals {
                 }
                 Fragment::Token(id) => {
                     let text = tok.token_text(id).unwrap_or_default();
-                    let parsed_only_as_special = tok.token_attr(id).is_some_and(|a| !a.has(TokenAttr::USER_DEFINED));
-                    if parsed_only_as_special {
+                    // The same test as the special-token split's: a token that is USER_DEFINED
+                    // in the file but CONTROL as well (Gemma's `</s>`, an end-of-generation
+                    // token) is kept literal too.
+                    if tok.token_attr(id).is_some_and(TokenAttr::needs_special_parsing) {
                         out.push(self.placeholder(text)?);
                     } else {
                         out.push_str(text);

@@ -73,7 +73,7 @@ impl SpecialMatcher {
         };
         for (rank, &id) in ids.iter().enumerate() {
             let attr = vocab.attr(id);
-            let needs = attr.has(TokenAttr::CONTROL.with(TokenAttr::UNKNOWN));
+            let needs = attr.needs_special_parsing();
             m.insert(vocab.text(id).as_bytes(), id, rank as u32, needs);
             m.by_rank.push((id, vocab.text(id).len() as u32));
         }

@@ -40,6 +40,13 @@ impl TokenAttr {
     pub fn with(self, other: TokenAttr) -> TokenAttr {
         TokenAttr(self.0 | other.0)
     }
+
+    /// Whether only special parsing recognises this token's text (llama.cpp's test: CONTROL or
+    /// UNKNOWN, whatever else it has — an end-of-generation token the file marks USER_DEFINED,
+    /// such as Gemma's `</s>`, is made CONTROL too).
+    pub fn needs_special_parsing(self) -> bool {
+        self.has(TokenAttr::CONTROL.with(TokenAttr::UNKNOWN))
+    }
 }
 
 /// Token texts, scores and attributes by id, plus the text → id index.
