@@ -36,6 +36,7 @@ const COMMANDS: [(&str, &[&str]); 7] = [
         &[
             "--model", "--port", "--host", "--api-key", "--cors-origin", "--queue", "--max-tokens", "--max-prompt-tokens", "--max-body-bytes", "--max-connections",
             "--model-id", "--allowed-host", "--body-timeout-ms", "--send-timeout-ms", "--max-prefill-ms", "--watts-per-busy-core", "--threads",
+            "--kv-tokens", "--kv-bytes", "--kv-dtype", "--kv-sinks", "--kv-policy",
         ],
     ),
 ];

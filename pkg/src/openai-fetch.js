@@ -43,6 +43,7 @@ const json = (status, value) => new Response(JSON.stringify(value), { status, he
 const SERVER_CODE = {
   PROMPT_TOO_LONG: 'context_length_exceeded',
   CONTEXT_FULL: 'context_length_exceeded',
+  PROMPT_OVER_KV_BUDGET: 'context_length_exceeded',
   INVALID_REQUEST: 'invalid_request',
   CHAT_TEMPLATE_ERROR: 'chat_template_error',
   CHAT_TEMPLATE_TOO_COSTLY: 'chat_template_error',

@@ -176,6 +176,11 @@ pub struct KvOptions {
 }
 
 impl KvOptions {
+    /// The eviction policy these options ask for (`window-sinks` unless told otherwise).
+    pub fn policy(&self) -> KvPolicy {
+        self.policy.unwrap_or(KvPolicy::WindowSinks)
+    }
+
     /// The checks that need no model, as `to_config` makes them.
     pub fn check(&self) -> Result<(), KvError> {
         self.to_config(MAX_CONTEXT_TOKENS).map(drop)
@@ -194,7 +199,7 @@ impl KvOptions {
             budget,
             dtype: self.dtype.unwrap_or(KvDtype::F16),
             n_sink: self.sinks.unwrap_or(DEFAULT_SINKS),
-            policy: self.policy.unwrap_or(KvPolicy::WindowSinks),
+            policy: self.policy(),
             rebase_after: None,
             context_limit: false,
         };

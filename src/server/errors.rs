@@ -78,7 +78,7 @@ impl ApiError {
     /// `context_length_exceeded`; contents that cannot be kept literal), anything else 500.
     pub fn from_host(e: &HostError) -> ApiError {
         match e.code.as_str() {
-            "PROMPT_TOO_LONG" | "CONTEXT_FULL" => ApiError { param: e.param.clone(), ..ApiError::invalid("context_length_exceeded", e.message.clone()) },
+            "PROMPT_TOO_LONG" | "CONTEXT_FULL" | "PROMPT_OVER_KV_BUDGET" => ApiError { param: e.param.clone(), ..ApiError::invalid("context_length_exceeded", e.message.clone()) },
             "INVALID_REQUEST" => ApiError { param: e.param.clone(), ..ApiError::invalid("invalid_request", e.message.clone()) },
             // The template cannot render this conversation: it refused it, or went past its
             // work or output budget (the output's grows with the messages). 400, as llama.cpp's

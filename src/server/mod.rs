@@ -86,6 +86,9 @@ pub struct ServerConfig {
     pub power: crate::work::PowerModel,
     /// Threads the inference thread splits each forward pass over (1: just itself).
     pub threads: usize,
+    /// The KV cache's budget, storage and policy (`None`: the plain context), as the
+    /// worker's `kv` option: with `window-sinks` a conversation goes on past the budget.
+    pub kv: Option<crate::kv::KvOptions>,
 }
 
 impl ServerConfig {
@@ -109,6 +112,7 @@ impl ServerConfig {
             max_prefill: Some(Duration::from_secs(120)),
             power: crate::work::PowerModel::default(),
             threads: 1,
+            kv: None,
         }
     }
 }
@@ -240,6 +244,9 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
     host.set_cpu_clock(crate::work::CpuClock::process());
     host.set_power_model(cfg.power).map_err(|e| ServerError { code: "BAD_CONFIG", message: e.message })?;
     host.set_threads(cfg.threads).map_err(|e| ServerError { code: "THREADS_FAILED", message: format!("{} [{}]", e.message, e.code) })?;
+    if cfg.kv.is_some() {
+        host.set_kv_options(cfg.kv.clone()).map_err(|e| ServerError { code: "BAD_KV_CONFIG", message: format!("{} [{}]", e.message, e.code) })?;
+    }
     let info = host.model_info().expect("a model is loaded").clone();
     let card = ModelCard {
         id: cfg.model_id.clone().unwrap_or_else(|| info.name.clone()),
@@ -252,7 +259,12 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
         created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         has_chat_template: info.has_chat_template,
     };
-    let room = info.max_context.saturating_sub(1).max(1);
+    // The longest prompt that leaves room for one token, by the hosts' one rule: any length
+    // under a window-sinks budget (old tokens are evicted as the prompt goes in).
+    let room = match crate::generate::room_after(info.max_context, cfg.kv.as_ref().map(|k| k.policy()), 0) {
+        Ok(Some(max)) => max.saturating_sub(1).max(1),
+        _ => crate::limits::MAX_CONTEXT_TOKENS,
+    };
     let max_prompt_tokens = cfg.max_prompt_tokens.unwrap_or(room).min(room);
 
     let io = |e: std::io::Error| ServerError { code: "IO", message: e.to_string() };

@@ -2,7 +2,8 @@
 //! [--cors-origin ORIGIN]... [--queue 16] [--max-tokens 1024] [--max-prompt-tokens N]
 //! [--max-body-bytes 1048576] [--max-connections 256] [--model-id NAME]
 //! [--allowed-host NAME,...] [--body-timeout-ms 30000] [--send-timeout-ms 30000]
-//! [--max-prefill-ms 120000] [--watts-per-busy-core 1.33] [--threads N]`
+//! [--max-prefill-ms 120000] [--watts-per-busy-core 1.33] [--threads N] [--kv-tokens N | --kv-bytes B]
+//! [--kv-dtype f16|q8] [--kv-sinks K] [--kv-policy window-sinks|error]`
 //!
 //! The OpenAI-compatible server (see `edgellm::server`). Prints one line
 //! `edgellm serve: listening on http://HOST:PORT ...` once it accepts requests (`--port 0`
@@ -11,7 +12,7 @@
 
 use edgellm::server::{start, ServerConfig};
 
-use crate::args::range;
+use crate::args::{range, KvArgs};
 use crate::threads::ThreadsArg;
 
 /// The server's defaults, shown by `--help` (one place: `ServerConfig::new`).
@@ -76,6 +77,8 @@ pub struct ServeArgs {
     watts_per_busy_core: f64,
     #[command(flatten)]
     threads: ThreadsArg,
+    #[command(flatten)]
+    kv: KvArgs,
 }
 
 pub fn run(args: ServeArgs) -> Result<(), String> {
@@ -105,6 +108,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     // The power model of usage.compute.energy_j (src/work.rs states the default's source).
     cfg.power = edgellm::work::PowerModel::new(args.watts_per_busy_core).map_err(|e| format!("--watts-per-busy-core: {}", e.message))?;
     cfg.threads = args.threads.count()?;
+    cfg.kv = args.kv.options()?;
     let auth = if cfg.api_key.is_some() { "bearer token required" } else { "no auth" };
     let handle = start(cfg).map_err(|e| e.to_string())?;
     let m = handle.model();
