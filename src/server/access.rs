@@ -33,8 +33,9 @@ pub fn check_bearer(headers: &HeaderMap, key: Option<&str>) -> Result<(), ApiErr
     let given = headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim);
+        // The scheme is case-insensitive (RFC 9110 §11.1).
+        .and_then(|v| v.split_once(' ').filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")))
+        .map(|(_, token)| token.trim());
     match given {
         Some(g) if same(g.as_bytes(), key.as_bytes()) => Ok(()),
         _ => Err(ApiError::unauthorized()),
@@ -44,7 +45,11 @@ pub fn check_bearer(headers: &HeaderMap, key: Option<&str>) -> Result<(), ApiErr
 /// The host part of a `Host` header value (`name`, `1.2.3.4`, `[::1]`; port dropped).
 fn host_name(v: &str) -> &str {
     if let Some(rest) = v.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or("");
+        // An IPv6 literal: "[::1]" or "[::1]:80"; without its "]" it is no host.
+        return match rest.split_once(']') {
+            Some((h, port)) if port.is_empty() || port.strip_prefix(':').is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit())) => h,
+            _ => "",
+        };
     }
     v.rsplit_once(':').map_or(v, |(h, port)| if port.bytes().all(|b| b.is_ascii_digit()) { h } else { v })
 }
@@ -52,7 +57,12 @@ fn host_name(v: &str) -> &str {
 /// The `Host` header names this server: an IP address (a name cannot rebind to it), `localhost`,
 /// or one of `allowed` (`*`: any).
 pub fn check_host(headers: &HeaderMap, allowed: &[String]) -> Result<(), ApiError> {
-    let host = headers.get(HOST).and_then(|v| v.to_str().ok()).map(host_name).unwrap_or("");
+    // Exactly one Host field (RFC 9112 §3.2: a request without one, or with several, is a 400).
+    let mut fields = headers.get_all(HOST).iter();
+    let (Some(field), None) = (fields.next(), fields.next()) else {
+        return Err(ApiError::invalid("invalid_host", "a request carries exactly one Host header"));
+    };
+    let host = field.to_str().ok().map(host_name).unwrap_or("");
     let ok = !host.is_empty()
         && (host.parse::<std::net::IpAddr>().is_ok()
             || host.eq_ignore_ascii_case("localhost")
@@ -126,6 +136,15 @@ mod tests {
         h.insert(AUTHORIZATION, HeaderValue::from_static("Bearer k2"));
         assert!(check_bearer(&h, Some("k")).is_err());
         assert!(check_bearer(&h, Some("k2")).is_ok());
+        // The scheme in any case (RFC 9110 §11.1), the token exactly.
+        for ok in ["bearer k2", "BEARER k2", "BeArEr  k2"] {
+            h.insert(AUTHORIZATION, HeaderValue::from_static(ok));
+            assert!(check_bearer(&h, Some("k2")).is_ok(), "{ok}");
+        }
+        for bad in ["Bearer K2", "Basic k2", "Bearerk2", "k2"] {
+            h.insert(AUTHORIZATION, HeaderValue::from_static(bad));
+            assert!(check_bearer(&h, Some("k2")).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -138,10 +157,14 @@ mod tests {
         for ok in ["127.0.0.1:8080", "localhost:1", "LOCALHOST", "[::1]:80", "10.0.0.7", "192.168.1.2:9"] {
             assert!(check_host(&with(ok), &[]).is_ok(), "{ok}");
         }
-        for bad in ["evil.test", "evil.test:8080", "localhost.evil.test", "127.0.0.1.nip.io:80"] {
+        for bad in ["evil.test", "evil.test:8080", "localhost.evil.test", "127.0.0.1.nip.io:80", "[::1", "[::1]x", "[::1]:8x"] {
             assert_eq!(check_host(&with(bad), &[]).unwrap_err().code, "host_not_allowed", "{bad}");
         }
-        assert_eq!(check_host(&HeaderMap::new(), &[]).unwrap_err().status, 403);
+        // No Host, or two (even a good one first): 400 (RFC 9112 §3.2).
+        assert_eq!(check_host(&HeaderMap::new(), &[]).unwrap_err().status, 400);
+        let mut two = with("127.0.0.1:8080");
+        two.append(HOST, HeaderValue::from_static("evil.test"));
+        assert_eq!((check_host(&two, &[]).unwrap_err().status, check_host(&two, &[]).unwrap_err().code.as_str()), (400, "invalid_host"));
         assert!(check_host(&with("llm.lan:8080"), &["llm.lan".into()]).is_ok());
         assert!(check_host(&with("anything"), &["*".into()]).is_ok());
     }

@@ -26,6 +26,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 
+use super::access::{allowed_origin, cors_headers};
 use super::errors::ApiError;
 use super::routes::error_response;
 
@@ -154,16 +155,24 @@ impl<B: Body + Unpin> Body for Tracked<B> {
 }
 
 /// Answers one request on a refused connection with 503 `too_many_connections`
-/// (`Retry-After`, `Connection: close`) and closes it; bounded by [`REFUSAL_TIME`].
-pub async fn answer_refused<I>(io: I, max: usize, header_timeout: Duration)
+/// (`Retry-After`, `Connection: close`) and closes it; bounded by [`REFUSAL_TIME`]. An allowed
+/// browser origin gets the CORS headers every answer carries, so the page sees the 503 and its
+/// `Retry-After` instead of a network error.
+pub async fn answer_refused<I>(io: I, max: usize, header_timeout: Duration, cors_origins: Arc<[String]>)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let svc = service_fn(move |req: hyper::Request<Incoming>| async move {
-        let _ = tokio::time::timeout(REFUSAL_DRAIN_TIME, Limited::new(req.into_body(), REFUSAL_DRAIN_BYTES).collect()).await;
-        let mut r = error_response(&ApiError::too_many_connections(max));
-        r.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
-        Ok::<_, std::convert::Infallible>(r)
+    let svc = service_fn(move |req: hyper::Request<Incoming>| {
+        let origin = allowed_origin(req.headers(), &cors_origins);
+        async move {
+            let _ = tokio::time::timeout(REFUSAL_DRAIN_TIME, Limited::new(req.into_body(), REFUSAL_DRAIN_BYTES).collect()).await;
+            let mut r = error_response(&ApiError::too_many_connections(max));
+            r.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+            if let Some(o) = origin {
+                cors_headers(r.headers_mut(), o);
+            }
+            Ok::<_, std::convert::Infallible>(r)
+        }
     });
     let serve = http1::Builder::new().timer(TokioTimer::new()).header_read_timeout(header_timeout.min(REFUSAL_TIME)).keep_alive(false).serve_connection(TokioIo::new(io), svc);
     let _ = tokio::time::timeout(REFUSAL_TIME, serve).await;
@@ -200,9 +209,9 @@ mod tests {
         rt.block_on(async {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
             let (server, mut client) = tokio::io::duplex(1 << 16);
-            let task = tokio::spawn(answer_refused(server, 3, Duration::from_secs(10)));
+            let task = tokio::spawn(answer_refused(server, 3, Duration::from_secs(10), Arc::from(vec!["http://app.test".to_string()])));
             let body = "{\"messages\":[]}";
-            let req = format!("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+            let req = format!("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://app.test\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len());
             client.write_all(req.as_bytes()).await.unwrap();
             let mut got = String::new();
             client.read_to_string(&mut got).await.unwrap();
@@ -211,6 +220,7 @@ mod tests {
             let head = head.to_ascii_lowercase();
             assert!(head.starts_with("http/1.1 503"), "{got}");
             assert!(head.contains("retry-after: 1") && head.contains("connection: close"), "{got}");
+            assert!(head.contains("access-control-allow-origin: http://app.test") && head.contains("access-control-expose-headers: retry-after"), "{got}");
             let v: serde_json::Value = serde_json::from_str(json).unwrap();
             assert_eq!(v["error"]["code"], "too_many_connections");
             assert_eq!(v["error"]["type"], "server_error");

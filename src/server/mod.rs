@@ -322,6 +322,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<routes::State>, mut shutd
         }
     };
     let conns = conns::Conns::new(max_connections);
+    let cors_origins: Arc<[String]> = Arc::from(state.cfg.cors_origins.clone());
     let refusals = Arc::new(tokio::sync::Semaphore::new(conns::MAX_REFUSALS));
     loop {
         let stream = tokio::select! {
@@ -341,8 +342,9 @@ async fn accept_loop(listener: TcpListener, state: Arc<routes::State>, mut shutd
         let Some(conn) = conns.admit() else {
             if let Ok(permit) = refusals.clone().try_acquire_owned() {
                 let header_timeout = state.cfg.header_timeout;
+                let cors = cors_origins.clone();
                 tokio::spawn(async move {
-                    conns::answer_refused(stream, max_connections, header_timeout).await;
+                    conns::answer_refused(stream, max_connections, header_timeout, cors).await;
                     drop(permit);
                 });
             }
