@@ -52,6 +52,41 @@ pub(crate) fn compact_schema(schema: &mut Value) {
     }
 }
 
+/// The largest integer every f64 holds exactly, with all below it.
+const EXACT_F64_INT: u64 = 1 << 53;
+
+/// The keywords whose numbers llguidance compares or writes as 64-bit floats.
+const NUMBER_KEYWORDS: [&str; 7] = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "const", "enum"];
+
+/// A schema whose bounds or values are integers past 2^53 is refused: llguidance reads them as
+/// f64, which rounds them (a `minimum` of 2^53 + 1 let 2^53 through), so output could break the
+/// schema. Walked without recursion (the depth check comes after).
+pub(crate) fn check_exact_numbers(schema: &Value) -> Result<(), String> {
+    let inexact = |v: &Value| v.as_u64().map_or_else(|| v.as_i64().is_some_and(|i| i.unsigned_abs() > EXACT_F64_INT), |u| u > EXACT_F64_INT);
+    let mut stack = vec![schema];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(o) => {
+                for (k, x) in o {
+                    if NUMBER_KEYWORDS.contains(&k.as_str()) {
+                        let values: Vec<&Value> = match x {
+                            Value::Array(a) if k == "enum" => a.iter().collect(),
+                            _ => vec![x],
+                        };
+                        if let Some(n) = values.into_iter().find(|n| inexact(n)) {
+                            return Err(format!("{k}: {n} is past 2^53, where 64-bit floats (as the grammar compares numbers) cannot hold every integer exactly"));
+                        }
+                    }
+                    stack.push(x);
+                }
+            }
+            Value::Array(a) => stack.extend(a.iter()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// A model's vocabulary as llguidance sees it, built once per model (a few hundred ms for
 /// 262 144 tokens) and shared by its requests.
 #[derive(Clone)]
@@ -65,7 +100,7 @@ impl Vocabulary {
         let eos = tok.eog_ids().first().copied().or(tok.eos_id()).unwrap_or(0);
         let mut words = Vec::with_capacity(n);
         for id in 0..n as u32 {
-            let control = tok.token_attr(id).is_some_and(|a| a.has(TokenAttr::CONTROL.with(TokenAttr::UNKNOWN)));
+            let control = tok.token_attr(id).is_some_and(TokenAttr::needs_special_parsing);
             words.push(if control {
                 // llguidance's marker for a special token: never part of the constrained text.
                 let mut w = vec![TokTrie::SPECIAL_TOKEN_MARKER];
@@ -86,7 +121,10 @@ impl Vocabulary {
     pub fn constraint(&self, format: &OutputFormat) -> Result<Constraint, String> {
         match format {
             OutputFormat::JsonObject => {}
-            OutputFormat::JsonSchema { schema } => grammar_depth::check_schema(schema)?,
+            OutputFormat::JsonSchema { schema } => {
+                check_exact_numbers(schema)?;
+                grammar_depth::check_schema(schema)?
+            }
             OutputFormat::Grammar { grammar } => grammar_depth::check_lark(grammar)?,
         }
         self.compile(format.grammar())

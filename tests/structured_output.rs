@@ -119,3 +119,29 @@ fn deep_or_cyclic_schemas_are_request_errors() {
     let e = v.constraint(&cycle).err().expect("a cycle that never reaches a value is refused");
     assert!(!e.contains('\n'), "one line, not the parser's state: {e}");
 }
+
+/// Integer bounds and values past 2^53 are refused: llguidance compares numbers as f64, which
+/// rounded `minimum: 2^53 + 1` to 2^53 and let 2^53 through (found by a schema probe). At 2^53
+/// and below they compile; past it elsewhere (a description's example) they do not matter.
+#[test]
+fn integer_bounds_past_two_to_the_53_are_request_errors() {
+    use edgellm::structured::{OutputFormat, Vocabulary};
+    let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_llama.gguf")).unwrap();
+    let store = edgellm::gguf::load_bytes(&bytes).unwrap();
+    let tok = edgellm::tokenizer::Tokenizer::from_gguf(&store.header).unwrap();
+    let v = Vocabulary::new(&tok).unwrap();
+    let schema = |s: Value| OutputFormat::JsonSchema { schema: json!({"type": "object", "properties": {"id": s}, "required": ["id"]}) };
+    for bad in [
+        json!({"type": "integer", "minimum": 9007199254740993u64}),
+        json!({"type": "integer", "maximum": -9007199254740993i64}),
+        json!({"type": "integer", "exclusiveMaximum": 18446744073709551615u64}),
+        json!({"const": 9007199254740993u64}),
+        json!({"enum": [1, 9007199254740995u64]}),
+    ] {
+        let e = v.constraint(&schema(bad.clone())).err().unwrap_or_else(|| panic!("{bad} compiled"));
+        assert!(e.contains("2^53"), "{e}");
+    }
+    for ok in [json!({"type": "integer", "minimum": 9007199254740992u64, "maximum": 9007199254740992u64}), json!({"type": "integer", "examples": [9007199254740993u64]})] {
+        assert!(v.constraint(&schema(ok.clone())).is_ok(), "{ok}");
+    }
+}

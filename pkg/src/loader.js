@@ -242,7 +242,9 @@ export async function* readPath(fs, path, { signal, chunkSize = DEFAULT_CHUNK } 
     throw new EdgeLLMError(ErrorCode.NETWORK, `could not open ${path}: ${e.message}`, { detail: e.code === 'ENOENT' ? 'FILE_NOT_FOUND' : 'FILE_READ', cause: e });
   }
   try {
-    const { size } = await fh.stat();
+    const st = await fh.stat();
+    if (!st.isFile()) throw new EdgeLLMError(ErrorCode.NETWORK, `could not read ${path}: not a file`, { detail: 'FILE_READ' });
+    const { size } = st;
     const buf = new Uint8Array(Math.min(chunkSize, Math.max(size, 1)));
     let off = 0;
     while (off < size) {
@@ -261,7 +263,9 @@ export async function* readPath(fs, path, { signal, chunkSize = DEFAULT_CHUNK } 
 
 export async function pathSize(fs, path) {
   try {
-    return (await fs.promises.stat(path)).size;
+    const st = await fs.promises.stat(path);
+    if (!st.isFile()) throw Object.assign(new Error('not a file'), { code: 'EISDIR' });
+    return st.size;
   } catch (e) {
     throw new EdgeLLMError(ErrorCode.NETWORK, `could not open ${path}: ${e.message}`, { detail: e.code === 'ENOENT' ? 'FILE_NOT_FOUND' : 'FILE_READ', cause: e });
   }

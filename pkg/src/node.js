@@ -14,18 +14,32 @@ import { wasmUrlOption } from './tier.js';
 
 export { Engine, CompletionStream, EdgeLLMError, ErrorCode, defaultMemoryBudget, createOpenAIFetch };
 
+/** `s` as an absolute http(s) URL, or INVALID_REQUEST (not the URL parser's TypeError). */
+function sourceUrl(s) {
+  let u;
+  try {
+    u = new URL(s);
+  } catch {
+    throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `load(source): ${JSON.stringify(s)} is not a valid URL`);
+  }
+  if (!['http:', 'https:', 'file:'].includes(u.protocol)) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `load(source): ${u.protocol} URLs are not supported (http, https, file or a path)`);
+  return u.href;
+}
+
 function normalizeSource(source) {
   if (typeof Blob !== 'undefined' && source instanceof Blob) return { kind: 'blob', blob: source, name: source.name };
   if (source instanceof URL) {
-    return source.protocol === 'file:' ? { kind: 'path', path: fileURLToPath(source) } : { kind: 'url', url: source.href };
+    return source.protocol === 'file:' ? { kind: 'path', path: fileURLToPath(source) } : { kind: 'url', url: sourceUrl(source.href) };
   }
   if (typeof source === 'string' && source) {
-    if (/^https?:\/\//i.test(source)) return { kind: 'url', url: new URL(source).href };
-    if (/^file:/i.test(source)) return { kind: 'path', path: fileURLToPath(source) };
+    if (/^https?:\/\//i.test(source)) return { kind: 'url', url: sourceUrl(source) };
+    if (/^file:/i.test(source)) return { kind: 'path', path: fileURLToPath(sourceUrl(source)) };
+    // Another scheme is not a relative path named "ftp:".
+    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(source)) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `load(source): ${source.split(':')[0]}: URLs are not supported (http, https, file or a path)`);
     return { kind: 'path', path: path.resolve(source) };
   }
   if (source && typeof source === 'object' && typeof source.url === 'string') {
-    return { kind: 'url', url: new URL(source.url).href, headers: source.headers };
+    return { kind: 'url', url: sourceUrl(source.url), headers: source.headers };
   }
   throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'load(source): source must be a URL, a file path, a Blob, or {url, headers}');
 }

@@ -17,7 +17,7 @@
 //   listeners.js         engine.on / off
 
 import { Req, Ev } from '../protocol.js';
-import { EdgeLLMError, ErrorCode } from '../errors.js';
+import { EdgeLLMError, ErrorCode, abortedError } from '../errors.js';
 import { Router } from '../router.js';
 import { memoryOptions } from '../memory.js';
 import { SIMD_OPTIONS, threadsOption } from '../tier.js';
@@ -27,7 +27,7 @@ import { WorkerLink } from './worker-link.js';
 import { CompletionStream } from './stream.js';
 import { createLocal } from './local-generation.js';
 import { checkRequest } from './request-check.js';
-import { invalid, energyOptions, kvOptions, estimateOptions } from './options.js';
+import { invalid, optNumber, energyOptions, kvOptions, estimateOptions } from './options.js';
 import { Listeners } from './listeners.js';
 
 export class Engine {
@@ -48,6 +48,8 @@ export class Engine {
   #lastLong = null; // usage.compute.sustained of the last long local request
   #lastLongAt = 0; // when it ended (performance.now())
   #local; // what local-generation.js needs of this engine
+  #turn = Promise.resolve(); // the call order of operations (see #enter)
+  #loads = 0; // loads started, so a late answer about an older one changes nothing
   // This engine in the cache's crash markers (cache.js): a random id, and its worker's number
   // (one more at every start), so a later worker of this engine knows an earlier one's marker
   // for a dead load, and another tab's for a live one.
@@ -63,6 +65,9 @@ export class Engine {
   constructor(spawn, normalizeSource, options = {}) {
     this.#normalizeSource = normalizeSource;
     this.#opts = { cache: true, initTimeoutMs: 60_000, progressIntervalMs: 50, ...options };
+    // Times in ms: a negative or NaN grace restarted the worker on every abort.
+    this.#opts.initTimeoutMs = optNumber(this.#opts, 'initTimeoutMs', 1, 3_600_000);
+    this.#opts.abortGraceMs = optNumber(this.#opts, 'abortGraceMs', 0, 3_600_000);
     // Which wasm build the worker loads (tier.js): 'auto' (default), 'relaxed', 'simd128'.
     if (this.#opts.simd !== undefined && !SIMD_OPTIONS.includes(this.#opts.simd)) {
       throw invalid(`simd must be one of ${SIMD_OPTIONS.map((v) => `'${v}'`).join(', ')}; got ${JSON.stringify(this.#opts.simd)}`);
@@ -94,6 +99,7 @@ export class Engine {
       link: this.#link,
       check: (kind, params) => checkRequest(this.#link, kind, params),
       ensureModel: (signal) => this.#ensureModel(signal),
+      enter: () => this.#enter(),
       modelName: () => this.model && this.model.name,
       sustained: this.#sustained,
       device: this.#device,
@@ -120,8 +126,8 @@ export class Engine {
     // Saved conversations: the KV cache of the current conversation, to resume it after a
     // reload (sessions.js; the core's snapshot format in src/snapshot.rs).
     this.session = {
-      save: (key) => this.#request({ type: Req.SESSION, action: 'save', key }),
-      restore: (key) => this.#request({ type: Req.SESSION, action: 'restore', key }),
+      save: (key) => this.#ordered({ type: Req.SESSION, action: 'save', key }),
+      restore: (key) => this.#ordered({ type: Req.SESSION, action: 'restore', key }),
       list: () => this.#request({ type: Req.SESSION, action: 'list' }),
       delete: (key) => this.#request({ type: Req.SESSION, action: 'delete', key }),
     };
@@ -130,6 +136,34 @@ export class Engine {
       delete: (url) => this.#request({ type: Req.CACHE, action: 'delete', url: this.#normalizeSource(url).url }),
       clear: () => this.#request({ type: Req.CACHE, action: 'clear' }),
     };
+  }
+
+  // ── call order ───────────────────────────────────────────────────────────────────────────
+  /**
+   * Requests reach the worker's queue in the order they were called: a create() checks its
+   * parameters with the worker (a round trip) before it queues its generation, and a load(),
+   * unload() or session call made meanwhile must not overtake it (the request would run on
+   * the other model, or find none). Called synchronously at the call; resolves with `release`,
+   * to call once the operation's message is posted (the worker's queue keeps the order from there).
+   */
+  #enter() {
+    let release;
+    const mine = new Promise((r) => (release = r));
+    const before = this.#turn;
+    this.#turn = before.then(() => mine);
+    return before.then(() => release);
+  }
+
+  /** `msg` posted in call order (see #enter), then its answer. */
+  async #ordered(msg, onEvent, signal) {
+    const release = await this.#enter();
+    let answer;
+    try {
+      answer = this.#request(msg, onEvent, signal);
+    } finally {
+      release();
+    }
+    return answer;
   }
 
   // ── worker lifecycle ─────────────────────────────────────────────────────────────────────
@@ -176,6 +210,17 @@ export class Engine {
    * @returns {Promise<object>} ModelInfo
    */
   async load(source, opts = {}) {
+    const release = await this.#enter();
+    try {
+      return await this.#load(source, opts, release);
+    } finally {
+      release();
+    }
+  }
+
+  /** `release`: called once the load is posted (the reload after a crash, inside a request
+   * that holds the call order, has none). */
+  async #load(source, opts, release = () => {}) {
     const src = this.#normalizeSource(source);
     const { onProgress, signal } = opts;
     const msg = {
@@ -187,18 +232,40 @@ export class Engine {
       kv: kvOptions(opts.kv !== undefined ? opts.kv : this.#opts.kv),
       progressIntervalMs: opts.progressIntervalMs ?? this.#opts.progressIntervalMs,
     };
+    // Aborted before it started: nothing changes.
+    if (signal && signal.aborted) throw abortedError('load');
+    this.#loads++;
     this.model = null;
     this.#reloadNeeded = false;
     const onEvent = onProgress
       ? (ev) => {
-          if (ev.type === Ev.PROGRESS) onProgress({ phase: ev.phase, loaded: ev.loaded, total: ev.total, fraction: ev.total ? ev.loaded / ev.total : null });
+          if (ev.type !== Ev.PROGRESS) return;
+          try {
+            onProgress({ phase: ev.phase, loaded: ev.loaded, total: ev.total, fraction: ev.total ? ev.loaded / ev.total : null });
+          } catch (e) {
+            // The callback's problem: the load goes on (it escaped as an uncaught exception).
+            if (this.#opts.onLog) this.#opts.onLog('warn', `onProgress threw: ${e && e.message ? e.message : e}`);
+          }
         }
       : null;
     let info;
     try {
-      info = await this.#request(msg, onEvent, signal);
+      const answer = this.#request(msg, onEvent, signal);
+      release();
+      info = await answer;
     } catch (e) {
       this.#lastLoadError = e && e.code ? e.code : ErrorCode.INTERNAL;
+      // A load the worker refused before it unloaded anything (kv options the model cannot
+      // take) left the model that was loaded: the engine says so again once the worker tells
+      // (the router would otherwise send requests away as if there were no local model). Not
+      // awaited: a stuck worker answers nothing, and the rejection must not wait for it.
+      const gen = this.#loads;
+      this.#request({ type: Req.STATUS }).then(
+        (st) => {
+          if (gen === this.#loads && !this.model && st && st.loaded && st.model) this.model = st.model;
+        },
+        () => {},
+      );
       throw e;
     }
     this.model = info;
@@ -210,11 +277,18 @@ export class Engine {
 
   /** Frees the model's memory in the worker (the worker and the wasm instance stay). */
   async unload() {
-    this.#lastLoad = null;
-    this.#reloadNeeded = false;
-    this.model = null;
-    if (!this.#link.worker) return;
-    await this.#request({ type: Req.UNLOAD });
+    const release = await this.#enter();
+    try {
+      this.#lastLoad = null;
+      this.#reloadNeeded = false;
+      this.model = null;
+      if (!this.#link.worker) return;
+      const answer = this.#request({ type: Req.UNLOAD });
+      release();
+      await answer;
+    } finally {
+      release();
+    }
   }
 
   /** After a crash: reload the last model in the fresh worker before the next request (`signal`:
@@ -224,7 +298,7 @@ export class Engine {
     if (this.#reloadNeeded && this.#lastLoad) {
       const { source, opts } = this.#lastLoad;
       try {
-        await this.load(source, { ...opts, signal });
+        await this.#load(source, { ...opts, signal });
       } catch (e) {
         if (!this.model) this.#reloadNeeded = true;
         throw e;

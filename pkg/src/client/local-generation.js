@@ -29,17 +29,23 @@ function withPressure(usage, pressure) {
  *          onSustained: (sustained: object) => void, onLong: (sustained: object) => void}} local
  */
 export async function createLocal(local, kind, params, options = {}) {
+  // The call order (engine.js #enter), taken now: a load() or unload() called after this
+  // create() reaches the worker after its generation.
+  const turn = local.enter();
   // A request rejected by a stuck-abort restart before the engine saw it (another request's
   // abort) runs again on the new worker, once: it reloads the model like any request after a crash.
   try {
-    return await createOnce(local, kind, params, options);
+    return await createOnce(local, kind, params, options, await turn);
   } catch (e) {
     if (!notStarted.has(e)) throw e;
-    return createOnce(local, kind, params, options);
+    return createOnce(local, kind, params, options, () => {});
+  } finally {
+    (await turn)();
   }
 }
 
-async function createOnce(local, kind, params, options) {
+/** `release`: lets the calls made after this one go on, once the generation is posted. */
+async function createOnce(local, kind, params, options, release) {
   const { request, stream: streamed, include_usage: includeUsage } = await local.check(kind, params);
   const signal = requestSignal(params, options);
   if (signal && signal.aborted) throw abortedError('generation');
@@ -72,7 +78,9 @@ async function createOnce(local, kind, params, options) {
   if (!streamed) {
     let r;
     try {
-      r = await link.request(msg, onSustained, signal);
+      const answer = link.request(msg, onSustained, signal);
+      release();
+      r = await answer;
     } catch (e) {
       seen.end();
       throw e;
@@ -101,6 +109,7 @@ async function createOnce(local, kind, params, options) {
     };
     opId = nextId();
     const p = link.send(worker, msg, onEvent, 0, signal, opId);
+    release();
     p.then(
       (r) => {
         // With include_usage, one more chunk with choices: [] and usage (as OpenAI).

@@ -21,6 +21,8 @@ function paramsJson(params) {
     return JSON.stringify(body, (k, v) => {
       if (typeof v === 'number' && !Number.isFinite(v)) throw bad(k, `${k || 'a parameter'} must be a finite number, got ${v}`);
       if (typeof v === 'bigint') throw bad(k, `${k} must be a number, got a BigInt`);
+      // JSON would drop them (the parameter then absent, silently ignored): refused instead.
+      if (typeof v === 'function' || typeof v === 'symbol') throw bad(k, `${k || 'a parameter'} must be JSON data, got a ${typeof v}`);
       // A lone surrogate has no UTF-8 form: U+FFFD, as every UTF-8 encoder (TextEncoder) writes it.
       if (typeof v === 'string') return wellFormed(v);
       return v;

@@ -97,6 +97,8 @@ export class CompletionStream {
           this.#done = true;
           this.#queue.length = 0;
           this.#wakeProducers();
+          // Reads still waiting (another loop over the same stream) end with it.
+          for (const w of this.#waiters.splice(0)) w.resolve({ value: undefined, done: true });
           this.controller.abort();
           this.#onCancel();
         }
