@@ -95,16 +95,21 @@ fn json_schema_and_json_object_outputs_always_parse_and_validate() {
     assert!(!text.is_empty());
 }
 
+/// The tiny model's vocabulary as llguidance sees it.
+fn tiny_vocabulary() -> edgellm::structured::Vocabulary {
+    let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_llama.gguf")).unwrap();
+    let store = edgellm::gguf::load_bytes(&bytes).unwrap();
+    let tok = edgellm::tokenizer::Tokenizer::from_gguf(&store.header).unwrap();
+    edgellm::structured::Vocabulary::new(&tok).unwrap()
+}
+
 /// Schemas and grammars llguidance would recurse through without end, or that fail at their
 /// first mask, are the request's errors (they aborted the server or trapped wasm, or came as
 /// 500 mid-generation).
 #[test]
 fn deep_or_cyclic_schemas_are_request_errors() {
-    use edgellm::structured::{OutputFormat, Vocabulary};
-    let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_llama.gguf")).unwrap();
-    let store = edgellm::gguf::load_bytes(&bytes).unwrap();
-    let tok = edgellm::tokenizer::Tokenizer::from_gguf(&store.header).unwrap();
-    let v = Vocabulary::new(&tok).unwrap();
+    use edgellm::structured::OutputFormat;
+    let v = tiny_vocabulary();
     let mut defs = serde_json::Map::new();
     for i in 0..300 {
         defs.insert(format!("d{i}"), serde_json::json!({"type": "array", "items": {"$ref": format!("#/$defs/d{}", i + 1)}}));
@@ -125,11 +130,8 @@ fn deep_or_cyclic_schemas_are_request_errors() {
 /// and below they compile; past it elsewhere (a description's example) they do not matter.
 #[test]
 fn integer_bounds_past_two_to_the_53_are_request_errors() {
-    use edgellm::structured::{OutputFormat, Vocabulary};
-    let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny_llama.gguf")).unwrap();
-    let store = edgellm::gguf::load_bytes(&bytes).unwrap();
-    let tok = edgellm::tokenizer::Tokenizer::from_gguf(&store.header).unwrap();
-    let v = Vocabulary::new(&tok).unwrap();
+    use edgellm::structured::OutputFormat;
+    let v = tiny_vocabulary();
     let schema = |s: Value| OutputFormat::JsonSchema { schema: json!({"type": "object", "properties": {"id": s}, "required": ["id"]}) };
     for bad in [
         json!({"type": "integer", "minimum": 9007199254740993u64}),
