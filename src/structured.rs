@@ -58,15 +58,24 @@ const EXACT_F64_INT: u64 = 1 << 53;
 /// The keywords whose numbers llguidance compares or writes as 64-bit floats.
 const NUMBER_KEYWORDS: [&str; 7] = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "const", "enum"];
 
-/// A schema whose bounds or values are integers past 2^53 is refused: llguidance reads them as
-/// f64, which rounds them (a `minimum` of 2^53 + 1 let 2^53 through), so output could break the
-/// schema. Walked without recursion (the depth check comes after).
-pub(crate) fn check_exact_numbers(schema: &Value) -> Result<(), String> {
+/// What llguidance would compile but not enforce, refused so that output never breaks the
+/// schema (walked without recursion; the depth check comes after):
+/// - bounds or values that are integers past 2^53: llguidance reads them as f64, which rounds
+///   them (a `minimum` of 2^53 + 1 let 2^53 through);
+/// - `minProperties` / `maxProperties` on an object open to keys beyond its `properties`: the
+///   grammar does not keep such a key from repeating, and `{"a": 1, "a": 2, "a": 3}` met a
+///   `minProperties` of 3 (any JSON parser reads one key).
+pub(crate) fn check_enforceable(schema: &Value) -> Result<(), String> {
     let inexact = |v: &Value| v.as_u64().map_or_else(|| v.as_i64().is_some_and(|i| i.unsigned_abs() > EXACT_F64_INT), |u| u > EXACT_F64_INT);
     let mut stack = vec![schema];
     while let Some(v) = stack.pop() {
         match v {
             Value::Object(o) => {
+                let counted = o.contains_key("minProperties") || o.contains_key("maxProperties");
+                let open = o.get("additionalProperties").is_none_or(|a| a != &Value::Bool(false)) || o.contains_key("patternProperties");
+                if counted && open && o.get("type").is_none_or(|t| t == "object" || t.as_array().is_some_and(|a| a.iter().any(|t| t == "object"))) {
+                    return Err("minProperties/maxProperties need additionalProperties: false and no patternProperties here: the grammar cannot keep an undeclared key from repeating, and repeats would count".into());
+                }
                 for (k, x) in o {
                     if NUMBER_KEYWORDS.contains(&k.as_str()) {
                         let values: Vec<&Value> = match x {
@@ -122,7 +131,7 @@ impl Vocabulary {
         match format {
             OutputFormat::JsonObject => {}
             OutputFormat::JsonSchema { schema } => {
-                check_exact_numbers(schema)?;
+                check_enforceable(schema)?;
                 grammar_depth::check_schema(schema)?
             }
             OutputFormat::Grammar { grammar } => grammar_depth::check_lark(grammar)?,

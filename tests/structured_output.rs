@@ -147,3 +147,23 @@ fn integer_bounds_past_two_to_the_53_are_request_errors() {
         assert!(v.constraint(&schema(ok.clone())).is_ok(), "{ok}");
     }
 }
+
+/// Property counts on an object open to undeclared keys are refused: the grammar cannot keep
+/// such a key from repeating, and `{"a": 1, "a": 2, "a": 3}` met `minProperties: 3` (found by a
+/// schema probe). Over declared properties only, they compile.
+#[test]
+fn property_counts_over_keys_that_could_repeat_are_request_errors() {
+    use edgellm::structured::OutputFormat;
+    let v = tiny_vocabulary();
+    let format = |s: Value| OutputFormat::JsonSchema { schema: s };
+    for bad in [
+        json!({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 3, "maxProperties": 3}),
+        json!({"type": "object", "patternProperties": {"^x_": {"type": "integer"}}, "additionalProperties": false, "minProperties": 1}),
+        json!({"type": "object", "properties": {"inner": {"type": "object", "maxProperties": 2}}}),
+    ] {
+        let e = v.constraint(&format(bad.clone())).err().unwrap_or_else(|| panic!("{bad} compiled"));
+        assert!(e.contains("minProperties/maxProperties"), "{e}");
+    }
+    let ok = json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "additionalProperties": false, "minProperties": 1});
+    assert!(v.constraint(&format(ok)).is_ok());
+}

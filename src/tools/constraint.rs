@@ -44,7 +44,7 @@ impl ToolConstraint {
     /// `Ok(None)` when the request allows no call; `Err` when a schema cannot be compiled.
     pub fn new(vocab: &Vocabulary, tools: &Tools) -> Result<Option<ToolConstraint>, String> {
         for f in tools.callable() {
-            crate::structured::check_exact_numbers(&f.parameters).map_err(|e| format!("function {}: {e}", f.name))?;
+            crate::structured::check_enforceable(&f.parameters).map_err(|e| format!("function {}: {e}", f.name))?;
         }
         let Some(g) = call_grammar(tools) else { return Ok(None) };
         let calls = vocab.lark(&g)?;
