@@ -71,7 +71,8 @@ pub(crate) fn check_enforceable(schema: &Value) -> Result<(), String> {
     while let Some(v) = stack.pop() {
         match v {
             Value::Object(o) => {
-                let counted = o.contains_key("minProperties") || o.contains_key("maxProperties");
+                // Numbers only: a `properties` map may name a property "minProperties".
+                let counted = ["minProperties", "maxProperties"].iter().any(|k| o.get(*k).is_some_and(Value::is_number));
                 let open = o.get("additionalProperties").is_none_or(|a| a != &Value::Bool(false)) || o.contains_key("patternProperties");
                 if counted && open && o.get("type").is_none_or(|t| t == "object" || t.as_array().is_some_and(|a| a.iter().any(|t| t == "object"))) {
                     return Err("minProperties/maxProperties need additionalProperties: false and no patternProperties here: the grammar cannot keep an undeclared key from repeating, and repeats would count".into());

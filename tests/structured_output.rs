@@ -164,6 +164,10 @@ fn property_counts_over_keys_that_could_repeat_are_request_errors() {
         let e = v.constraint(&format(bad.clone())).err().unwrap_or_else(|| panic!("{bad} compiled"));
         assert!(e.contains("minProperties/maxProperties"), "{e}");
     }
-    let ok = json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "additionalProperties": false, "minProperties": 1});
-    assert!(v.constraint(&format(ok)).is_ok());
+    for ok in [
+        json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "additionalProperties": false, "minProperties": 1}),
+        json!({"type": "object", "properties": {"minProperties": {"type": "integer"}}, "required": ["minProperties"]}),
+    ] {
+        assert!(v.constraint(&format(ok.clone())).is_ok(), "{ok}");
+    }
 }
