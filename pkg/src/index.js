@@ -9,26 +9,18 @@ import { Engine, CompletionStream } from './client.js';
 import { EdgeLLMError, ErrorCode } from './errors.js';
 import { defaultMemoryBudget } from './memory.js';
 import { createOpenAIFetch } from './openai-fetch.js';
+import { sourceUrl } from './strict.js';
 import { spawnBrowserWorker, resolveWasmUrl } from './worker-url.js';
 
 export { Engine, CompletionStream, EdgeLLMError, ErrorCode, defaultMemoryBudget, createOpenAIFetch };
-
-/** `s` resolved against the page, or INVALID_REQUEST (not the URL parser's TypeError). */
-function sourceUrl(s, base) {
-  try {
-    return new URL(s, base).href;
-  } catch {
-    throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `load(source): ${JSON.stringify(s)} is not a valid URL`);
-  }
-}
 
 function normalizeSource(source) {
   if (typeof Blob !== 'undefined' && source instanceof Blob) return { kind: 'blob', blob: source, name: source.name };
   const base = globalThis.location ? globalThis.location.href : undefined;
   if (source instanceof URL) return { kind: 'url', url: source.href };
-  if (typeof source === 'string' && source) return { kind: 'url', url: sourceUrl(source, base) };
+  if (typeof source === 'string' && source) return { kind: 'url', url: sourceUrl(source, base).href };
   if (source && typeof source === 'object' && typeof source.url === 'string') {
-    return { kind: 'url', url: sourceUrl(source.url, base), headers: source.headers };
+    return { kind: 'url', url: sourceUrl(source.url, base).href, headers: source.headers };
   }
   throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'load(source): source must be a URL (string or URL), a Blob/File, or {url, headers}');
 }

@@ -11,17 +11,13 @@ import { EdgeLLMError, ErrorCode } from './errors.js';
 import { defaultMemoryBudget } from './memory.js';
 import { createOpenAIFetch } from './openai-fetch.js';
 import { wasmUrlOption } from './tier.js';
+import { sourceUrl } from './strict.js';
 
 export { Engine, CompletionStream, EdgeLLMError, ErrorCode, defaultMemoryBudget, createOpenAIFetch };
 
-/** `s` as an absolute http(s) URL, or INVALID_REQUEST (not the URL parser's TypeError). */
-function sourceUrl(s) {
-  let u;
-  try {
-    u = new URL(s);
-  } catch {
-    throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `load(source): ${JSON.stringify(s)} is not a valid URL`);
-  }
+/** `s` as an absolute http(s) or file URL, or INVALID_REQUEST. */
+function nodeUrl(s) {
+  const u = sourceUrl(s);
   if (!['http:', 'https:', 'file:'].includes(u.protocol)) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `load(source): ${u.protocol} URLs are not supported (http, https, file or a path)`);
   return u.href;
 }
@@ -29,17 +25,17 @@ function sourceUrl(s) {
 function normalizeSource(source) {
   if (typeof Blob !== 'undefined' && source instanceof Blob) return { kind: 'blob', blob: source, name: source.name };
   if (source instanceof URL) {
-    return source.protocol === 'file:' ? { kind: 'path', path: fileURLToPath(source) } : { kind: 'url', url: sourceUrl(source.href) };
+    return source.protocol === 'file:' ? { kind: 'path', path: fileURLToPath(source) } : { kind: 'url', url: nodeUrl(source.href) };
   }
   if (typeof source === 'string' && source) {
-    if (/^https?:\/\//i.test(source)) return { kind: 'url', url: sourceUrl(source) };
-    if (/^file:/i.test(source)) return { kind: 'path', path: fileURLToPath(sourceUrl(source)) };
-    // Another scheme is not a relative path named "ftp:".
-    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(source)) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `load(source): ${source.split(':')[0]}: URLs are not supported (http, https, file or a path)`);
+    if (/^https?:\/\//i.test(source)) return { kind: 'url', url: nodeUrl(source) };
+    if (/^file:/i.test(source)) return { kind: 'path', path: fileURLToPath(nodeUrl(source)) };
+    // Another scheme is refused (nodeUrl throws), not read as a relative path named "ftp:".
+    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(source)) nodeUrl(source);
     return { kind: 'path', path: path.resolve(source) };
   }
   if (source && typeof source === 'object' && typeof source.url === 'string') {
-    return { kind: 'url', url: sourceUrl(source.url), headers: source.headers };
+    return { kind: 'url', url: nodeUrl(source.url), headers: source.headers };
   }
   throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'load(source): source must be a URL, a file path, a Blob, or {url, headers}');
 }

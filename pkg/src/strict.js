@@ -1,6 +1,7 @@
-// Strict option checks shared by the client and the router: a flag that guards privacy or
-// parsing accepts only a real boolean, so `private: "true"`, `1` or `"yes"` is an
-// INVALID_REQUEST, never silently read as "not private".
+// Strict checks of the caller's values shared by the client, the router and the hosts' entry
+// points: a flag that guards privacy or parsing accepts only a real boolean, so
+// `private: "true"`, `1` or `"yes"` is an INVALID_REQUEST, never silently read as "not
+// private"; a model source's URL is parsed into a typed error, not a TypeError.
 
 import { EdgeLLMError, ErrorCode } from './errors.js';
 
@@ -24,4 +25,14 @@ export function requestSignal(params, options = {}) {
   const ok = typeof s === 'object' && typeof s.aborted === 'boolean' && typeof s.addEventListener === 'function' && typeof s.removeEventListener === 'function';
   if (!ok) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'signal must be an AbortSignal');
   return s;
+}
+
+/** `s` resolved against `base` as a URL, or INVALID_REQUEST naming it (not the URL parser's
+ * TypeError): a model source given by the caller. */
+export function sourceUrl(s, base) {
+  try {
+    return new URL(s, base);
+  } catch {
+    throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `load(source): ${JSON.stringify(s)} is not a valid URL`);
+  }
 }

@@ -16,22 +16,23 @@ const A = path.join(ROOT, 'tests/data/tiny_llama.gguf');
 const B = path.join(ROOT, 'tests/data/tiny_gemma3.gguf');
 const P = { prompt: 'Once upon a time', max_tokens: 8, temperature: 0 };
 
-async function textOn(model) {
-  const e = await createEngine({ cache: false });
+/** `fn(engine)` on a fresh engine (model `model` loaded, if given), terminated after. */
+async function withEngine(model, fn, options = {}) {
+  const e = await createEngine({ cache: false, ...options });
   try {
-    await e.load(model);
-    return (await e.completions.create(P)).choices[0].text;
+    if (model) await e.load(model);
+    return await fn(e);
   } finally {
     e.terminate();
   }
 }
 
+const textOn = (model) => withEngine(model, async (e) => (await e.completions.create(P)).choices[0].text);
+
 test('a load() or unload() called after create() runs after its generation', { skip }, async () => {
   const [tA, tB] = [await textOn(A), await textOn(B)];
   assert.notEqual(tA, tB, 'the two models answer differently');
-  const e = await createEngine({ cache: false });
-  try {
-    await e.load(A);
+  await withEngine(A, async (e) => {
     const first = e.completions.create(P);
     const load = e.load(B);
     const r = await first;
@@ -43,15 +44,11 @@ test('a load() or unload() called after create() runs after its generation', { s
     assert.equal((await second).choices[0].text, tB);
     await unload;
     assert.equal(e.model, null);
-  } finally {
-    e.terminate();
-  }
+  });
 });
 
 test('a refused load leaves the loaded model in place', { skip }, async () => {
-  const e = await createEngine({ cache: false });
-  try {
-    await e.load(A);
+  await withEngine(A, async (e) => {
     const aborted = AbortSignal.abort();
     await assert.rejects(e.load(B, { signal: aborted }), (x) => x.code === 'ABORTED');
     assert.equal(e.model && e.model.architecture, 'llama');
@@ -61,15 +58,11 @@ test('a refused load leaves the loaded model in place', { skip }, async () => {
     await assert.rejects(e.load(B, { kv: { bytes: 1 } }), (x) => x.code === 'INVALID_REQUEST');
     const st = await e.status();
     assert.equal(!!e.model, st.loaded);
-  } finally {
-    e.terminate();
-  }
+  });
 });
 
 test('leaving one loop over a stream ends a read waiting in another', { skip }, async () => {
-  const e = await createEngine({ cache: false });
-  try {
-    await e.load(A);
+  await withEngine(A, async (e) => {
     const s = await e.completions.create({ ...P, max_tokens: 200, stream: true });
     const it = s[Symbol.asyncIterator]();
     const waiting = Promise.all([it.next(), it.next(), it.next()]).then(() => it.next());
@@ -77,46 +70,34 @@ test('leaving one loop over a stream ends a read waiting in another', { skip }, 
     const r = await Promise.race([waiting, new Promise((_, rej) => setTimeout(() => rej(new Error('a read never ended')), 5000))]);
     assert.equal(r.done, true);
     assert.equal((await e.completions.create(P)).choices[0].text.length > 0, true, 'the engine still answers');
-  } finally {
-    e.terminate();
-  }
+  });
 });
 
 test('a throwing onProgress does not stop the load', { skip }, async () => {
   const logs = [];
-  const e = await createEngine({ cache: false, onLog: (level, m) => logs.push(m) });
-  try {
+  await withEngine(null, async (e) => {
     const info = await e.load(A, { onProgress: () => { throw new Error('app bug'); } });
     assert.equal(info.architecture, 'llama');
     assert.ok(logs.some((m) => /onProgress threw: app bug/.test(m)), logs.join('\n'));
-  } finally {
-    e.terminate();
-  }
+  }, { onLog: (level, m) => logs.push(m) });
 });
 
 test('functions and symbols among the parameters are refused, not dropped', { skip }, async () => {
-  const e = await createEngine({ cache: false });
-  try {
-    await e.load(A);
+  await withEngine(A, async (e) => {
     for (const [k, v] of [['top_p', () => 0.1], ['stop', Symbol('x')], ['onToken', () => {}]]) {
       await assert.rejects(e.completions.create({ ...P, [k]: v }), (x) => x.code === 'INVALID_REQUEST' && x.param === k, k);
     }
-  } finally {
-    e.terminate();
-  }
+  });
 });
 
 test('odd engine options and sources are typed errors', { skip }, async () => {
   for (const abortGraceMs of [-1, NaN, '5']) {
     await assert.rejects(createEngine({ cache: false, abortGraceMs }), (x) => x.code === 'INVALID_REQUEST', String(abortGraceMs));
   }
-  const e = await createEngine({ cache: false });
-  try {
+  await withEngine(null, async (e) => {
     for (const src of ['http://[bad', { url: 'not a url' }, 'ftp://example.test/m.gguf']) {
       await assert.rejects(e.load(src), (x) => x.code === 'INVALID_REQUEST', JSON.stringify(src));
     }
     await assert.rejects(e.load(os.tmpdir()), (x) => x.code === 'NETWORK' && /not a file/.test(x.message));
-  } finally {
-    e.terminate();
-  }
+  });
 });

@@ -126,8 +126,8 @@ export class Engine {
     // Saved conversations: the KV cache of the current conversation, to resume it after a
     // reload (sessions.js; the core's snapshot format in src/snapshot.rs).
     this.session = {
-      save: (key) => this.#ordered({ type: Req.SESSION, action: 'save', key }),
-      restore: (key) => this.#ordered({ type: Req.SESSION, action: 'restore', key }),
+      save: (key) => this.#inOrder(() => this.#request({ type: Req.SESSION, action: 'save', key })),
+      restore: (key) => this.#inOrder(() => this.#request({ type: Req.SESSION, action: 'restore', key })),
       list: () => this.#request({ type: Req.SESSION, action: 'list' }),
       delete: (key) => this.#request({ type: Req.SESSION, action: 'delete', key }),
     };
@@ -154,12 +154,13 @@ export class Engine {
     return before.then(() => release);
   }
 
-  /** `msg` posted in call order (see #enter), then its answer. */
-  async #ordered(msg, onEvent, signal) {
+  /** `post()` run in call order (see #enter): it posts its message before it first awaits,
+   * so the next call may go on once it returns; then its answer. */
+  async #inOrder(post) {
     const release = await this.#enter();
     let answer;
     try {
-      answer = this.#request(msg, onEvent, signal);
+      answer = post();
     } finally {
       release();
     }
@@ -210,17 +211,12 @@ export class Engine {
    * @returns {Promise<object>} ModelInfo
    */
   async load(source, opts = {}) {
-    const release = await this.#enter();
-    try {
-      return await this.#load(source, opts, release);
-    } finally {
-      release();
-    }
+    return this.#inOrder(() => this.#load(source, opts));
   }
 
-  /** `release`: called once the load is posted (the reload after a crash, inside a request
-   * that holds the call order, has none). */
-  async #load(source, opts, release = () => {}) {
+  /** The load itself (the reload after a crash calls it inside a request that already holds
+   * the call order); it posts its message before its first await. */
+  async #load(source, opts) {
     const src = this.#normalizeSource(source);
     const { onProgress, signal } = opts;
     const msg = {
@@ -250,9 +246,7 @@ export class Engine {
       : null;
     let info;
     try {
-      const answer = this.#request(msg, onEvent, signal);
-      release();
-      info = await answer;
+      info = await this.#request(msg, onEvent, signal);
     } catch (e) {
       this.#lastLoadError = e && e.code ? e.code : ErrorCode.INTERNAL;
       // A load the worker refused before it unloaded anything (kv options the model cannot
@@ -277,18 +271,12 @@ export class Engine {
 
   /** Frees the model's memory in the worker (the worker and the wasm instance stay). */
   async unload() {
-    const release = await this.#enter();
-    try {
+    await this.#inOrder(() => {
       this.#lastLoad = null;
       this.#reloadNeeded = false;
       this.model = null;
-      if (!this.#link.worker) return;
-      const answer = this.#request({ type: Req.UNLOAD });
-      release();
-      await answer;
-    } finally {
-      release();
-    }
+      return this.#link.worker ? this.#request({ type: Req.UNLOAD }) : undefined;
+    });
   }
 
   /** After a crash: reload the last model in the fresh worker before the next request (`signal`:
