@@ -374,4 +374,7 @@ test('a wasm panic is ENGINE_CRASHED; the client restarts the worker and reloads
     e2.terminate();
   }
   await assert.rejects(e2.status(), (e) => e.code === 'TERMINATED');
+  // Every call after terminate() says so, countTokens too (it checks the model client-side).
+  await assert.rejects(e2.countTokens({ prompt: 'Hello' }), (e) => e.code === 'TERMINATED');
+  await assert.rejects(e2.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 }), (e) => e.code === 'TERMINATED');
 });

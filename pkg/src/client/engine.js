@@ -423,6 +423,8 @@ export class Engine {
    */
   async countTokens(params) {
     if (!params || typeof params !== 'object') throw invalid('countTokens() needs {messages} or {prompt}');
+    // After terminate() there is no model either, but the reason to give is TERMINATED.
+    if (this.#link.terminated) throw new EdgeLLMError(ErrorCode.TERMINATED, 'the engine was terminated');
     if (!this.model) throw new EdgeLLMError(ErrorCode.MODEL_NOT_LOADED, 'no model is loaded: call engine.load() first');
     return this.#countTokens(Array.isArray(params.messages) ? 'chat' : 'completion', params);
   }

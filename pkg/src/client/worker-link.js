@@ -46,6 +46,11 @@ export class WorkerLink {
     return this.#worker;
   }
 
+  /** Whether terminate() was called (every later operation rejects TERMINATED). */
+  get terminated() {
+    return this.#terminated;
+  }
+
   /** Starts the worker (if needed) and waits for the wasm engine to be ready. */
   start() {
     if (this.#terminated) return Promise.reject(new EdgeLLMError(ErrorCode.TERMINATED, 'the engine was terminated'));
