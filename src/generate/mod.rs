@@ -371,7 +371,9 @@ impl Generator {
     }
 
     /// Drops the log probabilities of the tokens whose text starts at or past `len` (those a
-    /// stop string cut away): the entries match the returned text, as OpenAI's do.
+    /// stop string cut away): an entry per token that gave the returned text some of its
+    /// bytes. The last one may run past the cut, when the stop string starts inside its text
+    /// (`stop: "wo"` after " woven": the text ends with " ", the entries with " woven").
     fn drop_logprobs_past(&mut self, len: usize) {
         let keep = self.logprob_at.iter().take_while(|&&at| at < len).count();
         let cut = self.logprobs_all.len() - keep;

@@ -270,6 +270,10 @@ impl ChatTemplate {
                 strip_bos,
                 strip_eos,
             } => {
+                let args = match messages.iter().any(|m| !m.tool_calls.is_empty()) {
+                    true => arguments_form(source, bos_token, eos_token, tools),
+                    false => ArgumentsForm::Text,
+                };
                 let mut out = render_jinja(
                     source,
                     messages,
@@ -277,6 +281,7 @@ impl ChatTemplate {
                     bos_token,
                     eos_token,
                     tools,
+                    args,
                 )?;
                 if *strip_bos && !bos_token.is_empty() && out.starts_with(bos_token.as_str()) {
                     out.drain(..bos_token.len());
@@ -311,6 +316,7 @@ fn render_jinja(
     bos_token: &str,
     eos_token: &str,
     tools: Option<&serde_json::Value>,
+    args: ArgumentsForm,
 ) -> Result<String, TokenizerError> {
     if source.len() > TEMPLATE_SOURCE_MAX_BYTES {
         return Err(TokenizerError::ChatTemplate { message: format!("the template is {} bytes, more than the {TEMPLATE_SOURCE_MAX_BYTES} rendered", source.len()) });
@@ -355,7 +361,7 @@ fn render_jinja(
         false => template_error(e),
     })?;
     let base = minijinja::context! {
-        messages => minijinja::Value::from_serialize(template_messages(messages)),
+        messages => minijinja::Value::from_serialize(template_messages(messages, args)),
         add_generation_prompt => add_generation_prompt,
         bos_token => bos_token,
         eos_token => eos_token,
@@ -376,11 +382,40 @@ fn render_jinja(
     }
 }
 
-/// The messages as a template sees them: OpenAI's shape, except that a call's `arguments` that
-/// are a JSON object are given as that object (what Hugging Face templates expect: they write
-/// them with `tojson`).
-fn template_messages(messages: &[ChatMessage]) -> serde_json::Value {
+/// How a template gets a past call's `arguments`: as the request's JSON text (OpenAI's shape,
+/// what Hugging Face templates get from an OpenAI-style conversation), or parsed into the object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ArgumentsForm {
+    Text,
+    Object,
+}
+
+/// The form a template needs, found much as llama.cpp finds it (minja's
+/// `requires_object_arguments`): a probe conversation with one call is rendered with the text
+/// form, which the template "renders" when `"argument_needle":` shows in the output. Then it
+/// gets the text: templates that join it into the prompt (DeepSeek's
+/// `'```json\n' + arguments`, an error with an object), print it, or test `is string` (the model's
+/// own text, byte for byte). Otherwise the object, as Hugging Face templates expect: those that
+/// write it with `tojson` (Qwen 2.5, Llama 3.1: the text would show as a quoted string) or read
+/// its fields (`arguments.city`; llama.cpp gives the text there, whose fields are undefined).
+fn arguments_form(source: &str, bos: &str, eos: &str, tools: Option<&serde_json::Value>) -> ArgumentsForm {
+    let mut call = ChatMessage::new("assistant", "");
+    call.tool_calls.push(crate::tools::ToolCall::new("call_1___".into(), "ipython".into(), r#"{"argument_needle": "print('Hello, World!')"}"#.into()));
+    let probe = [ChatMessage::new("user", "Hey"), call];
+    let text = render_jinja(source, &probe, false, bos, eos, tools, ArgumentsForm::Text);
+    match text.is_ok_and(|out| out.contains("\"argument_needle\":")) {
+        true => ArgumentsForm::Text,
+        false => ArgumentsForm::Object,
+    }
+}
+
+/// The messages as a template sees them: OpenAI's shape, with a call's `arguments` that are a
+/// JSON object given as that object where the template needs it ([`arguments_form`]).
+fn template_messages(messages: &[ChatMessage], args: ArgumentsForm) -> serde_json::Value {
     let mut v = serde_json::to_value(messages).unwrap_or_default();
+    if args == ArgumentsForm::Text {
+        return v;
+    }
     for m in v.as_array_mut().into_iter().flatten() {
         for c in m.get_mut("tool_calls").and_then(|c| c.as_array_mut()).into_iter().flatten() {
             if let Some(f) = c.get_mut("function") {
@@ -408,7 +443,9 @@ fn now_unix_seconds() -> i64 {
     (js_sys::Date::now() / 1000.0) as i64
 }
 
-/// A small `strftime` (UTC) for the formats chat templates use: %d %m %Y %y %b %B %H %M %S %%.
+/// A small `strftime` (UTC, C locale) for the formats chat templates use: %a %A %b %B %d %e
+/// %F %H %I %j %m %M %p %S %T %u %w %y %Y %z %Z %%, and glibc's `-` flag on the numeric ones
+/// (`%-d`: no padding), which Python's `strftime` passes through on Linux.
 fn strftime(fmt: &str, unix: i64) -> Result<String, minijinja::Error> {
     const MONTHS: [&str; 12] = [
         "January",
@@ -424,6 +461,7 @@ fn strftime(fmt: &str, unix: i64) -> Result<String, minijinja::Error> {
         "November",
         "December",
     ];
+    const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
     let days = unix.div_euclid(86_400);
     let secs = unix.rem_euclid(86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
@@ -436,6 +474,13 @@ fn strftime(fmt: &str, unix: i64) -> Result<String, minijinja::Error> {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + (month <= 2) as i64;
+    // 1970-01-01 was a Thursday (weekday 4, Sunday 0).
+    let weekday = (days + 4).rem_euclid(7) as usize;
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    const BEFORE_MONTH: [i64; 12] = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
+    let yday = BEFORE_MONTH[(month - 1) as usize] + day + (leap && month > 2) as i64;
+    let (hour, minute, second) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let hour12 = if hour % 12 == 0 { 12 } else { hour % 12 };
     let mut out = String::new();
     let mut chars = fmt.chars();
     while let Some(c) = chars.next() {
@@ -443,25 +488,47 @@ fn strftime(fmt: &str, unix: i64) -> Result<String, minijinja::Error> {
             out.push(c);
             continue;
         }
-        let name = MONTHS[(month - 1) as usize];
-        match chars.next() {
-            Some('d') => out.push_str(&format!("{day:02}")),
-            Some('m') => out.push_str(&format!("{month:02}")),
-            Some('Y') => out.push_str(&year.to_string()),
-            Some('y') => out.push_str(&format!("{:02}", year.rem_euclid(100))),
-            Some('b') => out.push_str(&name[..3]),
-            Some('B') => out.push_str(name),
-            Some('H') => out.push_str(&format!("{:02}", secs / 3600)),
-            Some('M') => out.push_str(&format!("{:02}", secs / 60 % 60)),
-            Some('S') => out.push_str(&format!("{:02}", secs % 60)),
-            Some('%') => out.push('%'),
+        let mut d = chars.next();
+        let unpadded = d == Some('-');
+        if unpadded {
+            d = chars.next();
+        }
+        // A number, zero-padded to `width` unless the `-` flag asks for none.
+        let num = |out: &mut String, v: i64, width: usize| match unpadded {
+            true => out.push_str(&v.to_string()),
+            false => out.push_str(&format!("{v:0width$}")),
+        };
+        let month_name = MONTHS[(month - 1) as usize];
+        match d {
+            Some('a') if !unpadded => out.push_str(&DAYS[weekday][..3]),
+            Some('A') if !unpadded => out.push_str(DAYS[weekday]),
+            Some('b') if !unpadded => out.push_str(&month_name[..3]),
+            Some('B') if !unpadded => out.push_str(month_name),
+            Some('d') => num(&mut out, day, 2),
+            Some('e') => match unpadded {
+                true => num(&mut out, day, 1),
+                false => out.push_str(&format!("{day:>2}")),
+            },
+            Some('F') if !unpadded => out.push_str(&format!("{year}-{month:02}-{day:02}")),
+            Some('H') => num(&mut out, hour, 2),
+            Some('I') => num(&mut out, hour12, 2),
+            Some('j') => num(&mut out, yday, 3),
+            Some('m') => num(&mut out, month, 2),
+            Some('M') => num(&mut out, minute, 2),
+            Some('p') if !unpadded => out.push_str(if hour < 12 { "AM" } else { "PM" }),
+            Some('S') => num(&mut out, second, 2),
+            Some('T') if !unpadded => out.push_str(&format!("{hour:02}:{minute:02}:{second:02}")),
+            Some('u') => num(&mut out, if weekday == 0 { 7 } else { weekday as i64 }, 1),
+            Some('w') => num(&mut out, weekday as i64, 1),
+            Some('y') => num(&mut out, year.rem_euclid(100), 2),
+            Some('Y') => num(&mut out, year, 1),
+            Some('z') if !unpadded => out.push_str("+0000"),
+            Some('Z') if !unpadded => out.push_str("UTC"),
+            Some('%') if !unpadded => out.push('%'),
             other => {
                 return Err(minijinja::Error::new(
                     minijinja::ErrorKind::InvalidOperation,
-                    format!(
-                        "strftime_now: unsupported directive %{}",
-                        other.map(String::from).unwrap_or_default()
-                    ),
+                    format!("strftime_now: unsupported directive %{}{}", if unpadded { "-" } else { "" }, other.map(String::from).unwrap_or_default()),
                 ))
             }
         }
@@ -710,6 +777,16 @@ mod tests {
         );
         assert_eq!(strftime("%Y-%m-%d", 0).unwrap(), "1970-01-01");
         assert_eq!(strftime("%B %y %%", 951_782_400).unwrap(), "February 00 %");
+        // Weekdays, unpadded numbers, 12-hour clock, day of year (what Python's strftime on
+        // Linux gives for these): 2024-07-26 was a Friday, day 208 of a leap year.
+        assert_eq!(strftime("%A, %B %-d, %Y", 1_722_000_309).unwrap(), "Friday, July 26, 2024");
+        assert_eq!(strftime("%a %e %-m/%-d %I:%M %p %j %u %w", 1_722_000_309).unwrap(), "Fri 26 7/26 01:25 PM 208 5 5");
+        assert_eq!(strftime("%F %T %Z %z", 1_722_000_309).unwrap(), "2024-07-26 13:25:09 UTC +0000");
+        assert_eq!(strftime("%a %e %-I%p %j", 0).unwrap(), "Thu  1 12AM 001");
+        // 2000-03-01, after a leap day: day 61; 1999-12-31 is day 365, a Friday.
+        assert_eq!(strftime("%j", 951_868_800).unwrap(), "061");
+        assert_eq!(strftime("%j %A", 946_598_400).unwrap(), "365 Friday");
+        assert!(strftime("%Q", 0).is_err() && strftime("%-A", 0).is_err() && strftime("%", 0).is_err());
         assert!(strftime("%Q", 0).is_err());
     }
 }

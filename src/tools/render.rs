@@ -29,7 +29,28 @@ pub fn conversation(template: &ChatTemplate, messages: &[ChatMessage], tools: Op
     if template.renders_tools() {
         return (messages.to_vec(), shown.map(openai_tools));
     }
-    (fallback(messages, shown), None)
+    let out = fallback(messages, shown);
+    // A section in a system message the conversation did not have: a template that refuses a
+    // system role (Gemma 2's raises "System role not supported") gets it at the start of the
+    // first user message instead, as such templates fold a system prompt themselves.
+    let added = shown.is_some() && !messages.first().is_some_and(|m| m.role == "system" || m.role == "developer");
+    if added && matches!(template.apply(&out, true), Err(crate::tokenizer::TokenizerError::ChatTemplate { .. })) {
+        if let Some(folded) = fold_system(&out) {
+            if template.apply(&folded, true).is_ok() {
+                return (folded, None);
+            }
+        }
+    }
+    (out, None)
+}
+
+/// `out` without its first (system) message, whose text starts the first user message.
+fn fold_system(out: &[ChatMessage]) -> Option<Vec<ChatMessage>> {
+    let (system, rest) = out.split_first()?;
+    let mut folded = rest.to_vec();
+    let first_user = folded.iter_mut().find(|m| m.role == "user")?;
+    first_user.content = format!("{}\n\n{}", system.content, first_user.content);
+    Some(folded)
 }
 
 /// OpenAI's `tools` list (what a template that renders tools expects), each function's keys in
@@ -231,6 +252,54 @@ mod tests {
         assert_eq!(text, "TOOLS:get_weather;[user]Weather in Paris?[assistant]<get_weather Paris>[tool]{\"temp\": 21}(call_1)");
         let plain = ChatTemplate::Jinja { source: "{% for m in messages %}{{ m.content }}{% endfor %}".into(), bos_token: String::new(), eos_token: String::new(), strip_bos: false, strip_eos: false };
         assert!(!plain.renders_tools());
+    }
+
+    fn jinja(src: &str) -> ChatTemplate {
+        ChatTemplate::Jinja { source: src.into(), bos_token: String::new(), eos_token: String::new(), strip_bos: false, strip_eos: false }
+    }
+
+    #[test]
+    fn past_arguments_reach_a_template_in_the_form_it_renders() {
+        let t = tools(ToolChoice::Auto);
+        let text = |src: &str| {
+            let tpl = jinja(src);
+            let (m, ctx) = conversation(&tpl, &history(), Some(&t));
+            tpl.apply_with_tools(&m, false, ctx.as_ref())
+        };
+        // Joined as text (DeepSeek R1 / V3): an object there is an error ("string + map").
+        let joined = "{% if tools %}{% endif %}{% for m in messages %}{% for c in m.tool_calls %}{{ '```json\n' + c.function.arguments + '\n```' }}{% endfor %}{% endfor %}";
+        assert_eq!(text(joined).unwrap(), "```json\n{\"city\":\"Paris\"}\n```", "the request's own text");
+        // Printed as it is: the text, byte for byte.
+        assert_eq!(text("{{ tools | length }}{% for m in messages %}{% for c in m.tool_calls %}{{ c.function.arguments }}{% endfor %}{% endfor %}").unwrap(), "1{\"city\":\"Paris\"}");
+        // Written with tojson (Qwen 2.5, Llama 3.1, Hermes): the object, not a quoted string.
+        let tojson = "{{ tools | length }}{% for m in messages %}{% for c in m.tool_calls %}{{ c.function.arguments | tojson }}{% endfor %}{% endfor %}";
+        assert_eq!(text(tojson).unwrap(), "1{\"city\": \"Paris\"}");
+        // A template that takes either (`is string`) gets the text.
+        let either = "{{ tools | length }}{% for m in messages %}{% for c in m.tool_calls %}{% if c.function.arguments is string %}S{{ c.function.arguments }}{% else %}O{{ c.function.arguments | tojson }}{% endif %}{% endfor %}{% endfor %}";
+        assert_eq!(text(either).unwrap(), "1S{\"city\":\"Paris\"}");
+    }
+
+    #[test]
+    fn a_template_that_refuses_a_system_role_gets_the_section_in_the_first_user_turn() {
+        // Gemma 2's template raises on a system message; the fallback must not add one it then refuses.
+        let src = "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}<{{ m.role }}>{{ m.content }}\n{% endfor %}";
+        let tpl = jinja(src);
+        let t = tools(ToolChoice::Auto);
+        let (m, ctx) = conversation(&tpl, &[ChatMessage::new("user", "Weather in Paris?")], Some(&t));
+        assert!(ctx.is_none());
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].role, "user");
+        assert!(m[0].content.starts_with("# Tools\n") && m[0].content.ends_with("\n\nWeather in Paris?"), "{}", m[0].content);
+        let rendered = tpl.apply(&m, true).unwrap();
+        assert!(rendered.starts_with("<user># Tools") && rendered.contains("get_weather"));
+        // A system message the caller gave stays one (the template's refusal is then the caller's).
+        let given = [ChatMessage::new("system", "Be brief."), ChatMessage::new("user", "Hi")];
+        let (m, _) = conversation(&tpl, &given, Some(&t));
+        assert_eq!(m[0].role, "system");
+        assert!(tpl.apply(&m, true).is_err());
+        // A template that takes a system message keeps the section there.
+        let (m, _) = conversation(&jinja("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"), &[ChatMessage::new("user", "Hi")], Some(&t));
+        assert_eq!((m.len(), m[0].role.as_str()), (2, "system"));
     }
 
     #[test]
