@@ -14,6 +14,7 @@
 //!
 //! Map order itself comes from minijinja's `preserve_order` feature (`Cargo.toml`).
 
+use std::fmt::Write as _;
 use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Error, ErrorKind, State};
 
@@ -109,9 +110,22 @@ fn as_float(value: &Value) -> Option<f64> {
     (value.kind() == ValueKind::Number && !value.is_integer()).then(|| f64::try_from(value.clone()).ok()).flatten()
 }
 
+/// Longest text `string` makes of a list or dict: the items of a list can all be one long
+/// string (`[s] * 1000`), so its text can be far larger than the work its items were charged.
+const MAX_STRING_REPR_BYTES: usize = 16 << 20;
+
 /// `string`: floats as Python's `str` (`1e-07`; Qwen3-Coder's template writes a schema's
-/// `multipleOf` through it), anything else as minijinja's.
+/// `multipleOf` through it), lists and dicts as Python's (`[1, 'a', None]`, [`python_repr`]),
+/// anything else as minijinja's.
 pub fn string(state: &State, value: &Value) -> Result<Value, Error> {
+    if is_container(value) {
+        check_depth(value)?;
+        let text = python_repr(value, MAX_STRING_REPR_BYTES);
+        if text.len() > MAX_STRING_REPR_BYTES {
+            return Err(Error::new(ErrorKind::InvalidOperation, format!("string: a value printed in more than {MAX_STRING_REPR_BYTES} bytes")));
+        }
+        return Ok(Value::from(text));
+    }
     match as_float(value) {
         Some(x) => Ok(Value::from(float_text(x))),
         None => minijinja::filters::string(state, value),
@@ -120,6 +134,9 @@ pub fn string(state: &State, value: &Value) -> Result<Value, Error> {
 
 /// Bytes [`print`] writes for `value`, counted up to just past `cap` without writing them.
 pub fn printed_len(value: &Value, cap: u64) -> u64 {
+    if is_container(value) {
+        return python_repr(value, usize::try_from(cap).unwrap_or(usize::MAX)).len() as u64;
+    }
     match as_float(value) {
         Some(x) => float_text(x).len() as u64,
         None => super::template_program::shown_len(value, cap),
@@ -128,13 +145,107 @@ pub fn printed_len(value: &Value, cap: u64) -> u64 {
 
 /// The output formatter's writing, once [`check_depth`] passed (the chat template's formatter
 /// charges [`printed_len`] in between): a float as Python's `repr` (`{{ 1e-07 }}` is `1e-07`,
-/// as llama.cpp and Python print it; minijinja writes `0.0000001`), anything else as minijinja
-/// prints it.
+/// as llama.cpp and Python print it; minijinja writes `0.0000001`), a list or dict as Python's
+/// (what Hugging Face's renderer prints, [`python_repr`]), anything else as minijinja prints it.
 pub fn print(out: &mut minijinja::Output<'_>, state: &State, value: &Value) -> Result<(), Error> {
+    if is_container(value) {
+        return out.write_str(&python_repr(value, usize::MAX)).map_err(Error::from);
+    }
     if let Some(x) = as_float(value) {
         return out.write_str(&float_text(x)).map_err(Error::from);
     }
     minijinja::escape_formatter(out, state, value)
+}
+
+/// A list or a dict (a namespace too; a lazy sequence or a macro prints as minijinja's).
+fn is_container(value: &Value) -> bool {
+    matches!(value.kind(), ValueKind::Seq | ValueKind::Map)
+}
+
+/// `value` as Python's `repr` writes it, for a list or dict as Hugging Face's renderer prints
+/// one (`{{ [1, 'a', None, True, 2.0] }}`, `{'k': [1]}`), building no more than just past
+/// `cap` bytes. (minijinja writes strings inside them with JSON's double quotes.) Items nest at
+/// most [`MAX_VALUE_DEPTH`] deep: every caller ran [`check_depth`].
+pub fn python_repr(value: &Value, cap: usize) -> String {
+    let mut out = String::new();
+    repr_into(value, &mut out, cap);
+    out
+}
+
+fn repr_into(v: &Value, out: &mut String, cap: usize) {
+    if out.len() > cap {
+        return;
+    }
+    match v.kind() {
+        ValueKind::Undefined | ValueKind::None => out.push_str("None"),
+        ValueKind::Bool => out.push_str(if v.is_true() { "True" } else { "False" }),
+        ValueKind::String => repr_str(v.as_str().unwrap_or_default(), out),
+        ValueKind::Number => match as_float(v) {
+            Some(x) => out.push_str(&float_text(x)),
+            None => out.push_str(&v.to_string()),
+        },
+        ValueKind::Seq | ValueKind::Map => {
+            let is_map = v.kind() == ValueKind::Map;
+            out.push(if is_map { '{' } else { '[' });
+            for (i, it) in v.try_iter().into_iter().flatten().enumerate() {
+                if out.len() > cap {
+                    return;
+                }
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                repr_into(&it, out, cap);
+                if is_map {
+                    out.push_str(": ");
+                    repr_into(&v.get_item(&it).unwrap_or_default(), out, cap);
+                }
+            }
+            out.push(if is_map { '}' } else { ']' });
+        }
+        _ => out.push_str(&v.to_string()),
+    }
+}
+
+/// A string as Python's `repr`: single quotes unless it holds one and no double quote;
+/// backslash, the quote, `\n \r \t` escaped, other characters Python does not print as they
+/// are (controls, non-ASCII spaces and format characters, private use) as `\xNN`, `\uNNNN` or
+/// `\UNNNNNNNN`.
+fn repr_str(s: &str, out: &mut String) {
+    let q = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    out.push(q);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == q => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if !python_printable(c) => {
+                let n = c as u32;
+                let _ = match n {
+                    0..=0xff => write!(out, "\\x{n:02x}"),
+                    0x100..=0xffff => write!(out, "\\u{n:04x}"),
+                    _ => write!(out, "\\U{n:08x}"),
+                };
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(q);
+}
+
+/// Python's `str.isprintable` for the characters it differs on in practice: controls (Cc),
+/// spaces other than ' ' (Zs, Zl, Zp), format characters (Cf) and private use (Co). Unassigned
+/// code points (Cn), which Python escapes too, print as they are here (no table of them).
+fn python_printable(c: char) -> bool {
+    !matches!(c as u32,
+        0..=0x1f | 0x7f..=0xa0 | 0xad | 0x600..=0x605 | 0x61c | 0x6dd | 0x70f | 0x890..=0x891 | 0x8e2 | 0x1680 | 0x180e
+        | 0x2000..=0x200f | 0x2028..=0x202f | 0x205f..=0x2064 | 0x2066..=0x206f | 0x3000 | 0xd800..=0xf8ff | 0xfeff
+        | 0xfff9..=0xfffb | 0x110bd | 0x110cd | 0x13430..=0x1343f | 0x1bca0..=0x1bca3 | 0x1d173..=0x1d17a
+        | 0xe0001 | 0xe0020..=0xe007f | 0xf0000..=0x10ffff)
 }
 
 /// The `iterable` test: undefined and none are not (in minijinja they are, and a template's
@@ -381,6 +492,25 @@ mod tests {
         let c = ctx(r#"{"x": {"a": 1e-07, "b": 1.5e-05, "c": 3, "d": 2.0, "e": 1e16}}"#);
         env.add_filter("string", string);
         assert_eq!(env.render_str("{{ x.a }} {{ x.b }} {{ x.c }} {{ x.d }} {{ x.e }} {{ 0.5 }} {{ 'a' }} {{ x.a|string ~ '|' ~ x.c|string ~ '|' ~ [1]|string }}", c).unwrap(), "1e-07 1.5e-05 3 2.0 1e+16 0.5 a 1e-07|3|[1]");
+    }
+
+    // Expected strings: Python's `repr` (jinja2 3.1, as Hugging Face renders), checked there.
+    #[test]
+    fn lists_and_dicts_print_as_python_does() {
+        let mut env = minijinja::Environment::new();
+        env.set_formatter(formatter);
+        env.add_filter("string", string);
+        let c = ctx(r#"{"x": [1, "a", null, true, 2.0, {"k": "it's", "q": "say \"hi\" it's"}], "t": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}"#);
+        assert_eq!(env.render_str("{{ x }}", c.clone()).unwrap(), r#"[1, 'a', None, True, 2.0, {'k': "it's", 'q': 'say "hi" it\'s'}]"#);
+        assert_eq!(env.render_str("{{ t }}|{{ t|string }}", c.clone()).unwrap(), "[{'type': 'function', 'function': {'name': 'f', 'parameters': {}}}]|[{'type': 'function', 'function': {'name': 'f', 'parameters': {}}}]");
+        assert_eq!(env.render_str("{{ [] }} {{ {} }} {{ [[1], ['b']] }}", c).unwrap(), "[] {} [[1], ['b']]");
+        let esc = ctx(r#"{"x": ["a\\b\n\t\u0001\u00a0é\u200b😀"]}"#);
+        assert_eq!(env.render_str("{{ x }}", esc).unwrap(), r"['a\\b\n\t\x01\xa0é\u200b😀']");
+        // A list whose text is far larger than its items: refused by `string`, not built.
+        let big = ctx(&format!(r#"{{"x": [{}]}}"#, vec![format!("\"{}\"", "y".repeat(1 << 20)); 20].join(",")));
+        assert_eq!(env.render_str("{{ x|length }}", big.clone()).unwrap(), "20");
+        let e = env.render_str("{{ x|string|length }}", big).unwrap_err();
+        assert!(e.to_string().contains("more than 16777216 bytes"), "{e}");
     }
 
     #[test]
