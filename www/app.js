@@ -410,7 +410,16 @@ async function load(source, label) {
   } catch (e) {
     app.lastError = errInfo(e);
     status(`${e.code || 'ERROR'}: ${e.message}`, e);
-    setState(app.engine && app.engine.model ? 'ready' : 'empty');
+    const still = app.engine && app.engine.model;
+    if (!still) {
+      // The engine frees the old model before it loads: the header and the model's facts must
+      // not go on naming it.
+      $('model-summary').textContent = 'no model loaded: choose one to start';
+      $('model-info').hidden = true;
+      $('load-progress').hidden = true;
+      loadedEntry = null;
+    }
+    setState(still ? 'ready' : 'empty');
   } finally {
     loadController = null;
     paintCatalogChoice();

@@ -24,9 +24,10 @@ export const DEFAULT_THRESHOLDS = Object.freeze({ elevated: 0.75, critical: 0.9 
 /**
  * The default memory budget:
  *   min(4 GiB × (1 − 0.1), deviceMemory GiB × 0.25)
- * with `navigator.deviceMemory` (Chrome: RAM in GiB rounded down to a power of two, at most 8),
- * 4 GiB assumed where it is not exposed. So: 512 MiB on a 2 GB device, 1 GiB on a 4 GB phone
- * (mobile tabs are killed near 1–1.5 GB), 2 GiB on an 8 GB+ desktop; never above 3.6 GiB.
+ * with `navigator.deviceMemory` (Chrome: RAM in GiB rounded to a power of two; older versions
+ * capped it at 8, Chromium 156 reports 16), 4 GiB assumed where it is not exposed. So: 512 MiB on
+ * a 2 GB device, 1 GiB on a 4 GB phone (mobile tabs are killed near 1–1.5 GB), 2 GiB on an 8 GB
+ * desktop, the 3.6 GiB ceiling from 16 GB.
  * @param {{deviceMemory?: number}} [env]
  */
 export function defaultMemoryBudget(env = {}) {

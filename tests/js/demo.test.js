@@ -578,6 +578,26 @@ test('streamed Markdown is the same DOM however the text is chunked', { skip }, 
   for (const tag of ['<strong>bold</strong>', '<em>em</em>', '<code>x &lt; 1</code>', '<li>one</li>', '<td> 2 </td>', 'const s = "&lt;i&gt;";']) assert.ok(r[0].html.includes(tag), `${tag} in ${r[0].html}`);
 });
 
+test('a load that fails after a model was loaded says none is loaded now (the engine freed it first)', { skip }, async () => {
+  assert.ok(await page.evaluate(() => !!window.edgellmApp.engine.model), 'a model is loaded before');
+  // Not a GGUF (the demo's own page): a clean failure, no network error in the console.
+  await page.fill('#model-url', new URL('/index.html', page.url()).href);
+  await page.click('#load-url');
+  await waitState(['empty', 'ready'], 60_000);
+  const r = await page.evaluate(() => ({
+    model: window.edgellmApp.engine.model,
+    summary: document.getElementById('model-summary').textContent,
+    infoHidden: document.getElementById('model-info').hidden,
+    progressHidden: document.getElementById('load-progress').hidden,
+    code: document.getElementById('status').dataset.code,
+  }));
+  assert.equal(await state(), 'empty');
+  assert.equal(r.model, null);
+  assert.match(r.summary, /no model loaded/);
+  assert.ok(r.infoHidden && r.progressHidden, JSON.stringify(r));
+  assert.ok(r.code && r.code !== 'INTERNAL', JSON.stringify(r));
+});
+
 test('no console errors and no request off 127.0.0.1 during the run', { skip }, () => {
   assert.deepEqual(consoleErrors, []);
   const off = requests.filter((q) => !/^[A-Z]+ (http:\/\/127\.0\.0\.1[:/]|blob:|data:)/.test(q));

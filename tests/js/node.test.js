@@ -264,6 +264,12 @@ test('typed errors: 404, non-GGUF, truncated, cut connection, no length, wrong s
   // A wrong expected sha256 is refused after the bytes are read.
   await assert.rejects(engine.load(new Blob([])), (e) => e.code === 'GGUF_TRUNCATED');
   await assert.rejects(engine.load(MODEL, { sha256: '0'.repeat(64) }), (e) => e.code === 'CHECKSUM_MISMATCH');
+  // A malformed one is refused before anything is read (the loaded model, none here, is kept).
+  srv.resetStats();
+  for (const bad of ['xyz', '0'.repeat(63), 'g'.repeat(64), 42]) {
+    await assert.rejects(engine.load(url('good.gguf'), { sha256: bad }), (e) => e.code === 'INVALID_REQUEST' && /sha256/.test(e.message));
+  }
+  assert.equal(srv.stats.bytes['/models/good.gguf'] || 0, 0, 'no byte fetched for a malformed sha256');
   // Over the memory budget: refused from the header, before the weights are downloaded.
   srv.resetStats();
   const rec = progressRecorder();

@@ -228,6 +228,69 @@ test('readUrl: a body that goes silent without closing resumes after idleTimeout
   assert.ok(Date.now() - t0 < 5000);
 });
 
+test('readUrl: a server that sends no headers is a stall too: retried, then NETWORK, never a hang', async () => {
+  // A fetch that never answers (the server took the connection and went silent) until aborted.
+  const silent = (init) =>
+    new Promise((_, reject) => init.signal.addEventListener('abort', () => reject(init.signal.reason || new Error('aborted')), { once: true }));
+  let calls = 0;
+  const t0 = Date.now();
+  await assert.rejects(collect(readUrl('http://127.0.0.1/silent', { fetchImpl: (u, init) => (calls++, silent(init)), idleTimeoutMs: 60, retryDelayMs: 5, maxStalls: 2 })), (e) => {
+    assert.equal(e.code, ErrorCode.NETWORK);
+    assert.equal(e.detail, 'CONNECTION_LOST');
+    assert.match(e.message, /no response headers within 60 ms/);
+    return true;
+  });
+  assert.equal(calls, 3, 'the first request and maxStalls retries');
+  assert.ok(Date.now() - t0 < 3000);
+  // Silent once, then answering: the load goes on. The caller's abort still ends a silent fetch at once.
+  let n = 0;
+  const once = (u, init) => (n++ === 0 ? silent(init) : Promise.resolve(new Response(new Uint8Array(DATA), { headers: { 'Content-Length': String(DATA.length) } })));
+  assert.equal((await collect(readUrl('http://127.0.0.1/once', { fetchImpl: once, idleTimeoutMs: 60, retryDelayMs: 5 }))).sha, SHA);
+  const ac = new AbortController();
+  setTimeout(() => ac.abort(), 30);
+  await assert.rejects(collect(readUrl('http://127.0.0.1/silent', { fetchImpl: (u, init) => silent(init), signal: ac.signal, idleTimeoutMs: 10_000 })), (e) => e.code === 'ABORTED');
+});
+
+/** A body that delivers `bytes`, then fails (a connection reset after them). */
+function cutAfter(bytes) {
+  let sent = false;
+  return new ReadableStream({
+    pull(c) {
+      if (sent) return c.error(new Error('reset'));
+      sent = true;
+      c.enqueue(new Uint8Array(bytes));
+    },
+  });
+}
+
+test('readUrl: a resume answered 503 / 429 is tried again (after Retry-After), the bytes so far kept', async () => {
+  const seen = [];
+  const fetchImpl = async (url, init) => {
+    const range = init.headers.Range || null;
+    seen.push(range);
+    if (!range) {
+      return new Response(cutAfter(DATA.subarray(0, 1 << 20)), { headers: { 'Content-Length': String(DATA.length), ETag: '"v1"' } });
+    }
+    if (seen.length === 2) return new Response('busy', { status: 503, headers: { 'Retry-After': '0' } });
+    if (seen.length === 3) return new Response('slow down', { status: 429 });
+    const from = Number(/bytes=(\d+)-/.exec(range)[1]);
+    return new Response(new Uint8Array(DATA.subarray(from)), { status: 206, headers: { 'Content-Range': `bytes ${from}-${DATA.length - 1}/${DATA.length}`, ETag: '"v1"' } });
+  };
+  const resumes = [];
+  const r = await collect(readUrl('http://127.0.0.1/busy', { fetchImpl, retryDelayMs: 5, onResume: (x) => resumes.push(x.reason) }));
+  assert.equal(r.sha, SHA);
+  assert.deepEqual(seen, [null, `bytes=${1 << 20}-`, `bytes=${1 << 20}-`, `bytes=${1 << 20}-`]);
+  assert.equal(resumes.length, 3);
+  assert.match(resumes[1], /HTTP 503/);
+  // Other statuses on a resume stay final.
+  let k = 0;
+  const gone = async (url, init) =>
+    k++ === 0
+      ? new Response(cutAfter(DATA.subarray(0, 1000)), { headers: { 'Content-Length': String(DATA.length) } })
+      : new Response('gone', { status: 410 });
+  await assert.rejects(collect(readUrl('http://127.0.0.1/gone', { fetchImpl: gone, retryDelayMs: 5 })), (e) => e.code === 'NETWORK' && e.status === 410);
+});
+
 test('readUrl: a resume that meets another version of the file (a new ETag) fails, never splices', async () => {
   for (const status of [200, 206]) {
     let first = true;

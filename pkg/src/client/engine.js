@@ -27,7 +27,7 @@ import { WorkerLink } from './worker-link.js';
 import { CompletionStream } from './stream.js';
 import { createLocal } from './local-generation.js';
 import { checkRequest } from './request-check.js';
-import { invalid, optNumber, energyOptions, kvOptions, estimateOptions } from './options.js';
+import { invalid, optNumber, energyOptions, kvOptions, estimateOptions, sha256Option } from './options.js';
 import { Listeners } from './listeners.js';
 
 export class Engine {
@@ -223,7 +223,7 @@ export class Engine {
       type: Req.LOAD,
       source: src,
       cache: opts.cache ?? !!this.#opts.cache,
-      sha256: opts.sha256 ? String(opts.sha256).toLowerCase() : undefined,
+      sha256: sha256Option(opts.sha256),
       budget: opts.memoryBudget ?? this.#opts.memoryBudget,
       kv: kvOptions(opts.kv !== undefined ? opts.kv : this.#opts.kv),
       progressIntervalMs: opts.progressIntervalMs ?? this.#opts.progressIntervalMs,

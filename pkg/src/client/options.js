@@ -22,6 +22,14 @@ export function energyOptions(e) {
   return { ...e };
 }
 
+/** The `sha256` load option, lowercased: 64 hex digits (a typo is refused before the download,
+ * not found wrong after it); undefined when absent. */
+export function sha256Option(v) {
+  if (v === undefined || v === null || v === '') return undefined;
+  if (typeof v !== 'string' || !/^[0-9a-fA-F]{64}$/.test(v)) throw invalid(`sha256 must be 64 hexadecimal digits, got ${JSON.stringify(String(v).slice(0, 80))}`);
+  return v.toLowerCase();
+}
+
 /** The `kv` option (createEngine / load) → the worker's KvOptions (validated), or null. */
 export function kvOptions(kv) {
   if (kv === undefined || kv === null) return null;
