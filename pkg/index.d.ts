@@ -113,6 +113,13 @@ export interface EngineOptions {
    * requests queued behind it run on the new worker, after the model is reloaded).
    */
   abortGraceMs?: number;
+  /**
+   * The largest request a create() or countTokens() call may make, in bytes of its JSON
+   * (default 1 MiB, the same as `edgellm serve --max-body-bytes`). Larger is INVALID_REQUEST
+   * (`detail: 'request_too_large'`) before the text reaches the worker: a prompt is tokenized in
+   * wasm memory, which never shrinks.
+   */
+  maxRequestBytes?: number;
   /** Older name of `memory.budget_bytes`. */
   memoryBudget?: number;
   /**

@@ -25,6 +25,11 @@ pub const MAX_DIM: usize = 1 << 20;
 pub const MAX_HEADS: usize = 1 << 12;
 /// Most threads an executor may be asked for.
 pub const MAX_THREADS: usize = 256;
+/// Largest request (its JSON text, in bytes) a host takes by default: `edgellm serve`'s
+/// `--max-body-bytes` and the JS engine's `maxRequestBytes`. A prompt is tokenized inside wasm
+/// memory, which never shrinks: a 17 MB prompt grew it by 265 MB for good (about 16 bytes per
+/// byte of text, measured on SmolLM2), so the size is bounded before the text reaches wasm.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
 /// Stack of each native worker thread of the executor (`exec::ThreadPool`): the kernels keep
 /// their buffers on the heap, so a small stack is plenty.
 pub const WORKER_STACK_BYTES: usize = 1 << 20;

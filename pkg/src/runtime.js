@@ -203,6 +203,8 @@ export class Runtime {
       simd_tier: this.bindings.simd_tier ? this.call(() => this.bindings.simd_tier()) : null,
       // Threads every forward pass runs on (1: a single-thread build).
       threads: this.engine.threads ? this.call(() => this.engine.threads()) : 1,
+      // The default of the client's `maxRequestBytes` (the core's, as `edgellm serve`'s).
+      max_request_bytes: this.bindings.default_max_request_bytes ? this.call(() => this.bindings.default_max_request_bytes()) : 1 << 20,
     };
   }
 

@@ -100,7 +100,7 @@ impl ServerConfig {
             api_key: None,
             cors_origins: Vec::new(),
             queue: 16,
-            max_body_bytes: 1 << 20,
+            max_body_bytes: crate::limits::DEFAULT_MAX_REQUEST_BYTES,
             max_tokens: 1024,
             max_prompt_tokens: None,
             model_id: None,

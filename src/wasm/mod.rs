@@ -35,6 +35,13 @@ pub fn version() -> String {
     env!("CARGO_PKG_VERSION").to_string()
 }
 
+/// The largest request (JSON text, bytes) the JS engine takes by default (`maxRequestBytes`):
+/// the server's `--max-body-bytes` default, one fact for both hosts.
+#[wasm_bindgen]
+pub fn default_max_request_bytes() -> usize {
+    crate::limits::DEFAULT_MAX_REQUEST_BYTES
+}
+
 /// Whether this build was compiled with SIMD128.
 #[wasm_bindgen]
 pub fn simd_enabled() -> bool {

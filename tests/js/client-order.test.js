@@ -101,3 +101,26 @@ test('odd engine options and sources are typed errors', { skip }, async () => {
     await assert.rejects(e.load(os.tmpdir()), (x) => x.code === 'NETWORK' && /not a file/.test(x.message));
   });
 });
+
+test('a request over maxRequestBytes is refused before it reaches wasm memory; the default is 1 MiB', { skip }, async () => {
+  const tooLarge = (x) => x.code === 'INVALID_REQUEST' && x.detail === 'request_too_large';
+  await withEngine(A, async (e) => {
+    const wasmBytes = async () => (await e.refreshMemory()).wasm_memory_bytes;
+    const before = await wasmBytes();
+    // 1 MiB + a little of prompt: refused, wasm memory untouched; under it: tokenized (too long).
+    await assert.rejects(e.completions.create({ prompt: 'a'.repeat(1 << 20), max_tokens: 1 }), tooLarge);
+    await assert.rejects(e.countTokens({ prompt: 'é'.repeat(600_000) }), tooLarge, 'counted in UTF-8 bytes, not characters');
+    assert.equal(await wasmBytes(), before);
+    const r = await e.countTokens({ prompt: 'a'.repeat(200_000) });
+    assert.ok(r.prompt_tokens > 0 && r.fits === false, JSON.stringify(r));
+  });
+  await withEngine(
+    A,
+    async (e) => {
+      await assert.rejects(e.chat.completions.create({ messages: [{ role: 'user', content: 'x'.repeat(300) }], max_tokens: 1 }), tooLarge);
+      assert.equal((await e.completions.create({ prompt: 'hi', max_tokens: 1 })).usage.completion_tokens, 1);
+    },
+    { maxRequestBytes: 256 },
+  );
+  await assert.rejects(createEngine({ cache: false, maxRequestBytes: 0 }), (x) => x.code === 'INVALID_REQUEST');
+});

@@ -68,6 +68,8 @@ export class Engine {
     // Times in ms: a negative or NaN grace restarted the worker on every abort.
     this.#opts.initTimeoutMs = optNumber(this.#opts, 'initTimeoutMs', 1, 3_600_000);
     this.#opts.abortGraceMs = optNumber(this.#opts, 'abortGraceMs', 0, 3_600_000);
+    // The largest request (JSON bytes); default the core's (1 MiB, as edgellm serve's body limit).
+    this.#opts.maxRequestBytes = optNumber(this.#opts, 'maxRequestBytes', 1, 2 ** 31, { int: true });
     // Which wasm build the worker loads (tier.js): 'auto' (default), 'relaxed', 'simd128'.
     if (this.#opts.simd !== undefined && !SIMD_OPTIONS.includes(this.#opts.simd)) {
       throw invalid(`simd must be one of ${SIMD_OPTIONS.map((v) => `'${v}'`).join(', ')}; got ${JSON.stringify(this.#opts.simd)}`);
@@ -97,7 +99,7 @@ export class Engine {
     });
     this.#local = {
       link: this.#link,
-      check: (kind, params) => checkRequest(this.#link, kind, params),
+      check: (kind, params) => checkRequest(this.#link, kind, params, this.#opts.maxRequestBytes),
       ensureModel: (signal) => this.#ensureModel(signal),
       enter: () => this.#enter(),
       modelName: () => this.model && this.model.name,
@@ -379,7 +381,7 @@ export class Engine {
     return {
       local: (kind, params, options) => createLocal(this.#local, kind, params, options),
       countTokens: (kind, params) => this.#countTokens(kind, params),
-      validate: (kind, params) => checkRequest(this.#link, kind, params),
+      validate: (kind, params) => checkRequest(this.#link, kind, params, this.#opts.maxRequestBytes),
       localState: () => ({
         model: this.model,
         reloadable: this.#reloadNeeded && !!this.#lastLoad,
@@ -413,7 +415,7 @@ export class Engine {
   }
 
   async #countTokens(kind, params) {
-    const { request } = await checkRequest(this.#link, kind, params);
+    const { request } = await checkRequest(this.#link, kind, params, this.#opts.maxRequestBytes);
     return this.#request({ type: Req.COUNT, request });
   }
 

@@ -33,6 +33,17 @@ function paramsJson(params) {
   }
 }
 
+/** Refuses a request whose JSON text is over `limit` UTF-8 bytes, before it is copied to the
+ * worker and into wasm memory (which never shrinks). */
+function checkSize(text, limit) {
+  // Characters ≤ UTF-8 bytes ≤ 3 × characters: count exactly only where it decides.
+  if (text.length * 3 <= limit) return;
+  const bytes = text.length > limit ? text.length : new TextEncoder().encode(text).length;
+  if (bytes > limit) {
+    throw Object.assign(invalid(`the request is over ${limit} bytes of JSON (the engine's maxRequestBytes)`), { detail: 'request_too_large' });
+  }
+}
+
 /** `s` with each lone surrogate replaced by U+FFFD. */
 function wellFormed(s) {
   if (typeof s.toWellFormed === 'function') return s.toWellFormed();
@@ -43,10 +54,12 @@ function wellFormed(s) {
  * Resolves with {request, stream, include_usage}, or rejects INVALID_REQUEST with `detail` (the
  * rule's code) and `param` (the parameter at fault). `link`: the worker (worker-link.js).
  */
-export async function checkRequest(link, kind, params) {
+export async function checkRequest(link, kind, params, maxBytes) {
   if (!params || typeof params !== 'object') throw invalid('create() needs a parameters object');
   strictBoolean(params, 'private'); // no router here: nothing leaves the device, but "true" is still refused
   const text = paramsJson(params);
+  const info = await link.start();
+  checkSize(text, maxBytes ?? info.max_request_bytes);
   const parsed = await link.request({ type: Req.PARSE, kind, params: text });
   // OpenAI semantics: without a seed, sampling differs from run to run.
   const r = parsed.request;
