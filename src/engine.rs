@@ -350,7 +350,7 @@ impl Session {
             tokens: self.tokens.len(),
             pending: self.pending.is_some(),
         };
-        snapshot::encode(&meta, &self.tokens, |out| self.kv.export_rows(out))
+        snapshot::encode(&meta, &self.tokens, self.kv.export_rows_bytes(), |out| self.kv.export_rows(out))
     }
 
     /// Replaces the conversation by a saved one (of this model: `model_sha256`; with this

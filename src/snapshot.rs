@@ -72,10 +72,12 @@ pub struct Snapshot<'a> {
     pub rows: &'a [u8],
 }
 
-/// Writes a snapshot; `write_rows` appends the KV rows.
-pub fn encode(meta: &SnapshotMeta, tokens: &[u32], write_rows: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+/// Writes a snapshot; `write_rows` appends the KV rows (`rows_len` bytes). The buffer is sized
+/// once for all of it, checksum included: a buffer that grew by doubling at the last 32 bytes
+/// left wasm memory (which never shrinks) three times the snapshot larger.
+pub fn encode(meta: &SnapshotMeta, tokens: &[u32], rows_len: usize, write_rows: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     let json = serde_json::to_vec(meta).expect("metadata serializes");
-    let mut out = Vec::with_capacity(16 + json.len() + 4 * tokens.len());
+    let mut out = Vec::with_capacity(16 + json.len() + 4 * tokens.len() + rows_len + 32);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&(json.len() as u32).to_le_bytes());
@@ -84,6 +86,7 @@ pub fn encode(meta: &SnapshotMeta, tokens: &[u32], write_rows: impl FnOnce(&mut 
         out.extend_from_slice(&t.to_le_bytes());
     }
     write_rows(&mut out);
+    debug_assert_eq!(out.capacity(), 16 + json.len() + 4 * tokens.len() + rows_len + 32, "sized once");
     let mut h = Sha256::new();
     h.update(&out);
     out.extend_from_slice(&h.digest());

@@ -99,6 +99,27 @@ fn mismatch_and_corruption_are_typed_errors_that_change_nothing() {
     h.update(&lie);
     lie.extend_from_slice(&h.digest());
     assert_eq!(code(&mut b, &lie, SHA), "SESSION_CORRUPT", "counts that do not match the tokens");
+    // Rows holding an Inf or NaN (checksum recomputed), f16 and int8 scales: refused at restore,
+    // not left to fail the next step as a broken model.
+    let resum = |mut body: Vec<u8>| {
+        let mut h = edgellm::sha256::Sha256::new();
+        h.update(&body);
+        body.extend_from_slice(&h.digest());
+        body
+    };
+    for (cfg, what) in [(kv.clone(), "f16"), (KvConfig { dtype: KvDtype::Q8, ..kv.clone() }, "int8")] {
+        let mut s = session(&model, &cfg);
+        request(&mut s, &tok, &p, 3);
+        let good = s.save_snapshot(SHA);
+        let mut nan = good[..good.len() - 32].to_vec();
+        let rows_at = nan.len() - s.kv().export_rows_bytes();
+        // The first row's first f16 (F16) or first block's scale (int8): all ones, a NaN.
+        nan[rows_at..rows_at + 2].copy_from_slice(&0x7e00u16.to_le_bytes());
+        let mut fresh = session(&model, &cfg);
+        assert_eq!(code(&mut fresh, &resum(nan), SHA), "SESSION_CORRUPT", "{what}: a NaN row");
+        assert_eq!(fresh.restore_snapshot(&good, SHA).unwrap(), s.tokens().len(), "{what}: the good one restores");
+        assert_eq!(good.capacity(), good.len(), "{what}: the snapshot's buffer was sized once");
+    }
     // Nothing changed: the session still holds its conversation and gives the same results.
     assert_eq!(b.tokens(), &tokens_b[..]);
     let again = request(&mut b, &tok, &p_b, 3);

@@ -9,13 +9,31 @@
 // Node: the directory `<cacheDir>-sessions`; without a cache: memory only (lost with the worker).
 
 import { keyOf } from './cache.js';
+import { EdgeLLMError, ErrorCode } from './errors.js';
 import { readJson, removeFile, writeFile } from './opfs-files.js';
 
 const DIR = 'edgellm-sessions';
+/** A record is a few hundred bytes; a larger `.json` is not one of ours. */
+const MAX_RECORD_BYTES = 64 << 10;
 
 function validRecord(r, key) {
-  return r && typeof r === 'object' && r.key === key && Number.isSafeInteger(r.bytes) && Number.isSafeInteger(r.tokens) && typeof r.model_sha256 === 'string';
+  return r && typeof r === 'object' && r.key === key && Number.isSafeInteger(r.bytes) && r.bytes >= 0 && Number.isSafeInteger(r.tokens) && r.tokens >= 0 && typeof r.model_sha256 === 'string';
 }
+
+/** The checks before a session's bytes are read (`size`: the stored file's), for every store:
+ * a record over `maxBytes` (what restoring may copy into wasm memory) is OVER_MEMORY_BUDGET,
+ * bytes of another size than the record's are SESSION_CORRUPT — never read whole first. */
+function checkStored(key, record, size, maxBytes) {
+  if (record.bytes > maxBytes) {
+    throw new EdgeLLMError(ErrorCode.OVER_MEMORY_BUDGET, `session ${JSON.stringify(key)} is ${record.bytes} bytes; the memory budget leaves ${maxBytes}`);
+  }
+  if (size !== record.bytes) {
+    throw new EdgeLLMError(ErrorCode.SESSION_CORRUPT, `session ${JSON.stringify(key)}: its stored bytes are ${size} long, its record says ${record.bytes}`);
+  }
+}
+
+/** A name for a file being written that no other writer uses (two engines saving one key). */
+const tmpName = (name) => `${name}.${Date.now().toString(36)}${Math.random().toString(36).slice(2, 10)}.tmp`;
 
 /** The records among file `names` (sync or async iterable), read by `readRecord(name)`. */
 async function listRecords(names, readRecord) {
@@ -23,7 +41,7 @@ async function listRecords(names, readRecord) {
   for await (const n of names) {
     if (!n.endsWith('.json')) continue;
     const r = await readRecord(n.slice(0, -5));
-    if (r && typeof r.key === 'string') out.push(r);
+    if (r && typeof r.key === 'string' && validRecord(r, r.key)) out.push(r);
   }
   return out;
 }
@@ -37,8 +55,10 @@ class MemorySessions {
   async put(key, bytes, record) {
     this.entries.set(key, { bytes: bytes.slice(), record });
   }
-  async get(key) {
-    return this.entries.get(key) || null;
+  async get(key, maxBytes = Infinity) {
+    const e = this.entries.get(key);
+    if (e) checkStored(key, e.record, e.bytes.byteLength, maxBytes);
+    return e || null;
   }
   async list() {
     return [...this.entries.values()].map((e) => e.record);
@@ -68,12 +88,18 @@ class OpfsSessions {
     await this.#write(`${name}.kv`, bytes);
     await this.#write(`${name}.json`, JSON.stringify(record));
   }
-  async get(key) {
+  async get(key, maxBytes = Infinity) {
     const name = await keyOf(key);
     const record = await this.#readRecord(name);
     if (!validRecord(record, key)) return null;
+    let f;
     try {
-      const f = await (await this.dir.getFileHandle(`${name}.kv`)).getFile();
+      f = await (await this.dir.getFileHandle(`${name}.kv`)).getFile();
+    } catch {
+      return null;
+    }
+    checkStored(key, record, f.size, maxBytes);
+    try {
       return { record, bytes: new Uint8Array(await f.arrayBuffer()) };
     } catch {
       return null;
@@ -100,30 +126,58 @@ class FsSessions {
   #file(n) {
     return this.path.join(this.dir, n);
   }
-  async #readRecord(name) {
+  /** The size of `file` when it is a regular file (a FIFO or a device would block or never
+   * end a read; a directory is not ours), else null. Symlinks are followed. */
+  async #regularSize(file) {
     try {
-      return JSON.parse(await this.fs.promises.readFile(this.#file(`${name}.json`), 'utf8'));
+      const st = await this.fs.promises.stat(file);
+      return st.isFile() ? st.size : null;
+    } catch {
+      return null;
+    }
+  }
+  async #readRecord(name) {
+    const file = this.#file(`${name}.json`);
+    const size = await this.#regularSize(file);
+    if (size === null || size > MAX_RECORD_BYTES) return null;
+    try {
+      return JSON.parse(await this.fs.promises.readFile(file, 'utf8'));
     } catch {
       return null;
     }
   }
   async put(key, bytes, record) {
     const name = await keyOf(key);
-    await this.fs.promises.mkdir(this.dir, { recursive: true });
-    await this.fs.promises.rm(this.#file(`${name}.json`), { force: true });
-    await this.fs.promises.writeFile(this.#file(`${name}.kv`), bytes);
-    const tmp = this.#file(`${name}.json.tmp`);
-    await this.fs.promises.writeFile(tmp, JSON.stringify(record));
-    await this.fs.promises.rename(tmp, this.#file(`${name}.json`));
+    const p = this.fs.promises;
+    await p.mkdir(this.dir, { recursive: true });
+    // The record goes first and comes back last, so it always describes complete bytes; each
+    // file is written under a name of its own and renamed into place (two engines saving one
+    // key at once: the last rename wins, never a half-written file).
+    await p.rm(this.#file(`${name}.json`), { force: true });
+    for (const [file, data] of [[`${name}.kv`, bytes], [`${name}.json`, JSON.stringify(record)]]) {
+      const tmp = this.#file(tmpName(file));
+      try {
+        await p.writeFile(tmp, data);
+        await p.rename(tmp, this.#file(file));
+      } finally {
+        await p.rm(tmp, { force: true }).catch(() => {});
+      }
+    }
   }
-  async get(key) {
+  async get(key, maxBytes = Infinity) {
     const name = await keyOf(key);
     const record = await this.#readRecord(name);
     if (!validRecord(record, key)) return null;
+    const file = this.#file(`${name}.kv`);
+    const size = await this.#regularSize(file);
+    if (size === null) return null;
+    checkStored(key, record, size, maxBytes);
     try {
-      const b = await this.fs.promises.readFile(this.#file(`${name}.kv`));
+      const b = await this.fs.promises.readFile(file);
+      if (b.byteLength !== record.bytes) throw new EdgeLLMError(ErrorCode.SESSION_CORRUPT, `session ${JSON.stringify(key)} changed while it was read`);
       return { record, bytes: new Uint8Array(b.buffer, b.byteOffset, b.byteLength) };
-    } catch {
+    } catch (e) {
+      if (e instanceof EdgeLLMError) throw e;
       return null;
     }
   }
@@ -139,8 +193,9 @@ class FsSessions {
   async delete(key) {
     const name = await keyOf(key);
     const had = (await this.#readRecord(name)) !== null;
-    await this.fs.promises.rm(this.#file(`${name}.json`), { force: true });
-    await this.fs.promises.rm(this.#file(`${name}.kv`), { force: true });
+    // Whatever stands under these names goes (a directory too: it is not ours, and it would
+    // keep the entry on disk); a symlink is removed, not what it points to.
+    for (const f of [`${name}.json`, `${name}.kv`]) await this.fs.promises.rm(this.#file(f), { force: true, recursive: true });
     return had;
   }
 }

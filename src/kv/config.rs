@@ -47,6 +47,16 @@ impl KvDtype {
             KvDtype::Q8 => width + 2 * width.div_ceil(Q8_BLOCK),
         }
     }
+
+    /// Whether one stored row holds only finite values: every f16 (F16), every block's f16
+    /// scale (Q8, blocks of a scale then up to [`Q8_BLOCK`] int8 values, finite by construction).
+    pub fn row_finite(self, row: &[u8]) -> bool {
+        let finite = |b: &[u8]| u16::from_le_bytes([b[0], b[1]]) & 0x7c00 != 0x7c00;
+        match self {
+            KvDtype::F16 => row.chunks_exact(2).all(finite),
+            KvDtype::Q8 => row.chunks(2 + Q8_BLOCK).all(|b| b.len() < 2 || finite(b)),
+        }
+    }
 }
 
 /// What happens when the cache is full.

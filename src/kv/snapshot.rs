@@ -81,6 +81,11 @@ impl KvCache {
         (0..self.layers.len()).map(|il| self.held_positions(il, c).count() * row).sum()
     }
 
+    /// Bytes [`export_rows`](Self::export_rows) appends.
+    pub fn export_rows_bytes(&self) -> usize {
+        self.rows_bytes(&self.counters())
+    }
+
     /// Appends every held row (per layer, per position: K then V).
     pub fn export_rows(&self, out: &mut Vec<u8>) {
         let c = self.counters();
@@ -103,8 +108,13 @@ impl KvCache {
         if rows.len() != self.rows_bytes(c) {
             return Err(format!("{} bytes of rows where {} are expected", rows.len(), self.rows_bytes(c)));
         }
-        self.clear();
         let (kr, vr) = (self.dtype.row_bytes(self.layout.shape.k_width), self.dtype.row_bytes(self.layout.shape.v_width));
+        // A row with an Inf or NaN would fail the next step as if the model were broken
+        // (MODEL_NON_FINITE): refused here, where the saved session is at fault.
+        if !rows.chunks_exact(kr + vr).all(|r| self.dtype.row_finite(&r[..kr]) && self.dtype.row_finite(&r[kr..])) {
+            return Err("a K/V row holds an Inf or NaN".into());
+        }
+        self.clear();
         let mut at = 0;
         for il in 0..self.layers.len() {
             let positions: Vec<usize> = self.held_positions(il, c).collect();

@@ -105,3 +105,59 @@ test('save, restore, list and delete a conversation; typed errors leave the engi
   assert.equal((await engine.session.list()).length, 0);
   await assert.rejects(engine.session.save(''), { code: 'INVALID_REQUEST' });
 });
+
+test('stored sessions under hostile files, odd keys and racing calls (the sessions probe)', { skip }, async () => {
+  const dir = `${cacheDir}-sessions`;
+  const kvFile = () => path.join(dir, fs.readdirSync(dir).find((n) => n.endsWith('.kv')));
+  const wasm = async () => (await engine.refreshMemory()).wasm_memory_bytes;
+  await chat([Q1]);
+  // A delete() or list() called after a save() runs after it, as every engine call.
+  const save = engine.session.save('order');
+  const del = engine.session.delete('order');
+  await save;
+  assert.deepEqual(await del, { key: 'order', deleted: true });
+  const saving = engine.session.save('listed');
+  assert.ok((await engine.session.list()).some((e) => e.key === 'listed'));
+  const saved = await saving;
+  // Bytes of another size than the record's: SESSION_CORRUPT before they are read (a 64 MiB
+  // file does not grow wasm memory).
+  const good = fs.readFileSync(kvFile());
+  const before = await wasm();
+  fs.writeFileSync(kvFile(), Buffer.concat([good, Buffer.alloc(64 << 20)]));
+  await assert.rejects(engine.session.restore('listed'), { code: 'SESSION_CORRUPT' });
+  assert.ok((await wasm()) - before < 8 << 20, `wasm memory grew by ${(await wasm()) - before}`);
+  // Not a regular file (a FIFO would block a read for ever, a device never end it): not found.
+  fs.rmSync(kvFile());
+  const name = path.join(dir, fs.readdirSync(dir).find((n) => n.endsWith('.json')).slice(0, -5));
+  fs.symlinkSync('/dev/zero', `${name}.kv`);
+  await assert.rejects(engine.session.restore('listed'), { code: 'SESSION_NOT_FOUND' });
+  fs.rmSync(`${name}.kv`);
+  // A directory where the bytes should be: delete removes the entry and the directory.
+  fs.mkdirSync(path.join(`${name}.kv`, 'x'), { recursive: true });
+  assert.deepEqual(await engine.session.delete('listed'), { key: 'listed', deleted: true });
+  assert.deepEqual(fs.readdirSync(dir), []);
+  // A key with a lone surrogate would share U+FFFD's file: refused.
+  await assert.rejects(engine.session.save('a\uD800'), { code: 'INVALID_REQUEST' });
+  await engine.session.save('a\uFFFD');
+  assert.deepEqual((await engine.session.list()).map((e) => e.key), ['a\uFFFD']);
+  await engine.session.delete('a\uFFFD');
+  // Two engines saving one key at once: every save succeeds (no shared temporary file); the
+  // entry restores, or — when the two writes interleaved — is found corrupt, never used.
+  const second = await createEngine({ cacheDir });
+  try {
+    await second.load(MODEL, { kv: { dtype: 'q8' } }); // the first engine's settings (the test above)
+    await second.chat.completions.create({ messages: [Q1], max_tokens: 2, temperature: 0 });
+    const both = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => (i % 2 ? second : engine).session.save('same')));
+    assert.deepEqual(both.map((r) => r.status), Array(6).fill('fulfilled'), JSON.stringify(both.filter((r) => r.reason).map((r) => r.reason.message)));
+    await engine.session.restore('same').then(
+      (r) => assert.ok(r.tokens > 0),
+      (e) => assert.equal(e.code, 'SESSION_CORRUPT'),
+    );
+    await engine.session.save('same');
+    assert.ok((await engine.session.restore('same')).tokens > 0, 'one writer: the entry restores');
+  } finally {
+    second.terminate();
+  }
+  assert.ok(saved.bytes > 0);
+  assert.ok((await chat([Q1])).choices[0].message.content.length > 0, 'the engine still answers');
+});

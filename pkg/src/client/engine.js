@@ -130,13 +130,18 @@ export class Engine {
     this.session = {
       save: (key) => this.#inOrder(() => this.#request({ type: Req.SESSION, action: 'save', key })),
       restore: (key) => this.#inOrder(() => this.#request({ type: Req.SESSION, action: 'restore', key })),
-      list: () => this.#request({ type: Req.SESSION, action: 'list' }),
-      delete: (key) => this.#request({ type: Req.SESSION, action: 'delete', key }),
+      // In call order too: a delete() after a save() must not reach the worker first (the
+      // session the user deleted would stay stored), nor a list() miss the save before it.
+      list: () => this.#inOrder(() => this.#request({ type: Req.SESSION, action: 'list' })),
+      delete: (key) => this.#inOrder(() => this.#request({ type: Req.SESSION, action: 'delete', key })),
     };
     this.cache = {
-      list: () => this.#request({ type: Req.CACHE, action: 'list' }),
-      delete: (url) => this.#request({ type: Req.CACHE, action: 'delete', url: this.#normalizeSource(url).url }),
-      clear: () => this.#request({ type: Req.CACHE, action: 'clear' }),
+      list: () => this.#inOrder(() => this.#request({ type: Req.CACHE, action: 'list' })),
+      delete: (url) => {
+        const u = this.#normalizeSource(url).url;
+        return this.#inOrder(() => this.#request({ type: Req.CACHE, action: 'delete', url: u }));
+      },
+      clear: () => this.#inOrder(() => this.#request({ type: Req.CACHE, action: 'clear' })),
     };
   }
 

@@ -5,11 +5,27 @@
 import { EdgeLLMError, ErrorCode } from '../errors.js';
 import { openSessionStore } from '../sessions.js';
 
+/** Whether `s` has no lone surrogate (String.prototype.isWellFormed where it exists). */
+function wellFormed(s) {
+  if (typeof s.isWellFormed === 'function') return s.isWellFormed();
+  return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
+}
+
+/** Bytes a restore may copy into wasm memory: the budget less what is live (no budget: any). */
+function restoreRoom(rt) {
+  const s = rt.engine.memory_snapshot ? JSON.parse(rt.call(() => rt.engine.memory_snapshot())) : null;
+  if (!s || !s.budget_bytes) return Infinity;
+  return Math.max(0, s.budget_bytes - (s.heap_live_bytes ?? s.wasm_memory_bytes ?? 0));
+}
+
 export async function sessionOp(rt, msg) {
   rt.requireEngine();
   if (!rt.sessions) rt.sessions = await openSessionStore(rt.cache);
   const key = msg.key;
   if (msg.action !== 'list' && (typeof key !== 'string' || key === '')) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'a session key must be a non-empty string');
+  // A lone surrogate has no UTF-8 form: such a key would be stored under U+FFFD's name and
+  // share it with another key (a title cut inside an emoji).
+  if (msg.action !== 'list' && !wellFormed(key)) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'a session key must be well-formed Unicode (it holds a lone surrogate)');
   switch (msg.action) {
     case 'save': {
       rt.requireModel();
@@ -21,7 +37,9 @@ export async function sessionOp(rt, msg) {
     }
     case 'restore': {
       rt.requireModel();
-      const entry = await rt.sessions.get(key);
+      // The bytes are copied into wasm memory, which never shrinks: a saved session larger
+      // than what the budget leaves is refused before it is read.
+      const entry = await rt.sessions.get(key, restoreRoom(rt));
       if (!entry) throw new EdgeLLMError(ErrorCode.SESSION_NOT_FOUND, `no saved session ${JSON.stringify(key)}`);
       if (entry.record.model_sha256 !== rt.model.sha256) {
         throw new EdgeLLMError(ErrorCode.SESSION_MISMATCH, `session ${JSON.stringify(key)} was saved with model sha256 ${entry.record.model_sha256}; the loaded model is ${rt.model.sha256}`);
