@@ -432,11 +432,15 @@ impl Session {
         self.kv.check_prompt(batch.len()).map_err(ModelError::from)?;
         let mark = self.kv.mark();
         let skip = batch.len() - ids.len(); // the pending token's row is not scored
-        let step = self.max_batch.min(self.kv.max_batch()).max(1);
-        let n_chunks = batch.len().div_ceil(step);
         self.scored.clear();
-        for (i, chunk) in batch.chunks(step).enumerate() {
-            let last = i + 1 == n_chunks;
+        let mut at = 0;
+        while at < batch.len() {
+            // Up to `max_batch`, and to what the cache takes without evicting (then one token
+            // at a time: `KvCache::next_batch_max`), so the rows do not depend on the split.
+            let n = self.max_batch.min(self.kv.next_batch_max()).max(1).min(batch.len() - at);
+            let (i, chunk) = (at, &batch[at..at + n]);
+            at += n;
+            let last = at == batch.len();
             let r = match rows {
                 Rows::All => LogitRows::All,
                 Rows::Last if last => LogitRows::Last,
@@ -453,7 +457,7 @@ impl Session {
                 return Err(e.into());
             }
             if rows == Rows::All {
-                if n_chunks == 1 && skip == 0 {
+                if i == 0 && last && skip == 0 {
                     std::mem::swap(&mut self.scored, &mut self.out);
                 } else {
                     let from = if i == 0 { skip * n_vocab } else { 0 };

@@ -55,4 +55,10 @@ fn kv_settings_that_cannot_work_stop_the_server_from_starting() {
     let e = edgellm::server::start(cfg).err().expect("a one-byte budget is refused");
     assert_eq!(e.code, "BAD_KV_CONFIG");
     assert!(e.message.contains("KV_BUDGET_TOO_SMALL"), "{}", e.message);
+    // Each code once in what the CLI prints.
+    let mut cfg = edgellm::server::ServerConfig::new(model());
+    cfg.port = 0;
+    cfg.kv = Some(KvOptions { tokens: Some(4), sinks: Some(4), ..Default::default() });
+    let e = edgellm::server::start(cfg).err().expect("no room for a window");
+    assert_eq!((e.code, e.to_string().matches("BAD_KV_CONFIG").count()), ("BAD_KV_CONFIG", 1), "{e}");
 }

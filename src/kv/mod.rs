@@ -20,7 +20,10 @@
 //!
 //! ## Eviction and RoPE (policy `window-sinks`)
 //! When a global ring is full, each new token evicts the oldest non-sink token (one at a time:
-//! the model always sees `B` tokens). As in StreamingLLM and llama.cpp's context shift, the
+//! the model always sees `B` tokens). A batch that evicts drops its whole share before its first
+//! query, so past that point the session feeds a prompt one token at a time
+//! ([`KvCache::next_batch_max`]): a token's view is then the same however the conversation was
+//! split into batches and requests. As in StreamingLLM and llama.cpp's context shift, the
 //! model sees *compacted* positions: sinks at `0..n_sink`, the window right after them. Keys
 //! are stored rotated (RoPE applied at write time, at their absolute position in a "stored
 //! frame"). Because a RoPE score depends only on the difference of the two positions,
@@ -379,6 +382,26 @@ impl KvCache {
     pub fn max_batch(&self) -> usize {
         match self.policy {
             KvPolicy::WindowSinks if self.has_global() => self.budget - self.n_sink,
+            _ => usize::MAX,
+        }
+    }
+
+    /// The largest batch the next forward pass may bring so that its output does not depend on
+    /// how a prompt was split: [`max_batch`](Self::max_batch) while this batch evicts nothing,
+    /// one token once `window-sinks` evicts. A batch that evicts drops its whole share before
+    /// its first query (`begin`), so a token's view would depend on where its batch began; one
+    /// token at a time, every token sees the budget's last tokens and the sinks, as a decode
+    /// step does — the same rows whether a conversation is prefilled afresh or continued.
+    pub fn next_batch_max(&self) -> usize {
+        match self.policy {
+            KvPolicy::WindowSinks if self.has_global() => {
+                let free = self.budget.saturating_sub(self.global_held());
+                if free == 0 {
+                    1
+                } else {
+                    free.min(self.max_batch())
+                }
+            }
             _ => usize::MAX,
         }
     }

@@ -245,7 +245,9 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
     host.set_power_model(cfg.power).map_err(|e| ServerError { code: "BAD_CONFIG", message: e.message })?;
     host.set_threads(cfg.threads).map_err(|e| ServerError { code: "THREADS_FAILED", message: format!("{} [{}]", e.message, e.code) })?;
     if cfg.kv.is_some() {
-        host.set_kv_options(cfg.kv.clone()).map_err(|e| ServerError { code: "BAD_KV_CONFIG", message: format!("{} [{}]", e.message, e.code) })?;
+        // The host's own code, when more precise, leads the message ("[BAD_KV_CONFIG]" once).
+        let message = |e: crate::host::HostError| if e.code == "BAD_KV_CONFIG" { e.message } else { format!("{}: {}", e.code, e.message) };
+        host.set_kv_options(cfg.kv.clone()).map_err(|e| ServerError { code: "BAD_KV_CONFIG", message: message(e) })?;
     }
     let info = host.model_info().expect("a model is loaded").clone();
     let card = ModelCard {

@@ -99,6 +99,8 @@ test('odd engine options and sources are typed errors', { skip }, async () => {
       await assert.rejects(e.load(src), (x) => x.code === 'INVALID_REQUEST', JSON.stringify(src));
     }
     await assert.rejects(e.load(os.tmpdir()), (x) => x.code === 'NETWORK' && /not a file/.test(x.message));
+    // An array is no kv object (it was taken as {}: no budget).
+    await assert.rejects(e.load(A, { kv: [] }), (x) => x.code === 'INVALID_REQUEST' && /kv must be an object/.test(x.message));
   });
 });
 

@@ -33,7 +33,7 @@ export function sha256Option(v) {
 /** The `kv` option (createEngine / load) → the worker's KvOptions (validated), or null. */
 export function kvOptions(kv) {
   if (kv === undefined || kv === null) return null;
-  if (typeof kv !== 'object') throw invalid('kv must be an object like {tokens: 1024, dtype: "q8", policy: "window-sinks", sinks: 4}');
+  if (typeof kv !== 'object' || Array.isArray(kv)) throw invalid('kv must be an object like {tokens: 1024, dtype: "q8", policy: "window-sinks", sinks: 4}');
   const out = {};
   for (const name of ['tokens', 'bytes', 'sinks']) {
     const v = optNumber(kv, name, name === 'sinks' ? 0 : 1, Number.MAX_SAFE_INTEGER, { int: true });
