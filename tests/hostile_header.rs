@@ -118,6 +118,11 @@ fn caller_sizes_are_bounded_with_typed_errors() {
     let kv = |o: KvOptions| EstimateRequest { kv: Some(o), ..Default::default() };
     assert_eq!(estimate(kv(KvOptions { tokens: Some(usize::MAX), ..Default::default() })), Err("BAD_KV_CONFIG".into()));
     assert_eq!(estimate(kv(KvOptions { bytes: Some(usize::MAX), ..Default::default() })), Err("BAD_KV_CONFIG".into()));
+    // Too few bytes for one token past the sinks: the cache's own code (it said "kv tokens is
+    // 0", naming an option the caller never gave), however few.
+    for b in [1, 10] {
+        assert_eq!(estimate(kv(KvOptions { bytes: Some(b), ..Default::default() })), Err("KV_BUDGET_TOO_SMALL".into()), "{b} bytes");
+    }
     // The largest accepted context gives a finite, unwrapped figure.
     let max = estimate(EstimateRequest { ctx: Some(edgellm::limits::MAX_CONTEXT_TOKENS), batch: Some(1), ..Default::default() }).unwrap();
     let small = estimate(EstimateRequest { ctx: Some(256), ..Default::default() }).unwrap();

@@ -106,31 +106,28 @@ pub struct SkimProgress {
 }
 
 /// The estimate options for a model of geometry `g` under `kv` (the session's KV options) and
-/// the request's overrides.
-pub fn estimate_options(g: &ModelGeometry, kv: Option<&KvOptions>, threads: usize, req: &EstimateRequest) -> EstimateOptions {
+/// the request's overrides; a KV budget is in tokens as the cache would size it
+/// (`KvConfig::budget_tokens`: `KV_BUDGET_TOO_SMALL` for too few bytes).
+pub fn estimate_options(g: &ModelGeometry, kv: Option<&KvOptions>, threads: usize, req: &EstimateRequest) -> Result<EstimateOptions, HostError> {
     let default_tokens = SessionOptions::default_context(&g.hparams);
     let kv = req.kv.as_ref().or(if req.ctx.is_some() { None } else { kv });
+    let kv_error = |e: crate::kv::KvError| HostError::new(e.code(), e.to_string());
     let (kv_tokens, kv_dtype) = match kv {
         None => (req.ctx.unwrap_or(default_tokens), KvElem::F16),
         Some(o) => {
-            let dtype = o.dtype.unwrap_or_default();
-            let tokens = match (o.tokens, o.bytes) {
-                (Some(t), _) => t,
-                (None, Some(b)) => g.kv.tokens_for_bytes(dtype, b as u64),
-                (None, None) => default_tokens,
-            };
-            (tokens, dtype)
+            let cfg = o.to_config(default_tokens).map_err(kv_error)?;
+            (cfg.budget_tokens(&g.kv).map_err(kv_error)?, cfg.dtype)
         }
     };
     let d = EstimateOptions::default();
-    EstimateOptions {
+    Ok(EstimateOptions {
         kv_tokens,
         kv_dtype,
         batch: req.batch.unwrap_or(PREFILL_CHUNK),
         sampling: req.sampling.unwrap_or(d.sampling),
         load_chunk: req.load_chunk.unwrap_or(d.load_chunk),
         threads: req.threads.unwrap_or(threads),
-    }
+    })
 }
 
 fn model_error(e: crate::model::ModelError) -> HostError {
@@ -172,7 +169,7 @@ pub(super) fn admit_header(
     let stats = HeaderStats::of(header, header.data_offset);
     match ModelGeometry::from_header(header) {
         Ok(g) => {
-            let e = Estimate::new(&g, &stats, &estimate_options(&g, kv, mem.threads, &EstimateRequest::default()));
+            let e = Estimate::new(&g, &stats, &estimate_options(&g, kv, mem.threads, &EstimateRequest::default())?);
             mem.ledger.admit(e, budget).map(Some).map_err(|r| refusal_error(&r))
         }
         Err(_) => match budget.or(mem.ledger.options.budget_bytes) {
@@ -191,7 +188,7 @@ impl Host {
         if let Some(kv) = &req.kv {
             kv.check().map_err(|e| HostError::new(e.code(), e.to_string()))?;
         }
-        let o = estimate_options(&g, self.kv_options.as_ref(), self.memory.threads, req);
+        let o = estimate_options(&g, self.kv_options.as_ref(), self.memory.threads, req)?;
         o.check()?;
         Ok((Estimate::new(&g, stats, &o), g))
     }

@@ -164,6 +164,24 @@ impl KvConfig {
             _ => Ok(()),
         }
     }
+
+    /// The budget in tokens for a model of this `shape`: a byte budget buys
+    /// `shape.tokens_for_bytes`, and too few of them for the policy (`window-sinks`: the sinks
+    /// and one more) are `KV_BUDGET_TOO_SMALL`. The one rule the cache sizes itself by and the
+    /// memory ledger estimates by.
+    pub fn budget_tokens(&self, shape: &super::KvShape) -> Result<usize, KvError> {
+        match self.budget {
+            KvBudget::Tokens(t) => Ok(t),
+            KvBudget::Bytes(b) => {
+                let t = shape.tokens_for_bytes(self.dtype, b as u64);
+                let min_tokens = if self.policy == KvPolicy::WindowSinks { self.n_sink + 1 } else { 1 };
+                if t < min_tokens {
+                    return Err(KvError::BudgetTooSmall { budget_bytes: b, min_bytes: shape.bytes_at(self.dtype, min_tokens) as usize });
+                }
+                Ok(t)
+            }
+        }
+    }
 }
 
 /// The KV settings as a host (the JS API, the CLI) spells them; every field optional.

@@ -249,17 +249,7 @@ impl KvCache {
             return Err(KvError::BadConfig("the model has no layers".into()));
         }
         cfg.check()?;
-        let budget = match cfg.budget {
-            KvBudget::Tokens(t) => t,
-            KvBudget::Bytes(b) => {
-                let t = layout.shape.tokens_for_bytes(cfg.dtype, b as u64);
-                let min_tokens = if cfg.policy == KvPolicy::WindowSinks { cfg.n_sink + 1 } else { 1 };
-                if t < min_tokens {
-                    return Err(KvError::BudgetTooSmall { budget_bytes: b, min_bytes: layout.shape.bytes_at(cfg.dtype, min_tokens) as usize });
-                }
-                t
-            }
-        };
+        let budget = cfg.budget_tokens(&layout.shape)?;
         let n_sink = if cfg.policy == KvPolicy::WindowSinks { cfg.n_sink } else { 0 };
         if !cfg.context_limit && budget == 0 {
             return Err(KvError::BadConfig("the budget must be at least 1 token".into()));
