@@ -438,7 +438,7 @@ impl Session {
             // Up to `max_batch`, and to what the cache takes without evicting (then one token
             // at a time: `KvCache::next_batch_max`), so the rows do not depend on the split.
             let n = self.max_batch.min(self.kv.next_batch_max()).max(1).min(batch.len() - at);
-            let (i, chunk) = (at, &batch[at..at + n]);
+            let (start, chunk) = (at, &batch[at..at + n]);
             at += n;
             let last = at == batch.len();
             let r = match rows {
@@ -457,10 +457,10 @@ impl Session {
                 return Err(e.into());
             }
             if rows == Rows::All {
-                if i == 0 && last && skip == 0 {
+                if start == 0 && last && skip == 0 {
                     std::mem::swap(&mut self.scored, &mut self.out);
                 } else {
-                    let from = if i == 0 { skip * n_vocab } else { 0 };
+                    let from = if start == 0 { skip * n_vocab } else { 0 };
                     self.scored.extend_from_slice(&self.out[from..]);
                 }
             }

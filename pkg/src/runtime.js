@@ -204,7 +204,7 @@ export class Runtime {
       // Threads every forward pass runs on (1: a single-thread build).
       threads: this.engine.threads ? this.call(() => this.engine.threads()) : 1,
       // The default of the client's `maxRequestBytes` (the core's, as `edgellm serve`'s).
-      max_request_bytes: this.bindings.default_max_request_bytes ? this.call(() => this.bindings.default_max_request_bytes()) : 1 << 20,
+      max_request_bytes: this.call(() => this.bindings.default_max_request_bytes()),
     };
   }
 

@@ -36,3 +36,19 @@ export function sourceUrl(s, base) {
     throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, `load(source): ${JSON.stringify(s)} is not a valid URL`);
   }
 }
+
+/** A UTF-16 unit with no partner: it has no UTF-8 form (TextEncoder writes U+FFFD for it). */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/** Whether `s` has no lone surrogate (`String.prototype.isWellFormed` where it exists). */
+export function isWellFormed(s) {
+  if (typeof s.isWellFormed === 'function') return s.isWellFormed();
+  LONE_SURROGATE.lastIndex = 0;
+  return !LONE_SURROGATE.test(s);
+}
+
+/** `s` with each lone surrogate replaced by U+FFFD, as every UTF-8 encoder writes it. */
+export function toWellFormed(s) {
+  if (typeof s.toWellFormed === 'function') return s.toWellFormed();
+  return s.replace(LONE_SURROGATE, '\uFFFD');
+}

@@ -34,14 +34,20 @@ pub fn conversation(template: &ChatTemplate, messages: &[ChatMessage], tools: Op
     // system role (Gemma 2's raises "System role not supported") gets it at the start of the
     // first user message instead, as such templates fold a system prompt themselves.
     let added = shown.is_some() && !messages.first().is_some_and(|m| m.role == "system" || m.role == "developer");
-    if added && matches!(template.apply(&out, true), Err(crate::tokenizer::TokenizerError::ChatTemplate { .. })) {
+    if added && refuses_system(template) {
         if let Some(folded) = fold_system(&out) {
-            if template.apply(&folded, true).is_ok() {
-                return (folded, None);
-            }
+            return (folded, None);
         }
     }
     (out, None)
+}
+
+/// Whether `template` raises on a system message but takes the same text in a user turn: told
+/// by two one-turn renders (not the whole conversation again).
+fn refuses_system(template: &ChatTemplate) -> bool {
+    let turn = |role: &str| [ChatMessage::new(role, "s"), ChatMessage::new("user", "u")];
+    matches!(template.apply(&turn("system"), true), Err(crate::tokenizer::TokenizerError::ChatTemplate { .. }))
+        && template.apply(&turn("user")[1..], true).is_ok()
 }
 
 /// `out` without its first (system) message, whose text starts the first user message.

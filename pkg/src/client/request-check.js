@@ -4,7 +4,7 @@
 import { EdgeLLMError } from '../errors.js';
 import { Req } from '../protocol.js';
 import { ROUTER_PARAMS } from '../router.js';
-import { strictBoolean } from '../strict.js';
+import { strictBoolean, toWellFormed } from '../strict.js';
 import { invalid } from './options.js';
 
 /**
@@ -24,7 +24,7 @@ function paramsJson(params) {
       // JSON would drop them (the parameter then absent, silently ignored): refused instead.
       if (typeof v === 'function' || typeof v === 'symbol') throw bad(k, `${k || 'a parameter'} must be JSON data, got a ${typeof v}`);
       // A lone surrogate has no UTF-8 form: U+FFFD, as every UTF-8 encoder (TextEncoder) writes it.
-      if (typeof v === 'string') return wellFormed(v);
+      if (typeof v === 'string') return toWellFormed(v);
       return v;
     });
   } catch (e) {
@@ -42,12 +42,6 @@ function checkSize(text, limit) {
   if (bytes > limit) {
     throw Object.assign(invalid(`the request is over ${limit} bytes of JSON (the engine's maxRequestBytes)`), { detail: 'request_too_large' });
   }
-}
-
-/** `s` with each lone surrogate replaced by U+FFFD. */
-function wellFormed(s) {
-  if (typeof s.toWellFormed === 'function') return s.toWellFormed();
-  return s.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
 }
 
 /**

@@ -4,12 +4,7 @@
 
 import { EdgeLLMError, ErrorCode } from '../errors.js';
 import { openSessionStore } from '../sessions.js';
-
-/** Whether `s` has no lone surrogate (String.prototype.isWellFormed where it exists). */
-function wellFormed(s) {
-  if (typeof s.isWellFormed === 'function') return s.isWellFormed();
-  return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
-}
+import { isWellFormed } from '../strict.js';
 
 /** Bytes a restore may copy into wasm memory: the budget less what is live (no budget: any). */
 function restoreRoom(rt) {
@@ -25,7 +20,7 @@ export async function sessionOp(rt, msg) {
   if (msg.action !== 'list' && (typeof key !== 'string' || key === '')) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'a session key must be a non-empty string');
   // A lone surrogate has no UTF-8 form: such a key would be stored under U+FFFD's name and
   // share it with another key (a title cut inside an emoji).
-  if (msg.action !== 'list' && !wellFormed(key)) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'a session key must be well-formed Unicode (it holds a lone surrogate)');
+  if (msg.action !== 'list' && !isWellFormed(key)) throw new EdgeLLMError(ErrorCode.INVALID_REQUEST, 'a session key must be well-formed Unicode (it holds a lone surrogate)');
   switch (msg.action) {
     case 'save': {
       rt.requireModel();
