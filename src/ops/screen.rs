@@ -56,7 +56,7 @@ impl Ask<'static> {
     }
 }
 
-/// How many rows ahead pass 1 prefetches (AVX2; the wasm kernel reads rows in address order):
+/// How many rows ahead pass 1 prefetches (AVX2; the wasm kernel reads several streams instead):
 /// two calls (one, two and four calls ahead measured alike on a 2-core EPYC VM, pass 1 then
 /// streaming as fast as the body's four-row kernels; two leaves room for slower memory).
 const PREFETCH_ROWS: usize = 2 * planes::PASS1_ROWS;
@@ -153,13 +153,10 @@ impl Bound {
         planes::f32_up(p.e as f64 * self.rel + self.abs)
     }
 
-    /// Each row's estimate `a2 / 2` and bound.
+    /// A row's estimate `a2 / 2` and bound.
     #[inline(always)]
-    fn put(self, p: &[Pass1], est: &mut [f32], err: &mut [f32]) {
-        for ((p, a), e) in p.iter().zip(est).zip(err) {
-            *a = 0.5 * p.a2;
-            *e = self.of(*p);
-        }
+    fn put(self, p: Pass1, est: &mut f32, err: &mut f32) {
+        (*est, *err) = (0.5 * p.a2, self.of(p));
     }
 }
 
@@ -199,20 +196,21 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
             // Safety: the ranges are disjoint.
             let (est, err) = unsafe { (est.slice(rows.clone()), err.slice(rows.clone())) };
             let ra = layout.pass1_row_bytes();
-            const N: usize = planes::PASS1_ROWS;
-            // N rows at a time within a group (ranges start at multiples of N, groups hold a
-            // multiple of N rows), the tail one by one.
-            let mut r = rows.start;
-            while r + N <= rows.end {
-                let at = layout.a_at(r);
-                let i = r - rows.start;
-                let ahead = if r + PREFETCH_ROWS + N <= rows.end { layout.a_at(r + PREFETCH_ROWS) - at } else { 0 };
-                bound.put(&pass1_n(&data[at..], ra, ahead, x), &mut est[i..i + N], &mut err[i..i + N]);
-                r += N;
+            let a_part = |r: usize| &data[layout.a_at(r)..layout.a_at(r) + ra];
+            // PASS1_ROWS rows a call, from `PASS1_STREAMS` streams; the rest one by one.
+            let (sets, tail) = planes::pass1_schedule(rows.clone());
+            for set in sets {
+                // Prefetching kernels read one stream: the rows `PREFETCH_ROWS` on.
+                let next = set[0] + PREFETCH_ROWS;
+                let ahead = if planes::PASS1_STREAMS == 1 && next + planes::PASS1_ROWS <= rows.end { layout.a_at(next) - layout.a_at(set[0]) } else { 0 };
+                for (r, p) in set.into_iter().zip(pass1_n(&set.map(a_part), ahead, x)) {
+                    let i = r - rows.start;
+                    bound.put(p, &mut est[i], &mut err[i]);
+                }
             }
-            for r in r..rows.end {
+            for r in tail {
                 let i = r - rows.start;
-                bound.put(&[pass1(&data[layout.a_at(r)..layout.a_at(r) + ra], x)], &mut est[i..i + 1], &mut err[i..i + 1]);
+                bound.put(pass1(a_part(r), x), &mut est[i], &mut err[i]);
             }
         });
     }

@@ -163,18 +163,19 @@ unsafe fn pair_dot(v: __m256i, q_lo: __m256i, q_hi: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, q_lo), _mm256_maddubs_epi16(hi, q_hi)), _mm256_set1_epi16(1))
 }
 
-/// Pass 1 of eight rows of a group (`A` parts `ra` apart). Rows `k` and `k + 4` share a
+/// Pass 1 of eight rows (`rows[k]`: row k's `A` part). Rows `k` and `k + 4` share a
 /// register (one per 128-bit lane), so one nibble split and two `maddubs` serve two rows; three
 /// `hadd`s leave the eight rows' block integers in row order, and the float part runs in eight
 /// lanes in the scalar kernel's order (no FMA: a product, then a sum, as `pass1_row`).
 ///
-/// `ahead` is where the next call's rows start, in bytes from `a` (0: none): the call
-/// prefetches them a slice per block, as the hardware prefetcher alone leaves pass 1 waiting
-/// on memory (a prefetch never faults, past the end of the matrix included).
+/// `ahead` is where the next call's rows start, in bytes from `rows[0]` (0: none; the rows
+/// are consecutive, `planes::PASS1_STREAMS`): the call prefetches the eight A parts from
+/// there a slice per block, as the hardware prefetcher alone leaves pass 1 waiting on memory
+/// (a prefetch never faults, past the end of the matrix included).
 #[target_feature(enable = "avx2,f16c")]
-unsafe fn pass1_rows8_avx2(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> [Pass1; 8] {
+unsafe fn pass1_rows8_avx2(rows: &[&[u8]; 8], ahead: usize, x: &PlanesAct) -> [Pass1; 8] {
     let nb = x.nb;
-    let rows: [&[u8]; 8] = core::array::from_fn(|k| &a[k * ra..(k + 1) * ra]);
+    let (a, ra) = (rows[0], rows[0].len());
     let lines = (8 * ra).div_ceil(64).div_ceil(nb);
     let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
     // Each a pass-1 lane (block `blk` into `blk % 4`) for eight rows, from −0.0 (`pass1_row`).
@@ -188,7 +189,7 @@ unsafe fn pass1_rows8_avx2(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> 
             }
         }
         if blk % 8 == 0 {
-            scales = scales8x8(&rows, blk);
+            scales = scales8x8(rows, blk);
         }
         let q = &x.qxp[blk];
         // SAFETY: `q` is 32 readable bytes.
@@ -202,9 +203,9 @@ unsafe fn pass1_rows8_avx2(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> 
         let mask = _mm256_broadcastsi128_si256(mask(x, blk));
         let mut p = [_mm256_setzero_si256(); 4];
         for (k, pk) in p.iter_mut().enumerate() {
-            let mut s = _mm256_slli_epi32(pair_dot(pair(&rows, off, k), q_lo, q_hi), 4);
+            let mut s = _mm256_slli_epi32(pair_dot(pair(rows, off, k), q_lo, q_hi), 4);
             if known {
-                s = _mm256_add_epi32(s, pair_dot(_mm256_and_si256(pair(&rows, end - 16, k), mask), q_lo, q_hi));
+                s = _mm256_add_epi32(s, pair_dot(_mm256_and_si256(pair(rows, end - 16, k), mask), q_lo, q_hi));
             }
             *pk = s;
         }
@@ -228,9 +229,9 @@ unsafe fn pass1_rows8_avx2(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> 
     core::array::from_fn(|k| Pass1 { a2: av[k], e: ev[k] })
 }
 
-pub(super) fn pass1_rows8(a: &[u8], ra: usize, ahead: usize, x: &PlanesAct) -> [Pass1; 8] {
+pub(super) fn pass1_rows8(rows: &[&[u8]; 8], ahead: usize, x: &PlanesAct) -> [Pass1; 8] {
     // SAFETY: handed out only when the CPU has AVX2 and F16C (`planes::kernels`).
-    unsafe { pass1_rows8_avx2(a, ra, ahead, x) }
+    unsafe { pass1_rows8_avx2(rows, ahead, x) }
 }
 
 #[target_feature(enable = "avx2,f16c")]

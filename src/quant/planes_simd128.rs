@@ -404,31 +404,32 @@ unsafe fn scales4(p: *const u8, ra: usize, blk: usize) -> v128 {
     f16x4_low_to_f32x4(v128_load16_lane::<3>(z, p.add(3 * ra + 2 * blk) as *const u16))
 }
 
-/// Pass 1 of [`PASS1_ROWS`] consecutive rows (A parts `ra` apart at `a`), one after the other
-/// (`row_sums`): one ascending stream, no touches ahead (`_ahead` is for the kernels that
-/// prefetch). The constants and checks are made once for all the rows, and four rows' sums
-/// are totalled together (`lanes_total4`): a row of Gemma 3's head is only 20 blocks, and
-/// per-row work was about a third of pass 1.
-pub(super) fn pass1_rows(a: &[u8], ra: usize, _ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
-    assert!(x.nb > 0 && a.len() >= (PASS1_ROWS - 1) * ra + x.a_part_bytes(), "whole A parts");
+/// Pass 1 of [`PASS1_ROWS`] rows (`rows[k]`: row k's A part), one after the other
+/// (`row_sums`), in the order given: the caller interleaves rows of `planes::PASS1_STREAMS`
+/// streams (`planes::pass1_schedule`; wasm has no prefetch, `_ahead` is for the kernels that
+/// do). The constants and checks are made once for all the rows, and four rows' sums are
+/// totalled together (`lanes_total4`): a row of Gemma 3's head is only 20 blocks, and per-row
+/// work was about a third of pass 1.
+pub(super) fn pass1_rows(rows: &[&[u8]; PASS1_ROWS], _ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
+    assert!(x.nb > 0 && rows.iter().all(|a| a.len() >= x.a_part_bytes()), "whole A parts");
+    let p = rows.map(|a| a.as_ptr());
     if x.finite_scales {
-        pass1_rows_with::<true>(a, ra, x)
+        pass1_rows_with::<true>(&p, x)
     } else {
-        pass1_rows_with::<false>(a, ra, x)
+        pass1_rows_with::<false>(&p, x)
     }
 }
 
 /// [`pass1_rows`] after its check, for `FINITE` = `x.finite_scales`.
 #[inline(always)]
-fn pass1_rows_with<const FINITE: bool>(a: &[u8], ra: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
+fn pass1_rows_with<const FINITE: bool>(rows: &[*const u8; PASS1_ROWS], x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
     let k = Pass1Consts::new::<FINITE>();
     let mut out = [Pass1 { a2: 0.0, e: 0.0 }; PASS1_ROWS];
     for (r4, o) in out.chunks_exact_mut(4).enumerate() {
         let mut s = [[i32x4_splat(0); 2]; 4];
         for (i, si) in s.iter_mut().enumerate() {
-            // SAFETY: row 4·r4 + i < PASS1_ROWS starts a whole A part (asserted above).
-            let p = unsafe { a.as_ptr().add((4 * r4 + i) * ra) };
-            *si = unsafe { row_sums_of::<FINITE>(p, x, &k) };
+            // SAFETY: every row starts a whole A part (asserted by `pass1_rows`).
+            *si = unsafe { row_sums_of::<FINITE>(rows[4 * r4 + i], x, &k) };
         }
         let [a2, e] = [0, 1].map(|f| store4(lanes_total4(s[0][f], s[1][f], s[2][f], s[3][f])));
         for (i, oi) in o.iter_mut().enumerate() {

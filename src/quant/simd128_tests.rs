@@ -574,11 +574,13 @@ fn rows4_stream_throughput() {
 /// a plane-layout head 640 wide streamed from memory (85 MB, beyond every cache) and over two
 /// groups read again and again (in cache): whether pass 1 waits on memory or on its
 /// instructions; and over rows 2560 wide in cache: the part of a row's time that does not grow
-/// with its length.
+/// with its length. Each alternates the rows of a call taken consecutively (one stream) with
+/// `pass1_schedule`'s (`PASS1_STREAMS` streams), and the scales' checked conversion (what a
+/// head with an Inf or NaN scale gets) with the unchecked one (`finite_scales`).
 #[wasm_bindgen_test]
 #[ignore]
 fn pass1_stream_throughput() {
-    use super::planes::{kernels, PlaneLayout, PlanesAct, PASS1_ROWS, GROUP};
+    use super::planes::{kernels, pass1_schedule, PlaneLayout, PlanesAct, PASS1_ROWS, PASS1_STREAMS, GROUP};
     let mut rng = Rng(11);
     let (_, pass1_n, _) = kernels();
     for (n_in, rows) in [(640, 131072usize), (640, 2 * GROUP), (2560, 2 * GROUP / 4)] {
@@ -599,28 +601,35 @@ fn pass1_stream_throughput() {
         let mut xp = PlanesAct::default();
         xp.prepare(&layout, &a);
         let ra = layout.pass1_row_bytes();
+        let a_part = |r: usize| &w[layout.a_at(r)..layout.a_at(r) + ra];
         let reps = 131072 * 640 / n_in / rows;
         assert!(layout.finite_scales());
-        // The scales' conversion with its Inf/NaN test (what a head with such a scale gets)
-        // and without (`finite_scales`, every real head), alternated so drift hits both alike.
-        let mut times = [Vec::new(), Vec::new()];
+        let names = ["one stream, checked scales", "one stream, finite scales", "schedule, checked scales", "schedule, finite scales"];
+        let mut times = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
         let mut sink = 0f32;
-        for i in 0..14 {
-            xp.finite_scales = i % 2 == 1;
+        for i in 0..28 {
+            let v = i % 4;
+            xp.finite_scales = v % 2 == 1;
             let t0 = now();
             for _ in 0..reps {
-                for r in (0..rows).step_by(PASS1_ROWS) {
-                    sink += pass1_n(&w[layout.a_at(r)..], ra, 0, &xp)[0].a2;
+                if v < 2 {
+                    for r in (0..rows).step_by(PASS1_ROWS) {
+                        sink += pass1_n(&core::array::from_fn(|k| a_part(r + k)), 0, &xp)[0].a2;
+                    }
+                } else {
+                    for set in pass1_schedule(0..rows).0 {
+                        sink += pass1_n(&set.map(a_part), 0, &xp)[0].a2;
+                    }
                 }
             }
-            times[i % 2].push(now() - t0);
+            times[v].push(now() - t0);
         }
         std::hint::black_box(sink);
-        for (t, what) in times.iter_mut().zip(["checked scales", "finite scales"]) {
+        for (t, what) in times.iter_mut().zip(names) {
             t.sort_by(|a, b| a.partial_cmp(b).unwrap());
             let ms = t[t.len() / 2];
             let bytes = (reps * rows * ra) as f64;
-            log(&format!("pass1 n_in {n_in} {rows:>6} rows ({:>3} MB), {what:<14}: {:.2} ms, {:.2} GB/s of pass-1 bytes, {:.1} ns/row", (rows * row) >> 20, ms, bytes / ms / 1e6, ms * 1e6 / (reps * rows) as f64));
+            log(&format!("pass1 n_in {n_in} {rows:>6} rows ({:>3} MB), {what:<27} ({PASS1_STREAMS} streams): {:.2} ms, {:.2} GB/s of pass-1 bytes, {:.1} ns/row", (rows * row) >> 20, ms, bytes / ms / 1e6, ms * 1e6 / (reps * rows) as f64));
         }
     }
 }
