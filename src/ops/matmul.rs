@@ -150,21 +150,27 @@ pub fn matmul_on(exec: &Exec, w: &Weight, x: &[f32], out: &mut [f32], s: &mut Ma
     let toks8 = quant::vec_dot_toks8_kernel(w.ty);
     if let (Some(rows4), 1) = (quant::vec_dot_rows4_kernel(w.ty), n_tok) {
         // Decode: four weight rows per call share the activation's unpacking, which is
-        // prepared once here where the kernel wants it. Each call gets the matrix from its
-        // rows to the end, so it can fetch the next call's rows ahead (`VecDotRows4`).
-        let n4 = n_out / 4 * 4;
+        // prepared once here where the kernel wants it. The calls take each thread's rows in
+        // `streams::STREAMS` streams, a row of each per call (one stream: four consecutive
+        // rows); each call gets the matrix from its first row to the end, so where its rows
+        // are consecutive it can prefetch the next call's (`VecDotRows4`).
         let act = rows4.prepare(&s.act[..ab], n_in, &mut s.prep);
         let act1 = &s.act[..ab];
         let shared = SharedMut::new(out);
         exec.for_ranges(n_out, 4, |_, rows| {
             // Safety: the ranges are disjoint.
             let out = unsafe { shared.slice(rows.clone()) };
-            let end4 = rows.end.min(n4);
-            for r in (rows.start..end4).step_by(4) {
-                let o = r - rows.start;
-                out[o..o + 4].copy_from_slice(&(rows4.dot)(&w.data[r * rb..n_out * rb], rb, act, n_in));
+            let (sets, tail) = quant::streams::schedule::<4>(rows.clone(), quant::streams::STREAMS);
+            for set in sets {
+                // One row per stream (or four consecutive rows): equally spaced.
+                let stride = set[1] - set[0];
+                debug_assert!(set.windows(2).all(|p| p[1] - p[0] == stride));
+                let v = (rows4.dot)(&w.data[set[0] * rb..n_out * rb], stride * rb, act, n_in);
+                for (r, v) in set.into_iter().zip(v) {
+                    out[r - rows.start] = v;
+                }
             }
-            for r in end4.max(rows.start)..rows.end {
+            for r in tail {
                 out[r - rows.start] = kernel(&w.data[r * rb..(r + 1) * rb], act1, n_in);
             }
         });
@@ -182,7 +188,10 @@ pub fn matmul_on(exec: &Exec, w: &Weight, x: &[f32], out: &mut [f32], s: &mut Ma
         let mut t0 = 0;
         while t0 < n_tok {
             let t1 = (t0 + TOKEN_TILE).min(n_tok);
-            for r in rows.clone() {
+            // The rows in `streams::STREAMS` streams, as decode's four-row calls take them
+            // (one-row kernels: decode of types without a four-row kernel, Q4_K and Q6_K).
+            let (sets, tail) = quant::streams::schedule::<4>(rows.clone(), quant::streams::STREAMS);
+            for r in sets.flatten().chain(tail) {
                 let wr = &w.data[r * rb..(r + 1) * rb];
                 let mut t = t0;
                 if let Some(toks8) = toks8 {

@@ -202,7 +202,7 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
             for set in sets {
                 // Prefetching kernels read one stream: the rows `PREFETCH_ROWS` on.
                 let next = set[0] + PREFETCH_ROWS;
-                let ahead = if planes::PASS1_STREAMS == 1 && next + planes::PASS1_ROWS <= rows.end { layout.a_at(next) - layout.a_at(set[0]) } else { 0 };
+                let ahead = if quant::streams::STREAMS == 1 && next + planes::PASS1_ROWS <= rows.end { layout.a_at(next) - layout.a_at(set[0]) } else { 0 };
                 for (r, p) in set.into_iter().zip(pass1_n(&set.map(a_part), ahead, x)) {
                     let i = r - rows.start;
                     bound.put(p, &mut est[i], &mut err[i]);

@@ -39,6 +39,7 @@ mod q5_k;
 mod q6_k;
 mod q8;
 mod q8_k;
+pub mod streams;
 #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
 mod relaxed;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -257,11 +258,12 @@ pub fn kernel_tier() -> &'static str {
     "scalar"
 }
 
-/// Four dots at once: four consecutive weight rows (`w`, `row_bytes` apart) against one
-/// activation row (prepared, see [`Rows4Kernel`]). `w` may run on past the fourth row: the
-/// bytes after it are the matrix's next rows, the ones the next call will take, and the kernel
-/// may read (touch or prefetch) them ahead, but only when `w` holds all four of them, and never
-/// lets them change a result.
+/// Four dots at once: four weight rows (`w`, `row_bytes` apart: consecutive rows, or a row of
+/// each of the caller's streams, `streams::schedule`) against one activation row (prepared,
+/// see [`Rows4Kernel`]). `w` may run on past the fourth row: where the rows are consecutive,
+/// the bytes after it are the matrix's next rows, the ones the next call will take, and the
+/// kernel may prefetch them (AVX2's), but only when `w` holds all four of them, and never lets
+/// them change a result.
 pub type VecDotRows4 = fn(w: &[u8], row_bytes: usize, act: &[u8], n: usize) -> [f32; 4];
 
 /// Four dots at once: one weight row against four consecutive activation rows (`act`,
@@ -301,8 +303,8 @@ pub fn activation_scales4_at(scales: &[f32], t: usize, n: usize) -> &[f32] {
     }
 }
 
-/// A decode kernel for one weight type: `dot` computes four consecutive weight rows
-/// (`row_bytes` apart) against one activation row: the quantized row itself, or, where `prep`
+/// A decode kernel for one weight type: `dot` computes four weight rows (`row_bytes` apart)
+/// against one activation row: the quantized row itself, or, where `prep`
 /// is set, what `prep` made of it once per matmul (work every group of rows would otherwise
 /// repeat: the relaxed tier's 7-bit split, offset sums, f32 scales). Lane k is bit-identical to
 /// `vec_dot` of row k.

@@ -473,13 +473,13 @@ pub type Pass1Kernel = fn(a: &[u8], x: &PlanesAct) -> Pass1;
 /// of the matrix, so SIMD twins can load 16 bytes at a time).
 pub type FullRowKernel = fn(a: &[u8], b: &[u8], x: &PlanesAct) -> f32;
 
-/// Rows per call of a [`Pass1RowsKernel`] (a multiple of 4 and of [`PASS1_STREAMS`]).
+/// Rows per call of a [`Pass1RowsKernel`] (a multiple of 4 and of `streams::STREAMS`).
 pub const PASS1_ROWS: usize = 8;
 
 /// Pass 1 of [`PASS1_ROWS`] rows, each `rows[k]` one row's `A` part, computed in that order
 /// ([`pass1_schedule`] picks them); `ahead` (bytes from `rows[0]`, 0 for none) is where the
 /// caller's next call reads, for kernels that prefetch (AVX2's, whose rows are consecutive;
-/// the wasm kernel has no prefetch and reads [`PASS1_STREAMS`] streams instead).
+/// the wasm kernel has no prefetch and reads `streams::STREAMS` streams instead).
 pub type Pass1RowsKernel = fn(rows: &[&[u8]; PASS1_ROWS], ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS];
 
 /// Pass 1 of [`PASS1_ROWS`] rows, one at a time (the scalar reference of the many-row kernels).
@@ -487,33 +487,10 @@ pub fn pass1_rows(rows: &[&[u8]; PASS1_ROWS], _ahead: usize, x: &PlanesAct) -> [
     rows.map(|a| pass1_row(a, x))
 }
 
-/// How many ascending streams of rows one call of the many-row kernel reads from, its rows
-/// taken in turn from each (`pass1_schedule`). wasm has no prefetch instruction, and one
-/// thread's wasm pass 1 waited on memory reading its rows as one stream: the hardware
-/// prefetchers ran too little ahead of it (in a Chromium `perf` profile on an Intel VM about half of
-/// pass 1's samples sat on its first loads of a row's lines). Four streams, as the membw
-/// probe's four-stream loop reads, keep more lines in flight: 1.2–1.4× pass 1's streamed
-/// speed there, in cache the same. AVX2 prefetches its next rows, one stream.
-#[cfg(target_arch = "wasm32")]
-pub const PASS1_STREAMS: usize = 4;
-#[cfg(not(target_arch = "wasm32"))]
-pub const PASS1_STREAMS: usize = 1;
-
-/// The rows of each many-row kernel call over the rows `range` (in calls order), and the rows
-/// left over for the one-row kernel: the range's first `PASS1_ROWS·calls` rows cut into
-/// [`PASS1_STREAMS`] consecutive spans, each call taking the next `PASS1_ROWS / PASS1_STREAMS`
-/// rows of every span in turn (one stream: consecutive rows).
+/// The rows of each many-row kernel call over the rows `range` (in call order), and the rows
+/// left over for the one-row kernel: `streams::schedule` with this build's `streams::STREAMS`.
 pub fn pass1_schedule(range: core::ops::Range<usize>) -> (impl Iterator<Item = [usize; PASS1_ROWS]>, core::ops::Range<usize>) {
-    schedule(range, PASS1_STREAMS)
-}
-
-/// [`pass1_schedule`] for `streams` streams (a divisor of `PASS1_ROWS`).
-fn schedule(range: core::ops::Range<usize>, streams: usize) -> (impl Iterator<Item = [usize; PASS1_ROWS]>, core::ops::Range<usize>) {
-    let per = PASS1_ROWS / streams;
-    let calls = range.len() / PASS1_ROWS;
-    let (start, span) = (range.start, calls * per);
-    let sets = (0..calls).map(move |c| core::array::from_fn(|k| start + (k % streams) * span + c * per + k / streams));
-    (sets, start + calls * PASS1_ROWS..range.end)
+    super::streams::schedule::<PASS1_ROWS>(range, super::streams::STREAMS)
 }
 
 /// The exact dots of four consecutive rows of a group: `A` parts at `a[k·ra..]`, `B` parts at
@@ -681,7 +658,7 @@ mod tests {
                     }
                 }
                 for (streams, range) in [(1, 0..n_out), (2, 1..n_out), (4, 0..n_out), (4, 3..n_out.saturating_sub(1).max(3))] {
-                    for set in schedule(range, streams).0 {
+                    for set in crate::quant::streams::schedule::<PASS1_ROWS>(range, streams).0 {
                         for (k, g) in pass1_n(&set.map(a_part), 0, &x).iter().enumerate() {
                             assert_eq!(bits(g), bits(&pass1_row(a_part(set[k]), &x)), "case {case} act {k} row {} of {set:?}", set[k]);
                         }
@@ -702,35 +679,6 @@ mod tests {
                     assert_eq!(bits(&p), bits(&ps), "case {case} act {k} row {r}");
                     let a = &planes[layout.a_at(r)..];
                     assert_eq!(bits1(full(a, b, &x)), bits1(full_row(a, b, &x)), "case {case} act {k} row {r}");
-                }
-            }
-        }
-    }
-
-    /// Every schedule covers its range once: each row in one call or in the tail, the calls'
-    /// rows in `streams` ascending runs.
-    #[test]
-    fn pass1_schedules_cover_each_row_once() {
-        for streams in [1, 2, 4, 8] {
-            for range in [0..0, 0..7, 0..8, 5..29, 0..262_144, 100..1000] {
-                let (sets, tail) = schedule(range.clone(), streams);
-                let mut seen = vec![0u8; range.end];
-                let mut calls = Vec::new();
-                for set in sets {
-                    calls.push(set);
-                    for r in set {
-                        seen[r] += 1;
-                    }
-                }
-                for r in tail.clone() {
-                    seen[r] += 1;
-                }
-                assert!(seen[..range.start].iter().all(|&n| n == 0) && seen[range.clone()].iter().all(|&n| n == 1), "{streams} {range:?}");
-                assert_eq!(tail.len(), range.len() % PASS1_ROWS);
-                // Stream j's rows, call after call, ascend one by one.
-                for j in 0..streams {
-                    let run: Vec<usize> = calls.iter().flat_map(|s| s.iter().skip(j).step_by(streams).copied()).collect();
-                    assert!(run.windows(2).all(|w| w[1] == w[0] + 1), "{streams} {range:?} stream {j}");
                 }
             }
         }

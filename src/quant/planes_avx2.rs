@@ -169,7 +169,7 @@ unsafe fn pair_dot(v: __m256i, q_lo: __m256i, q_hi: __m256i) -> __m256i {
 /// lanes in the scalar kernel's order (no FMA: a product, then a sum, as `pass1_row`).
 ///
 /// `ahead` is where the next call's rows start, in bytes from `rows[0]` (0: none; the rows
-/// are consecutive, `planes::PASS1_STREAMS`): the call prefetches the eight A parts from
+/// are consecutive, `streams::STREAMS`): the call prefetches the eight A parts from
 /// there a slice per block, as the hardware prefetcher alone leaves pass 1 waiting on memory
 /// (a prefetch never faults, past the end of the matrix included).
 #[target_feature(enable = "avx2,f16c")]

@@ -405,7 +405,7 @@ unsafe fn scales4(p: *const u8, ra: usize, blk: usize) -> v128 {
 }
 
 /// Pass 1 of [`PASS1_ROWS`] rows (`rows[k]`: row k's A part), one after the other
-/// (`row_sums`), in the order given: the caller interleaves rows of `planes::PASS1_STREAMS`
+/// (`row_sums`), in the order given: the caller interleaves rows of `streams::STREAMS`
 /// streams (`planes::pass1_schedule`; wasm has no prefetch, `_ahead` is for the kernels that
 /// do). The constants and checks are made once for all the rows, and four rows' sums are
 /// totalled together (`lanes_total4`): a row of Gemma 3's head is only 20 blocks, and per-row

@@ -43,7 +43,7 @@ use super::q8::Q8_0_BYTES;
 use super::q8_k::{Q8KBlock, BSUMS_AT, Q8_K_BYTES, QK_K, QS_AT};
 use super::simd128::{
     blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, f16x4_at_k, high_nibbles, hsum, ld, ld_f32x4, opaque, q6_k_unsigned_k,
-    qh_at, qh_bits16_k, reduce4, rows4_of, store4, swizzle, Ahead, NibMasks, F16K, QhK,
+    qh_at, qh_bits16_k, reduce4, rows4_of, store4, swizzle, NibMasks, F16K, QhK,
 };
 
 const QK: usize = 32;
@@ -91,13 +91,10 @@ pub(super) fn prep_q8_0(a: &[u8], n: usize, out: &mut Vec<u8>) {
 pub(super) fn rows4_q8_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
     let (nb, wb) = (n / QK, Q8_0_BYTES);
     let r = rows4_of(w, rb, nb * wb);
-    let ahead = Ahead::new(w, rb, nb * wb);
-    let mut sink = 0;
     let p = &p[..nb * PREP_Q8_0];
     let zero = i32x4_splat(0);
     let mut acc = f32x4_splat(0.0);
     for i in 0..nb {
-        sink = ahead.touch::<Q8_0_BYTES>(i, sink);
         let y = &p[i * PREP_Q8_0..(i + 1) * PREP_Q8_0];
         let x = blocks4(&r, i, wb);
         let s = if y[68] != 0 {
@@ -117,7 +114,6 @@ pub(super) fn rows4_q8_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
         let dy = f32x4_splat(read_f32(y, 64));
         acc = f32x4_add(acc, comb_q8_0(f32x4_convert_i32x4(s), dx, dy));
     }
-    Ahead::finish(sink);
     store4(acc)
 }
 
@@ -218,12 +214,9 @@ fn rows4_unsigned_family<const WB: usize>(
 ) -> [f32; 4] {
     let (k, f16k) = (NibK::new(), F16K::hoisted());
     let r = rows4_of(w, rb, nb * WB);
-    let ahead = Ahead::new(w, rb, nb * WB);
-    let mut sink = 0;
     let p = &p[..nb * PREP_UNSIGNED];
     let mut acc = f32x4_splat(0.0);
     for i in 0..nb {
-        sink = ahead.touch::<WB>(i, sink);
         let y = &p[i * PREP_UNSIGNED..(i + 1) * PREP_UNSIGNED];
         let (al, ah) = (ld(y, 0), ld(y, 16));
         let x = blocks4(&r, i, WB);
@@ -237,7 +230,6 @@ fn rows4_unsigned_family<const WB: usize>(
         let dy = f32x4_splat(read_f32(y, 36));
         acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
     }
-    Ahead::finish(sink);
     store4(acc)
 }
 

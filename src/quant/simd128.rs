@@ -687,64 +687,13 @@ pub(super) fn rows4_of(w: &[u8], rb: usize, len: usize) -> [&[u8]; 4] {
     [&w[..len], &w[rb..rb + len], &w[2 * rb..2 * rb + len], &w[3 * rb..3 * rb + len]]
 }
 
-/// Touch-ahead for the rows4 kernels. wasm has no prefetch instruction, so each block step also
-/// loads one u32 per 64-byte line of the next `4 * WB` bytes of the *next* call's four rows (the
-/// `4 * rb` bytes after this call's, which the matmul passes in the same slice): plain loads
-/// whose values only feed `sink` (kept alive by `finish`, never by the results, which stay
-/// bit-identical), walking the next rows as one sequential stream a call ahead. (Touching the
-/// same block of each next row instead, four more streams, measured slower on 2048-wide Q5_0
-/// rows.) When the slice does not hold the next four rows (the matrix's last group, a caller
-/// passing exactly four rows), the touches go to the call's own rows: cache hits, the same
-/// instructions, no branch in the loop.
-pub(super) struct Ahead<'a> {
-    t: &'a [u8],
-    len: usize,
-}
-
-impl<'a> Ahead<'a> {
-    /// For a rows4 call on `w` (four rows `rb` bytes apart, each `len` bytes used; whatever
-    /// follows the fourth row is the next rows of the matrix).
-    #[inline(always)]
-    pub(super) fn new(w: &'a [u8], rb: usize, len: usize) -> Self {
-        let t = if w.len() >= 8 * rb { &w[4 * rb..] } else { w };
-        // Every touch of `touch` lies in `t`'s first 4 * len bytes.
-        assert!(len <= rb && t.len() >= 3 * rb + len);
-        Ahead { t, len }
-    }
-
-    /// Touches the `4 * WB` bytes at `4 * WB * i` of the four rows, taken as one contiguous
-    /// span (the next call's rows are consecutive): one sequential stream one call ahead,
-    /// block step by block step; `sink` collects the loaded words.
-    #[inline(always)]
-    pub(super) fn touch<const WB: usize>(&self, i: usize, sink: u32) -> u32 {
-        // ceil(4 WB / 64) touches `4 WB / per` apart cover every 64-byte line of the step.
-        let per = (4 * WB).div_ceil(64);
-        let step = 4 * WB / per;
-        assert!((i + 1) * WB <= self.len);
-        let mut s = sink;
-        for j in 0..per {
-            let at = 4 * WB * i + j * step;
-            // SAFETY: at + 4 <= 4 * WB * (i + 1) <= 4 * len (the assert above; step >= 4) and
-            // 4 * len <= t.len() (`new`'s assert, len <= rb).
-            s |= unsafe { (self.t.as_ptr().add(at) as *const u32).read_unaligned() };
-        }
-        s
-    }
-
-    /// Keeps the touches: their loaded words must look used, or the compiler drops the loads.
-    #[inline(always)]
-    pub(super) fn finish(sink: u32) {
-        core::hint::black_box(sink);
-    }
-}
-
 /// Block `i` (`wb` bytes) of each of four rows.
 #[inline(always)]
 pub(super) fn blocks4<'a>(r: &[&'a [u8]; 4], i: usize, wb: usize) -> [&'a [u8]; 4] {
     core::array::from_fn(|k| &r[k][i * wb..(i + 1) * wb])
 }
 
-/// Four weight rows (`w`, consecutive, `rb` bytes apart, then the next rows: `Ahead`) × one
+/// Four weight rows (`w`, `rb` bytes apart) × one
 /// Q8_0 activation row. `unpack(block)` gives the block's 32 weight quants as two i8x16
 /// (elements 0..16, 16..32); `WB` is the block's size.
 #[inline(always)]
@@ -757,13 +706,10 @@ fn rows4_q8_0_family<const WB: usize>(
     comb: impl Fn(v128, v128, v128) -> v128,
 ) -> [f32; 4] {
     let r = rows4_of(w, rb, nb * WB);
-    let ahead = Ahead::new(w, rb, nb * WB);
-    let mut sink = 0;
     let a = &a[..nb * Q8_0_BYTES];
     let f16k = F16K::hoisted();
     let mut acc = f32x4_splat(0.0);
     for i in 0..nb {
-        sink = ahead.touch::<WB>(i, sink);
         let y = &a[i * Q8_0_BYTES..(i + 1) * Q8_0_BYTES];
         let p = widen2(ld(y, 2), ld(y, 18));
         let [x0, x1, x2, x3] = blocks4(&r, i, WB);
@@ -776,7 +722,6 @@ fn rows4_q8_0_family<const WB: usize>(
         let dy = f32x4_splat(read_f16(y, 0));
         acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
     }
-    Ahead::finish(sink);
     store4(acc)
 }
 

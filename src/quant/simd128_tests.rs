@@ -238,8 +238,8 @@ fn dequantizers_match_scalar_bits() {
 }
 
 /// Rows in the weight matrices of `x4_kernels_match_scalar_bits`: rows4 runs on the slices from
-/// row 0 (the next four rows follow: touched ahead), from row 4 (seven rows: too few to touch)
-/// and from row 7 (the last four rows exactly, as the matmul's last group).
+/// row 0 (the next four rows follow), from row 4 (seven rows) and from row 7 (the last four
+/// rows exactly, as the matmul's last group).
 const X4_ROWS: usize = 11;
 
 /// The four-at-once kernels (matmul): lane k of rows4 = scalar(W[k], a), lane k of toks4 =
@@ -317,9 +317,10 @@ fn x4_kernels_match_scalar_bits() {
 fn matmul_x4_matches_scalar_bits() {
     use crate::ops::matmul::{matmul, MatmulScratch, Weight};
     let mut rng = Rng(5);
-    // 7 rows: one group of four (nothing to touch ahead) and three single rows; 13: groups whose
-    // next rows are touched ahead, a last group that has none, one single row.
-    for (ty, n_out) in [Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, Q5_K].into_iter().flat_map(|t| [(t, 7), (t, 13)]) {
+    // 7 rows: one call of four and three single rows; 13 and 70: calls taking a row of each
+    // stream (`streams::schedule`; natively, consecutive rows whose next rows are prefetched
+    // but for the last call's), then single rows.
+    for (ty, n_out) in [Q4_0, Q5_0, Q8_0, Q4_K, Q6_K, Q5_K].into_iter().flat_map(|t| [(t, 7), (t, 13), (t, 70)]) {
         let n_in = 512;
         let rb = blocks(ty, n_in);
         let mut data = rng.bytes(rb * n_out);
@@ -481,11 +482,11 @@ fn kernel_throughput() {
 
 /// Benchmark, not a test (prints, asserts nothing about speed; ignored by default, run with
 /// `cargo test --target wasm32-unknown-unknown --lib -- --include-ignored rows4_stream`): the
-/// decode kernels (`rows4`) over 64 MB of weights (beyond every cache), each call handed the
-/// matrix to its end (as `ops::matmul` does: the next rows are touched ahead) or cut to its four
-/// rows (no touch), and over the first 256 KB again and again (in cache: what the kernel costs
-/// when it never waits on memory), alternated, beside the one-row kernel and a plain
-/// four-stream read of the same bytes.
+/// decode kernels (`rows4`) over 64 MB of weights (beyond every cache), their calls taking
+/// consecutive rows (one stream) or a row of each of `streams::STREAMS` streams (as
+/// `ops::matmul` does, `streams::schedule`), and over the first 256 KB again and again (in
+/// cache: what the kernel costs when it never waits on memory), alternated, beside the one-row
+/// kernel and a plain four-stream read of the same bytes.
 #[wasm_bindgen_test]
 #[ignore]
 fn rows4_stream_throughput() {
@@ -509,6 +510,7 @@ fn rows4_stream_throughput() {
         let mut prep = Vec::new();
         let act = rows4.as_ref().map(|k| k.prepare(&a, n, &mut prep));
         let (mut t_on, mut t_off, mut t_cache, mut t_probe, mut t_one) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut t_one4 = Vec::new();
         let one = vec_dot_kernel(ty).unwrap();
         let mut sink = 0f32;
         for _ in 0..5 {
@@ -517,15 +519,26 @@ fn rows4_stream_throughput() {
                 sink += one(&w[r * rb..(r + 1) * rb], &a, n);
             }
             t_one.push(now() - t0);
-            for ahead in [true, false] {
+            let t0 = now();
+            let (sets, tail) = super::streams::schedule::<4>(0..rows, super::streams::STREAMS);
+            for r in sets.flatten().chain(tail) {
+                sink += one(&w[r * rb..(r + 1) * rb], &a, n);
+            }
+            t_one4.push(now() - t0);
+            for streamed in [true, false] {
                 let (Some(rows4), Some(act)) = (&rows4, act) else { break };
                 let t0 = now();
-                for r in (0..rows).step_by(4) {
-                    let wr = if ahead { &w[r * rb..] } else { &w[r * rb..(r + 4) * rb] };
-                    sink += (rows4.dot)(wr, rb, act, n)[0];
+                if streamed {
+                    for set in super::streams::schedule::<4>(0..rows, super::streams::STREAMS).0 {
+                        sink += (rows4.dot)(&w[set[0] * rb..], (set[1] - set[0]) * rb, act, n)[0];
+                    }
+                } else {
+                    for r in (0..rows).step_by(4) {
+                        sink += (rows4.dot)(&w[r * rb..], rb, act, n)[0];
+                    }
                 }
                 let dt = now() - t0;
-                if ahead { t_on.push(dt) } else { t_off.push(dt) }
+                if streamed { t_on.push(dt) } else { t_off.push(dt) }
             }
             if let (Some(rows4), Some(act)) = (&rows4, act) {
                 // In cache: the first 256 KB's rows again and again, as many bytes in all.
@@ -559,14 +572,14 @@ fn rows4_stream_throughput() {
             v[v.len() / 2]
         };
         let gb = |ms: f64| w.len() as f64 / ms / 1e6;
-        let (probe, one) = (med(&mut t_probe), med(&mut t_one));
+        let (probe, one, one4) = (med(&mut t_probe), med(&mut t_one), med(&mut t_one4));
         let four = if t_on.is_empty() {
             "no four-row kernel".to_string()
         } else {
             let (on, off, cache) = (med(&mut t_on), med(&mut t_off), med(&mut t_cache));
-            format!("rows4 touch-ahead {:>5.2} GB/s, no touch {:>5.2} GB/s ({:.2}x), in cache {:>5.2} GB/s", gb(on), gb(off), off / on, gb(cache))
+            format!("rows4 {} streams {:>5.2} GB/s, one stream {:>5.2} GB/s ({:.2}x), in cache {:>5.2} GB/s", super::streams::STREAMS, gb(on), gb(off), off / on, gb(cache))
         };
-        log(&format!("{:<5} n={n:>5} {:>3} MB: {four}; one-row kernel {:>5.2} GB/s; four-stream read {:>5.2} GB/s", ty.to_string(), w.len() >> 20, gb(one), gb(probe)));
+        log(&format!("{:<5} n={n:>5} {:>3} MB: {four}; one-row kernel {:>5.2} GB/s ({} streams {:>5.2}); four-stream read {:>5.2} GB/s", ty.to_string(), w.len() >> 20, gb(one), super::streams::STREAMS, gb(one4), gb(probe)));
     }
 }
 
@@ -575,12 +588,13 @@ fn rows4_stream_throughput() {
 /// groups read again and again (in cache): whether pass 1 waits on memory or on its
 /// instructions; and over rows 2560 wide in cache: the part of a row's time that does not grow
 /// with its length. Each alternates the rows of a call taken consecutively (one stream) with
-/// `pass1_schedule`'s (`PASS1_STREAMS` streams), and the scales' checked conversion (what a
+/// `pass1_schedule`'s (`streams::STREAMS` streams), and the scales' checked conversion (what a
 /// head with an Inf or NaN scale gets) with the unchecked one (`finite_scales`).
 #[wasm_bindgen_test]
 #[ignore]
 fn pass1_stream_throughput() {
-    use super::planes::{kernels, pass1_schedule, PlaneLayout, PlanesAct, PASS1_ROWS, PASS1_STREAMS, GROUP};
+    use super::planes::{kernels, pass1_schedule, PlaneLayout, PlanesAct, PASS1_ROWS, GROUP};
+    use super::streams::STREAMS;
     let mut rng = Rng(11);
     let (_, pass1_n, _) = kernels();
     for (n_in, rows) in [(640, 131072usize), (640, 2 * GROUP), (2560, 2 * GROUP / 4)] {
@@ -629,7 +643,7 @@ fn pass1_stream_throughput() {
             t.sort_by(|a, b| a.partial_cmp(b).unwrap());
             let ms = t[t.len() / 2];
             let bytes = (reps * rows * ra) as f64;
-            log(&format!("pass1 n_in {n_in} {rows:>6} rows ({:>3} MB), {what:<27} ({PASS1_STREAMS} streams): {:.2} ms, {:.2} GB/s of pass-1 bytes, {:.1} ns/row", (rows * row) >> 20, ms, bytes / ms / 1e6, ms * 1e6 / (reps * rows) as f64));
+            log(&format!("pass1 n_in {n_in} {rows:>6} rows ({:>3} MB), {what:<27} ({STREAMS} streams): {:.2} ms, {:.2} GB/s of pass-1 bytes, {:.1} ns/row", (rows * row) >> 20, ms, bytes / ms / 1e6, ms * 1e6 / (reps * rows) as f64));
         }
     }
 }
