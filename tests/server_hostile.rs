@@ -158,3 +158,45 @@ fn a_prefill_past_its_time_limit_fails_and_the_queue_moves_on() {
     }
     assert_eq!(failed(), 2);
 }
+
+/// A streamed answer the client does not read is not buffered without bound in the server: the
+/// inference thread waits for the reader (its event channel holds `EVENTS_IN_FLIGHT` steps),
+/// and the answer completes, whole, once the client reads. (Before, the thread ran the whole
+/// generation into an unbounded channel: an unread `n = 128` stream with top logprobs grew the
+/// server's memory by well over 100 MB.)
+#[test]
+fn an_unread_stream_holds_its_generation_back_and_completes_once_read() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let s = start_server(&model(), |_| {});
+    let a = s.addr();
+    // ~100 steps × 128 choices, each chunk over a kilobyte with 20 top logprobs: far more than
+    // the socket buffers of both ends hold.
+    let body = json!({"messages": [{"role": "user", "content": "a"}], "max_tokens": 100, "n": 128, "temperature": 1.0, "seed": 7, "logprobs": true, "top_logprobs": 20, "stream": true}).to_string();
+    let post = || send(a, "POST", "/v1/chat/completions", &[("Content-Type", "application/json")], body.as_bytes());
+    let stats = s.queue_stats();
+    let done = |n: u64| {
+        let t = Instant::now();
+        while stats.completed.load(Relaxed) < n && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stats.completed.load(Relaxed)
+    };
+    let whole = |c: TcpStream| {
+        let r = read_response(c).unwrap();
+        assert_eq!(r.status, 200);
+        let text = r.text();
+        assert!(text.trim_end().ends_with("data: [DONE]"), "{}", &text[text.len().saturating_sub(300)..]);
+        text.matches("\"finish_reason\":\"length\"").count() + text.matches("\"finish_reason\":\"stop\"").count()
+    };
+    // Read at once: how long the generation takes.
+    let t0 = Instant::now();
+    assert_eq!(whole(post()), 128, "every choice finished");
+    let took = t0.elapsed();
+    assert_eq!(done(1), 1);
+    // Unread for twice that (and a second more): the generation is still waiting for its reader.
+    let c = post();
+    std::thread::sleep(2 * took + Duration::from_secs(1));
+    assert_eq!((stats.running.load(Relaxed), stats.completed.load(Relaxed)), (1, 1), "the generation waits for its reader (it took {took:?} read at once)");
+    assert_eq!(whole(c), 128, "every choice finished");
+    assert_eq!(done(2), 2);
+}

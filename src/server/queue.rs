@@ -12,7 +12,10 @@
 //!
 //! Each job carries the sending half of its event channel. When the client goes away, hyper
 //! drops the receiving half; the thread checks for that before a job starts and between every
-//! prefill chunk and decode step, and stops the generation.
+//! prefill chunk and decode step, and stops the generation. The channel holds at most
+//! [`EVENTS_IN_FLIGHT`] events: a client that reads its stream slowly holds the generation back
+//! (the thread waits to send) instead of having every unread step buffered in the server's
+//! memory; one that stops reading is cut by the send timeout, which ends the wait.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -39,13 +42,22 @@ pub enum Event {
     Failed(ApiError),
 }
 
+/// Events a request's channel holds before the inference thread waits for its reader (a few
+/// seconds of decode ahead of a slow client; each is one step's text and log probabilities).
+pub const EVENTS_IN_FLIGHT: usize = 64;
+
+/// A request's event channel (bounded: [`EVENTS_IN_FLIGHT`]).
+pub fn events() -> (mpsc::Sender<Event>, mpsc::Receiver<Event>) {
+    mpsc::channel(EVENTS_IN_FLIGHT)
+}
+
 pub struct Job {
     pub request: GenerateRequest,
     /// Refuse prompts with more tokens (`context_length_exceeded`).
     pub max_prompt_tokens: usize,
     /// Fail the request (`prefill_timeout`) when its prefill runs longer.
     pub max_prefill: Option<std::time::Duration>,
-    pub events: mpsc::UnboundedSender<Event>,
+    pub events: mpsc::Sender<Event>,
     pub enqueued: Instant,
 }
 
@@ -157,7 +169,7 @@ fn worker(mut host: Host, mut rx: mpsc::Receiver<Job>, stats: Arc<QueueStats>) {
                     .map(|s| s.to_string())
                     .or_else(|| p.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".into());
-                let _ = job.events.send(Event::Failed(ApiError::internal(format!("the engine panicked: {msg}"))));
+                let _ = job.events.blocking_send(Event::Failed(ApiError::internal(format!("the engine panicked: {msg}"))));
                 Outcome::Failed
             }
         };
@@ -177,7 +189,7 @@ fn run(host: &mut Host, job: &Job) -> Outcome {
     let tx = &job.events;
     let fail = |host: &mut Host, e: ApiError| {
         host.generate_cancel();
-        let _ = tx.send(Event::Failed(e));
+        let _ = tx.blocking_send(Event::Failed(e));
         Outcome::Failed
     };
     let queue_ms = job.enqueued.elapsed().as_secs_f64() * 1000.0;
@@ -189,7 +201,7 @@ fn run(host: &mut Host, job: &Job) -> Outcome {
         let msg = format!("the prompt has {} tokens; this server allows at most {}", started.prompt_tokens, job.max_prompt_tokens);
         return fail(host, ApiError { param: Some(job.request.input_param().into()), ..ApiError::invalid("context_length_exceeded", msg) });
     }
-    if tx.send(Event::Started { prompt_tokens: started.prompt_tokens }).is_err() {
+    if tx.blocking_send(Event::Started { prompt_tokens: started.prompt_tokens }).is_err() {
         host.generate_cancel();
         return Outcome::Cancelled;
     }
@@ -225,7 +237,7 @@ fn run(host: &mut Host, job: &Job) -> Outcome {
         choice = ev.choice;
         if opens || !ev.text.is_empty() || !ev.logprobs.is_empty() || !ev.tool_calls.is_empty() || ev.choice_finish_reason.is_some() {
             let step = StepChunk { choice: ev.choice, text: ev.text, logprobs: ev.logprobs, tool_calls: ev.tool_calls, finish_reason: ev.choice_finish_reason.map(str::to_string) };
-            let _ = tx.send(Event::Text(step));
+            let _ = tx.blocking_send(Event::Text(step));
         }
         if done {
             break;
@@ -233,7 +245,7 @@ fn run(host: &mut Host, job: &Job) -> Outcome {
     }
     match host.generate_end(native_clock()) {
         Ok(result) => {
-            let _ = tx.send(Event::Done { result, queue_ms });
+            let _ = tx.blocking_send(Event::Done { result, queue_ms });
             Outcome::Completed
         }
         Err(e) => fail(host, ApiError::from_host(&e)),

@@ -19,13 +19,12 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use super::conns::RequestMark;
 use super::access::{allowed_origin, check_bearer, check_host, check_origin, cors_headers, preflight_headers};
 use super::errors::ApiError;
 use super::openai::{self, Envelope, Kind, Limits};
-use super::queue::{Event, Job, Queue};
+use super::queue::{self, Event, Job, Queue};
 use super::sse::SseBody;
 use super::{ModelCard, ServerConfig};
 
@@ -215,7 +214,7 @@ async fn completion(st: &State, kind: Kind, req: Request<Incoming>) -> Result<Re
     if request.seed.is_none() {
         request.seed = Some(random_u64());
     }
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, mut rx) = queue::events();
     st.queue.try_submit(Job { request, max_prompt_tokens: st.max_prompt_tokens, max_prefill: st.cfg.max_prefill, events: tx, enqueued: Instant::now() })?;
     let env = Envelope { kind, id: random_id(kind.id_prefix()), created: unix_now(), model: st.card.id.clone(), prompt_chars };
     // Wait for the inference thread to take the request: until then, an error is a plain JSON

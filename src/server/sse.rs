@@ -35,7 +35,7 @@ pub fn done_frame() -> Bytes {
 }
 
 pub struct SseBody {
-    rx: mpsc::UnboundedReceiver<Event>,
+    rx: mpsc::Receiver<Event>,
     /// The chunks, as the protocol shapes them (`crate::protocol::ChunkStream`).
     chunks: ChunkStream,
     out: VecDeque<Bytes>,
@@ -44,7 +44,7 @@ pub struct SseBody {
 
 impl SseBody {
     /// Called after the `Started` event was received (it is rendered here as the first chunk).
-    pub fn new(rx: mpsc::UnboundedReceiver<Event>, env: Envelope, include_usage: bool) -> SseBody {
+    pub fn new(rx: mpsc::Receiver<Event>, env: Envelope, include_usage: bool) -> SseBody {
         let chunks = ChunkStream::new(env, include_usage);
         let out = chunks.start().iter().map(frame).collect();
         SseBody { rx, chunks, out, finished: false }
