@@ -28,7 +28,7 @@ import { fmtMs, fmtTpot, fmtRate, fmtInt, fmtBytes, fmtSpeed, fmtDuration, DASH,
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-let settings = loadSettings(params);
+let settings = loadSettings(params, (url) => window.confirm(`This link asks to send your chats that are not marked Private to ${url}. Allow it?`));
 saveSettings(settings);
 const store = new ConversationStore();
 let conv = store.open || store.create();
@@ -720,6 +720,15 @@ function keptUsage(u) {
   return out;
 }
 
+/** Whether `turn`'s request must stay on this device: Private is on, or (a chat, which sends
+ * the earlier turns along) an earlier turn was sent while it was. A turn sent under Private is
+ * marked so (and stored so): switching Private off later does not let it leave. */
+function staysLocal(turn) {
+  if (settings.private) turn.private = true;
+  if (turn.private) return true;
+  return !turn.raw && conv.turns.slice(0, conv.turns.indexOf(turn)).some((t) => t.private);
+}
+
 async function run(turn) {
   const chat = chatSettings(settings);
   const raw = turn.raw;
@@ -771,7 +780,7 @@ async function run(turn) {
       min_p: chat.min_p,
       repetition_penalty: chat.repetition_penalty,
       stream_options: { include_usage: true },
-      private: settings.private,
+      private: staysLocal(turn),
       signal: ac.signal,
     };
     const stream = raw

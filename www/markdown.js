@@ -8,6 +8,10 @@
 //   - images are never fetched (a remote image would leak the conversation's existence and
 //     defeat "Private"): they show as their alt text and URL;
 //   - code blocks get a header with the language and a Copy button.
+// Hostile text must not break the tab either: nesting stops growing at MAX_DEPTH (each `>` or
+// `*_` opens one more element, and a few thousand of them crashed Chromium's renderer), and past
+// MARKDOWN_MAX_CHARS an answer's rest is shown as plain text (smd slows down quadratically on
+// runs of `*`, backticks or `[a](`: 64 Ki of them ~0.25 s, 200 Ki 10–30 s).
 //
 //   const r = new StreamRenderer(element);
 //   r.push(delta); ... r.end();
@@ -15,6 +19,12 @@
 import * as smd from './vendor/smd.js';
 
 const SAFE_LINK = /^(https?:|mailto:)/i;
+
+/** Elements nested deeper than this are not made: their content goes into the deepest one. */
+export const MAX_DEPTH = 64;
+
+/** Characters of an answer rendered as Markdown; the rest is shown as plain text. */
+export const MARKDOWN_MAX_CHARS = 64 * 1024;
 
 function safeHref(value) {
   try {
@@ -67,6 +77,11 @@ function renderer(root) {
     add_token(d, type) {
       const parent = d.nodes[d.index];
       let slot;
+      if (type !== T.Document && d.index >= MAX_DEPTH) {
+        // Too deep: the token's content joins its parent (end_token pops this entry).
+        d.nodes[++d.index] = parent;
+        return;
+      }
       switch (type) {
         case T.Document:
           return;
@@ -160,13 +175,35 @@ export class StreamRenderer {
     root.append(holder);
     this.root = holder;
     this.parser = smd.parser(renderer(holder));
+    this.chars = 0;
+    this.plain = null; // the plain-text tail past MARKDOWN_MAX_CHARS
   }
 
   push(text) {
-    if (text) smd.parser_write(this.parser, text);
+    if (!text) return;
+    if (this.plain) {
+      this.plain.append(text);
+      return;
+    }
+    let room = MARKDOWN_MAX_CHARS - this.chars;
+    if (text.length <= room) {
+      this.chars += text.length;
+      smd.parser_write(this.parser, text);
+      return;
+    }
+    // Never split a surrogate pair between the two parts.
+    const c = text.charCodeAt(room - 1);
+    if (room > 0 && c >= 0xd800 && c <= 0xdbff) room -= 1;
+    if (room > 0) smd.parser_write(this.parser, text.slice(0, room));
+    this.chars = MARKDOWN_MAX_CHARS;
+    smd.parser_end(this.parser);
+    this.plain = document.createElement('div');
+    this.plain.className = 'md-plain';
+    this.root.append(this.plain);
+    this.plain.append(text.slice(room));
   }
 
   end() {
-    smd.parser_end(this.parser);
+    if (!this.plain) smd.parser_end(this.parser);
   }
 }

@@ -29,8 +29,30 @@ const MIME = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; cha
 // same-origin, and a server the router talks to answers with CORS.
 const ISOLATION = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp', 'Cross-Origin-Resource-Policy': 'same-origin' };
 const ALLOWED = ['www/', 'pkg/', 'models/'];
+// Host names this server answers to on a loopback address: a page on another name that
+// resolves here (DNS rebinding) gets 403, so it cannot read the files through the page's
+// origin. (Bound to another address, on purpose, any name goes.)
+const LOOPBACK = ['127.0.0.1', 'localhost', '[::1]', '::1'];
+const HOSTS = LOOPBACK.includes(host) ? new Set(LOOPBACK) : null;
+
+/** The file a request path names, or null: the decoded path resolved first, then required to
+ * lie under one of ALLOWED (an encoded `..%2f` no longer slips past the check), or a VENDOR
+ * entry. */
+function fileFor(rel) {
+  if (VENDOR[rel]) return path.join(root, VENDOR[rel]);
+  const file = path.resolve(root, rel);
+  const inside = path.relative(root, file).split(path.sep).join('/');
+  if (inside.startsWith('..') || path.isAbsolute(inside)) return null;
+  if (!ALLOWED.some((a) => `${inside}/`.startsWith(a))) return null;
+  return rel.endsWith('/') ? path.join(file, 'index.html') : file;
+}
 
 const server = http.createServer((req, res) => {
+  let hostname = null;
+  try {
+    hostname = new URL(`http://${req.headers.host}`).hostname;
+  } catch {}
+  if (HOSTS && !HOSTS.has(hostname)) return send(res, 403, 'unknown host');
   const u = new URL(req.url, 'http://x');
   let rel;
   try {
@@ -42,10 +64,8 @@ const server = http.createServer((req, res) => {
     res.writeHead(302, { Location: `/www/${u.search}`, ...ISOLATION });
     return res.end();
   }
-  if (!ALLOWED.some((a) => rel.startsWith(a))) return send(res, 404, 'not found');
-  let file = path.join(root, VENDOR[rel] || rel);
-  if (!file.startsWith(root + path.sep)) return send(res, 404, 'not found');
-  if (rel.endsWith('/')) file = path.join(file, 'index.html');
+  const file = rel.includes('\0') ? null : fileFor(rel);
+  if (!file) return send(res, 404, 'not found');
   let st;
   try {
     st = fs.statSync(file);

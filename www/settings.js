@@ -1,6 +1,8 @@
 // The page's settings, remembered across reloads in localStorage (this browser only).
 // URL parameters override them for one visit and are then remembered too:
 //   ?model=<gguf url>  &server=<OpenAI base URL>  &mode=<route mode>  &autoload=1 (not stored)
+// A link's server is taken only when it is this machine's (what `./build.sh demo` links to) or
+// when the user confirms it: one visit to a crafted link must not send later chats elsewhere.
 //
 // Two kinds: the page's own (model, KV, memory, routing) and the chat settings, kept per model
 // (system prompt, sampling, max tokens, raw): a catalog model starts from its measured defaults
@@ -91,7 +93,18 @@ export function withChat(s, chat) {
   return { ...s, chat: { ...s.chat, [key]: sanitizeChat(chat, key) } };
 }
 
-export function loadSettings(params = new URLSearchParams(location.search)) {
+/** Whether `url` names this machine (a loopback host). */
+export function isLoopbackUrl(url) {
+  try {
+    return ['127.0.0.1', 'localhost', '[::1]'].includes(new URL(url).hostname);
+  } catch {
+    return false;
+  }
+}
+
+/** The stored settings with the URL's overrides; `confirmServer(url)` decides on a link's server
+ * that is not this machine's (by default it is refused). */
+export function loadSettings(params = new URLSearchParams(location.search), confirmServer = () => false) {
   let stored = {};
   try {
     stored = JSON.parse(localStorage.getItem(KEY) || '{}') || {};
@@ -100,7 +113,8 @@ export function loadSettings(params = new URLSearchParams(location.search)) {
   }
   const s = sanitize(stored);
   if (params.get('model')) s.model_url = params.get('model');
-  if (params.get('server')) s.server_url = params.get('server');
+  const server = params.get('server');
+  if (server && server !== s.server_url && (isLoopbackUrl(server) || confirmServer(server))) s.server_url = server;
   if (params.get('mode') && MODES.includes(params.get('mode'))) s.mode = params.get('mode');
   return s;
 }

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 
 import { ConversationStore, titleFrom } from '../../www/conversations.js';
 import { CATALOG, entryUrl, entryForUrl } from '../../www/catalog.js';
-import { sanitize, sanitizeChat, chatSettings, withChat, chatKey, CUSTOM_CHAT } from '../../www/settings.js';
+import { sanitize, sanitizeChat, chatSettings, withChat, chatKey, CUSTOM_CHAT, loadSettings, saveSettings } from '../../www/settings.js';
 import { scoreAnswer, factScore, isEnglish, repetition } from '../../tools/chat_eval/score.mjs';
 
 /** A localStorage stand-in: a Map with the Storage methods the store uses. */
@@ -80,6 +80,30 @@ test('chat settings are kept per model and start from that model\'s defaults', (
   const c = sanitizeChat({ temperature: '9', top_p: -1, min_p: 'x', repetition_penalty: 0.5, max_tokens: 1e9, raw: 'true' }, CATALOG[0].id);
   assert.deepEqual([c.temperature, c.top_p, c.min_p, c.repetition_penalty, c.max_tokens, c.raw], [2, 0, CATALOG[0].defaults.min_p, 1, 4096, true]);
   assert.deepEqual(Object.keys(sanitize({ chat: { nope: { temperature: 1 }, custom: {} } }).chat), ['custom'], 'unknown models are dropped');
+});
+
+test("a link's server is taken only when it is this machine's or the user confirms it; a link's mode and model apply", () => {
+  const mem = new Map();
+  globalThis.localStorage = { getItem: (k) => mem.get(k) ?? null, setItem: (k, v) => mem.set(k, String(v)) };
+  try {
+    saveSettings({ ...loadSettings(new URLSearchParams('')), server_url: 'http://127.0.0.1:8081/v1' });
+    const q = (s) => new URLSearchParams(s);
+    const asked = [];
+    const refuse = (u) => (asked.push(u), false);
+    const foreign = loadSettings(q('server=https://collector.example/v1&mode=remote-only&model=https://host.example/m.gguf'), refuse);
+    assert.equal(foreign.server_url, 'http://127.0.0.1:8081/v1', 'a refused server is not taken');
+    assert.deepEqual(asked, ['https://collector.example/v1']);
+    assert.equal(foreign.mode, 'remote-only');
+    assert.equal(foreign.model_url, 'https://host.example/m.gguf');
+    assert.equal(loadSettings(q('server=https://collector.example/v1')).server_url, 'http://127.0.0.1:8081/v1', 'refused by default');
+    assert.equal(loadSettings(q('server=https://team.example/v1'), () => true).server_url, 'https://team.example/v1');
+    for (const local of ['http://127.0.0.1:9000/v1', 'http://localhost:9000/v1', 'http://[::1]:9000/v1']) {
+      assert.equal(loadSettings(q(`server=${encodeURIComponent(local)}`), refuse).server_url, local, 'this machine: no question');
+    }
+    assert.equal(asked.length, 1);
+  } finally {
+    delete globalThis.localStorage;
+  }
 });
 
 test('chat_eval scoring: facts, language, repetition', () => {

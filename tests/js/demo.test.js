@@ -424,7 +424,14 @@ test('a hostile answer from the server renders as Markdown (list, table, code) a
   assert.equal(p.badge.target, 'local');
   assert.equal(fake.log.length, sent, 'the server received nothing');
   assert.deepEqual(requests.slice(mark).filter((q) => !q.includes(`//${new URL(web.origin).host}/`)), [], 'Private: no request left the page’s own origin');
+  // Private switched off: the next turn would carry the one sent under Private along, so this
+  // conversation stays here.
   await page.uncheck('#private');
+  const p2 = await ask('And once more?');
+  assert.equal(p2.error, false, JSON.stringify(p2.lastError));
+  assert.equal(p2.badge.target, 'local', 'a conversation with a private turn stays on this device');
+  assert.equal(fake.log.length, sent, 'the server received nothing');
+  assert.ok(await page.evaluate(() => window.edgellmApp.store.open.turns.some((t) => t.private)), 'the private turn is marked (and stored so)');
   await page.fill('#server-url', '');
   await page.click('label[for=mode-prefer-local]');
   report.screenshots.push(await shot('demo-markdown-1280x800.png'));
@@ -576,6 +583,66 @@ test('streamed Markdown is the same DOM however the text is chunked', { skip }, 
   }, text);
   for (const x of r) assert.equal(x.html, r[0].html, 'the same DOM whatever the chunking');
   for (const tag of ['<strong>bold</strong>', '<em>em</em>', '<code>x &lt; 1</code>', '<li>one</li>', '<td> 2 </td>', 'const s = "&lt;i&gt;";']) assert.ok(r[0].html.includes(tag), `${tag} in ${r[0].html}`);
+});
+
+test('www/serve.js serves only www/, pkg/, models/ and the vendored modules, to loopback names', { skip }, async () => {
+  const http = await import('node:http');
+  const { port } = new URL(web.origin);
+  // Raw paths (no client normalization) and Host headers.
+  const get = (p, host = `127.0.0.1:${port}`) =>
+    new Promise((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port, path: p, headers: { host } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  for (const p of ['/www/..%2fREADME.md', '/www/..%2f..%2f..%2fetc%2fpasswd', '/pkg/..%2f.git/HEAD', '/models/..%2fCargo.toml', '/www/%2e%2e/README.md', '/www/../README.md', '/README.md', '/www%2f..%2fREADME.md', '/www/index.html%00.gguf']) {
+    assert.equal(await get(p), 404, p);
+  }
+  for (const p of ['/www/', '/www/index.html', '/www/vendor/smd.js', '/pkg/src/index.js']) assert.equal(await get(p), 200, p);
+  assert.equal(await get('/www/', `localhost:${port}`), 200);
+  assert.equal(await get('/www/', `rebound.example:${port}`), 403, 'a DNS-rebinding name is refused');
+});
+
+test('hostile Markdown neither nests without bound nor stalls the page', { skip }, async () => {
+  const r = await page.evaluate(async () => {
+    const { StreamRenderer, MAX_DEPTH, MARKDOWN_MAX_CHARS } = await import('./markdown.js');
+    const depth = (el) => {
+      let max = 0;
+      for (const walk = document.createTreeWalker(el, NodeFilter.SHOW_ELEMENT); walk.nextNode(); ) {
+        let d = 0;
+        for (let n = walk.currentNode; n !== el; n = n.parentNode) d += 1;
+        max = Math.max(max, d);
+      }
+      return max;
+    };
+    const out = { MAX_DEPTH, MARKDOWN_MAX_CHARS, cases: [] };
+    // Quotes and alternating emphasis nested thousands deep (each crashed the renderer before),
+    // then 200 Ki of characters smd parses in quadratic time, streamed in small pieces.
+    const texts = { quotes: '>'.repeat(5000) + ' deep', spaced: '> '.repeat(3000) + 'deep', emph: '*_'.repeat(6000) + 'deep', stars: '*'.repeat(200 * 1024), ticks: '`'.repeat(100 * 1024) + 'é😀' + 'tail' };
+    for (const [name, t] of Object.entries(texts)) {
+      const root = document.createElement('div');
+      document.body.append(root);
+      const t0 = performance.now();
+      const r = new StreamRenderer(root);
+      for (let i = 0; i < t.length; i += 16) r.push(t.slice(i, i + 16));
+      r.end();
+      const ms = performance.now() - t0;
+      const plain = root.querySelector('.md-plain');
+      out.cases.push({ name, ms, depth: depth(root), text: root.textContent.length, plain: plain ? plain.textContent : null, len: t.length, tail: t.slice(MARKDOWN_MAX_CHARS) });
+      root.remove();
+    }
+    return out;
+  });
+  for (const c of r.cases) {
+    assert.ok(c.depth <= r.MAX_DEPTH + 4, `${c.name}: nesting ${c.depth}`);
+    assert.ok(c.ms < 5000, `${c.name}: ${c.ms} ms`);
+    if (c.len > r.MARKDOWN_MAX_CHARS) assert.equal(c.plain, c.tail, `${c.name}: the rest as plain text, whole`);
+    else assert.equal(c.plain, null, c.name);
+  }
+  assert.ok(r.cases.find((c) => c.name === 'quotes').text > 0, 'the deep text is still shown');
 });
 
 test('a load that fails after a model was loaded says none is loaded now (the engine freed it first)', { skip }, async () => {
