@@ -241,7 +241,11 @@ impl HParams {
 }
 
 fn read_rope_scaling(m: &Meta) -> Result<RopeScaling, ModelError> {
-    let ty = m.h.get_str(&m.key("rope.scaling.type")).map(str::to_owned);
+    // Present but not a string is a broken file (llama.cpp refuses it), never linear by default.
+    let ty = match m.h.get(&m.key("rope.scaling.type")) {
+        None => None,
+        Some(v) => Some(v.as_str().ok_or_else(|| m.bad("rope.scaling.type", "not a string"))?.to_owned()),
+    };
     let factor = m.opt_f32("rope.scaling.factor", Range::Any)?;
     let legacy = m.opt_f32("rope.scale_linear", Range::Any)?;
     // The positions are divided by the factor: its reciprocal must be finite too.
@@ -432,6 +436,12 @@ mod tests {
             ("rope.scaling.original_context_length", Value::U32(8192)),
         ];
         assert!(matches!(HParams::from_header(&header("llama", &l3), 100).unwrap().rope_scaling, RopeScaling::Llama3 { .. }));
+        // A type that is not a string is a broken file, not linear by default (llama.cpp too).
+        for ty in [Value::U32(1), Value::Array(crate::gguf::Array::String(vec!["yarn".into()]))] {
+            let bad = [("rope.scaling.type", ty), ("rope.scaling.factor", Value::F32(4.0))];
+            let e = HParams::from_header(&header("llama", &bad), 100).unwrap_err();
+            assert_eq!(e.code(), "BAD_METADATA", "{e}");
+        }
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub enum TokenizerError {
     /// A NaN score: SPM merges order pairs by score, and NaN has no order (the merges, and so
     /// the tokens, would be arbitrary).
     BadScore { id: u32 },
+    /// The special tokens' texts (CONTROL, USER_DEFINED, UNKNOWN) hold more bytes in all than
+    /// the matcher takes (`special::MAX_SPECIAL_TEXT_BYTES`): its trie holds a node per byte.
+    SpecialTextTooLarge { bytes: usize, limit: usize },
     /// A token id passed to decode is outside the vocabulary.
     InvalidTokenId { id: u32, n_tokens: usize },
     /// The chat template failed to parse or render.
@@ -79,6 +82,7 @@ impl TokenizerError {
             BadMerge { .. } => "TOKENIZER_BAD_MERGE",
             BadByteToken { .. } => "TOKENIZER_BAD_BYTE_TOKEN",
             BadScore { .. } => "TOKENIZER_BAD_SCORE",
+            SpecialTextTooLarge { .. } => "TOKENIZER_SPECIAL_TOO_LARGE",
             InvalidTokenId { .. } => "TOKENIZER_INVALID_TOKEN_ID",
             ChatTemplate { .. } => "CHAT_TEMPLATE_ERROR",
             ChatTemplateTooCostly { .. } | ChatTemplateTooMuchWork { .. } => "CHAT_TEMPLATE_TOO_COSTLY",
@@ -133,6 +137,9 @@ impl fmt::Display for TokenizerError {
                 )
             }
             BadScore { id } => write!(f, "token {id}'s score (tokenizer.ggml.scores) is NaN"),
+            SpecialTextTooLarge { bytes, limit } => {
+                write!(f, "the special tokens' texts hold {bytes} bytes; at most {limit} are supported")
+            }
             InvalidTokenId { id, n_tokens } => {
                 write!(
                     f,

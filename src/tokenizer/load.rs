@@ -443,7 +443,7 @@ impl Tokenizer {
             }
         }
 
-        let special = SpecialMatcher::new(&vocab);
+        let special = SpecialMatcher::new(&vocab)?;
         // A template that is not a string is a broken file (llama.cpp asserts on it), not a
         // model without a template: refused rather than silently replaced by the built-in one.
         let chat_template = match h.get(KEY_CHAT_TEMPLATE) {

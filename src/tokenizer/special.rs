@@ -16,6 +16,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use super::error::TokenizerError;
 use super::vocab::{TokenAttr, Vocab};
 
 /// A piece of input after partitioning: raw text to run the tokenizer on, or a special token.
@@ -48,8 +49,14 @@ pub struct SpecialMatcher {
     by_rank: Vec<(u32, u32)>,
 }
 
+/// Most bytes the special tokens' texts may hold in all. The trie holds a node (20 bytes) per
+/// byte of text, so this bounds it at 20 MiB; real vocabularies hold kilobytes (Gemma 3's
+/// ~6,000 control tokens about 80 KB), and a hostile one holding megabytes of "special" text
+/// would otherwise grow the trie far past the memory ledger's estimate.
+pub const MAX_SPECIAL_TEXT_BYTES: usize = 1 << 20;
+
 impl SpecialMatcher {
-    pub fn new(vocab: &Vocab) -> SpecialMatcher {
+    pub fn new(vocab: &Vocab) -> Result<SpecialMatcher, TokenizerError> {
         let special = TokenAttr::CONTROL
             .with(TokenAttr::USER_DEFINED)
             .with(TokenAttr::UNKNOWN);
@@ -66,6 +73,10 @@ impl SpecialMatcher {
                 .then(a.cmp(&b))
         });
 
+        let bytes: usize = ids.iter().map(|&id| vocab.text(id).len()).sum();
+        if bytes > MAX_SPECIAL_TEXT_BYTES {
+            return Err(TokenizerError::SpecialTextTooLarge { bytes, limit: MAX_SPECIAL_TEXT_BYTES });
+        }
         let mut m = SpecialMatcher {
             nodes: Vec::new(),
             root: Box::new([NONE; 256]),
@@ -77,7 +88,7 @@ impl SpecialMatcher {
             m.insert(vocab.text(id).as_bytes(), id, rank as u32, needs);
             m.by_rank.push((id, vocab.text(id).len() as u32));
         }
-        m
+        Ok(m)
     }
 
     /// Number of tokens the matcher knows (llama.cpp's "special tokens cache size").
@@ -235,7 +246,7 @@ mod tests {
     #[test]
     fn control_needs_parse_special_user_defined_does_not() {
         let v = vocab(&[("<s>", C), ("[x]", U), ("a", N)]);
-        let m = SpecialMatcher::new(&v);
+        let m = SpecialMatcher::new(&v).unwrap();
         assert_eq!(m.len(), 2);
         use Fragment::*;
         assert_eq!(
@@ -255,7 +266,7 @@ mod tests {
     fn longer_tokens_claim_text_first_even_when_further_right() {
         // llama.cpp processes "bcd" (longer) before "ab": "abcd" -> "a" + <bcd>, not <ab> + "cd".
         let v = vocab(&[("ab", U), ("bcd", U)]);
-        let m = SpecialMatcher::new(&v);
+        let m = SpecialMatcher::new(&v).unwrap();
         use Fragment::*;
         assert_eq!(m.partition("abcd", false), vec![Text("a"), Token(1)]);
         assert_eq!(
@@ -269,7 +280,7 @@ mod tests {
         // "cdef" (first by id among the longest) takes 2..6; "abcd" then overlaps it, and the
         // next candidate at 0 is the shorter "ab", which fits.
         let v = vocab(&[("cdef", U), ("abcd", U), ("ab", U), ("e", U)]);
-        let m = SpecialMatcher::new(&v);
+        let m = SpecialMatcher::new(&v).unwrap();
         use Fragment::*;
         assert_eq!(m.partition("abcdef", false), vec![Token(2), Token(0)]);
         assert_eq!(
@@ -278,12 +289,29 @@ mod tests {
         );
     }
 
+    /// Megabytes of special text (a hostile vocabulary: the trie holds a node per byte) are a
+    /// typed error before any node is made; the limit itself is taken.
+    #[test]
+    fn special_text_past_its_limit_is_refused() {
+        let half = MAX_SPECIAL_TEXT_BYTES / 2;
+        let (a, b, c) = ("a".repeat(half), "b".repeat(half), "c");
+        let at_limit = vocab(&[(&a, TokenAttr::CONTROL), (&b, TokenAttr::USER_DEFINED), ("x", TokenAttr::NORMAL)]);
+        assert_eq!(SpecialMatcher::new(&at_limit).unwrap().len(), 2);
+        let past = vocab(&[(&a, TokenAttr::CONTROL), (&b, TokenAttr::USER_DEFINED), (c, TokenAttr::UNKNOWN)]);
+        let e = SpecialMatcher::new(&past).err().unwrap();
+        assert_eq!(e.code(), "TOKENIZER_SPECIAL_TOO_LARGE");
+        assert!(e.to_string().contains(&format!("{} bytes", MAX_SPECIAL_TEXT_BYTES + 1)), "{e}");
+        // Long normal tokens are not the matcher's: no limit from it.
+        let normal = vocab(&[(&a, TokenAttr::NORMAL), (&b, TokenAttr::NORMAL), (c, TokenAttr::NORMAL)]);
+        assert_eq!(SpecialMatcher::new(&normal).unwrap().len(), 0);
+    }
+
     #[test]
     fn long_runs_stay_linear() {
         let texts: Vec<String> = (1..=31).map(|n| " ".repeat(n)).collect();
         let tokens: Vec<(&str, TokenAttr)> =
             texts.iter().skip(1).map(|t| (t.as_str(), U)).collect();
-        let m = SpecialMatcher::new(&vocab(&tokens));
+        let m = SpecialMatcher::new(&vocab(&tokens)).unwrap();
         let run = " ".repeat(100_000);
         let parts = m.partition(&run, false);
         // 3225 runs of 31 spaces, then 25 spaces (a token of its own).
@@ -294,7 +322,7 @@ mod tests {
     #[test]
     fn runs_split_leftmost_non_overlapping() {
         let v = vocab(&[("\n", U), ("\n\n", U), ("\n\n\n", U)]);
-        let m = SpecialMatcher::new(&v);
+        let m = SpecialMatcher::new(&v).unwrap();
         use Fragment::*;
         // Seven newlines: two "\n\n\n" then one "\n".
         assert_eq!(
