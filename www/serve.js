@@ -27,7 +27,14 @@ const query = arg('query', '');
 const MIME = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.mjs': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8', '.json': 'application/json', '.svg': 'image/svg+xml', '.wasm': 'application/wasm', '.gguf': 'application/octet-stream', '.ts': 'text/plain; charset=utf-8' };
 // Cross-origin isolation (SharedArrayBuffer for a threaded build); the page's own files are
 // same-origin, and a server the router talks to answers with CORS.
-const ISOLATION = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp', 'Cross-Origin-Resource-Policy': 'same-origin' };
+// The page's Content-Security-Policy: scripts only its own (no inline script, no eval; wasm
+// compiled from bytes), images and fonts only its own or data:/blob: (so text that became
+// markup, or a style, could not fetch a remote URL), no plugins, frames or forms. Inline styles
+// stay allowed (the gauges and charts set them; a style alone can only fetch through url(),
+// which img-src and font-src bound). Requests (connect-src) may go anywhere http(s): the router
+// talks to the server the user sets, and a model may load from any URL.
+const CSP = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self' blob:; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self'; connect-src 'self' http: https:; object-src 'none'; frame-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const ISOLATION = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp', 'Cross-Origin-Resource-Policy': 'same-origin', 'Content-Security-Policy': CSP };
 const ALLOWED = ['www/', 'pkg/', 'models/'];
 // Host names this server answers to on a loopback address: a page on another name that
 // resolves here (DNS rebinding) gets 403, so it cannot read the files through the page's

@@ -606,6 +606,33 @@ test('www/serve.js serves only www/, pkg/, models/ and the vendored modules, to 
   assert.equal(await get('/www/', `rebound.example:${port}`), 403, 'a DNS-rebinding name is refused');
 });
 
+test("the page's Content-Security-Policy stops markup that got through from fetching or running anything", { skip }, async () => {
+  const res = await page.request.get(`${web.origin}/www/`);
+  const csp = res.headers()['content-security-policy'] || '';
+  for (const d of ["script-src 'self' 'wasm-unsafe-eval'", "img-src 'self' data: blob:", "object-src 'none'"]) assert.ok(csp.includes(d), csp);
+  const leak = `${fake.baseURL.replace(/\/v1$/, '')}/leak.png?csp`;
+  const mark = consoleErrors.length;
+  const r = await page.evaluate(async (url) => {
+    // As if a renderer bug had let model text become markup.
+    const box = document.createElement('div');
+    document.body.append(box);
+    const img = document.createElement('img');
+    img.src = url;
+    box.append(img);
+    const s = document.createElement('script');
+    s.textContent = 'window.__cspRan = 1';
+    box.append(s);
+    await new Promise((ok) => setTimeout(ok, 500));
+    box.remove();
+    return { ran: window.__cspRan };
+  }, leak);
+  assert.equal(r.ran, undefined, 'an inline script does not run');
+  assert.ok(!fake.log.some((l) => l.includes('/leak.png?csp')), 'a remote image is not fetched');
+  // The browser reports each blocked load in the console: those are this test's, not errors.
+  const blocked = consoleErrors.splice(mark);
+  assert.ok(blocked.every((e) => /Content Security Policy/.test(e)), blocked.join('\n'));
+});
+
 test('hostile Markdown neither nests without bound nor stalls the page', { skip }, async () => {
   const r = await page.evaluate(async () => {
     const { StreamRenderer, MAX_DEPTH, MARKDOWN_MAX_CHARS } = await import('./markdown.js');
