@@ -675,6 +675,10 @@ export interface ChatCompletionCreateParamsBase extends SamplingParams {
   parallel_tool_calls?: boolean | null;
   /** Informational: the loaded model answers. */
   model?: string;
+  /** Informational (an end-user id, OpenAI's successor of `user`): accepted, changes nothing. */
+  safety_identifier?: string | null;
+  /** Informational: the engine reuses a conversation's cached prefix by itself; accepted, changes nothing. */
+  prompt_cache_key?: string | null;
   /** Only with stream: true. include_usage: one more last chunk, `choices: []` and `usage` (the only chunk with usage). */
   stream_options?: { include_usage?: boolean } | null;
   /** Structured output by constrained decoding: the text always parses (and follows the schema). */

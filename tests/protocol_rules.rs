@@ -64,10 +64,10 @@ fn unsupported_and_unknown_parameters_are_refused_by_name() {
         assert_eq!(refused(body).1, "messages[0].name");
     }
     // An unsupported parameter asking for what runs anyway is accepted; any other value is not.
-    for ok in [json!({"store": false}), json!({"modalities": ["text"]}), json!({"service_tier": "auto"}), json!({"store": null})] {
+    for ok in [json!({"store": false}), json!({"modalities": ["text"]}), json!({"service_tier": "auto"}), json!({"store": null}), json!({"verbosity": "medium"}), json!({"safety_identifier": "u-1", "prompt_cache_key": "k"})] {
         assert!(parse_request(Kind::Chat, &chat(ok.clone()), RequestLimits::default()).is_ok(), "{ok}");
     }
-    for (body, param) in [(json!({"store": true}), "store"), (json!({"modalities": ["text", "audio"]}), "modalities"), (json!({"service_tier": "flex"}), "service_tier")] {
+    for (body, param) in [(json!({"store": true}), "store"), (json!({"modalities": ["text", "audio"]}), "modalities"), (json!({"service_tier": "flex"}), "service_tier"), (json!({"verbosity": "high"}), "verbosity")] {
         assert_eq!(refused(chat(body)), ("unsupported_parameter".to_string(), param.to_string()));
     }
     for (body, ok) in [(json!({"prompt": "x", "echo": false, "best_of": 1, "suffix": ""}), true), (json!({"prompt": "x", "echo": true}), false), (json!({"prompt": "x", "best_of": 2}), false)] {

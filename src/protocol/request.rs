@@ -113,6 +113,8 @@ pub const PARAMETERS: &[Param] = &[
     p("stream_options", On::Both, Rule::Shaped, "{include_usage}: one last chunk with choices: [] and usage (only with stream: true)"),
     p("user", On::Both, Rule::Text, "informational: an end-user id; it changes nothing here"),
     p("metadata", On::Both, Rule::Shaped, "informational: up to 16 string tags (the router's capability rule reads them)"),
+    p("safety_identifier", On::Chat, Rule::Text, "informational: an end-user id (OpenAI's successor of user); it changes nothing here"),
+    p("prompt_cache_key", On::Chat, Rule::Text, "informational: the engine reuses a conversation's cached prefix by itself; it changes nothing here"),
     p("raw_special_tokens", On::Both, Rule::Bool, "extension: parse special-token text inside user and tool contents"),
     p("logit_bias", On::Both, Rule::Shaped, "{token id: bias in [-100, 100]} added to those logits before sampling (ids past the vocabulary: INVALID_REQUEST)"),
     p("logprobs", On::Both, Rule::Shaped, "chat: a boolean; completions: an integer in [0, 5], the alternatives per token"),
@@ -133,6 +135,7 @@ pub const PARAMETERS: &[Param] = &[
     p("web_search_options", On::Chat, Rule::Unsupported("web search is not supported"), ""),
     p("store", On::Chat, Rule::Unsupported("nothing is stored by this engine"), ""),
     p("service_tier", On::Both, Rule::Unsupported("there are no service tiers"), ""),
+    p("verbosity", On::Chat, Rule::Unsupported("answer verbosity is not adjustable"), ""),
 ];
 
 /// The fields a chat message may have.
@@ -237,6 +240,7 @@ fn asks_for_what_runs(name: &str, v: &Value) -> bool {
         "best_of" => v.as_u64() == Some(1),
         "modalities" => v.as_array().is_some_and(|m| m.iter().all(|x| x == "text")),
         "service_tier" => matches!(v.as_str(), Some("auto" | "default")),
+        "verbosity" => v.as_str() == Some("medium"),
         "suffix" => v.as_str() == Some(""),
         _ => false,
     }
