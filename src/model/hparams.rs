@@ -173,6 +173,11 @@ impl HParams {
                 }
                 // gemma 3 27B scales queries by 1/sqrt(n_embd / n_head) (query_pre_attn_scalar).
                 if n_layer == 62 {
+                    // More heads than embedding dimensions make that 1/sqrt(0): every attention
+                    // score infinite. A broken file, refused here rather than at the first request.
+                    if n_embd < n_head {
+                        return Err(m.bad("attention.head_count", &format!("{n_head} (more heads than embedding_length {n_embd}, with the 62-layer query scale 1/sqrt(embedding_length / head_count))")));
+                    }
                     attn_scale = 1.0 / ((n_embd / n_head) as f32).sqrt();
                 }
                 // Zero or less means none (llama.cpp's convention); a cap must be finite as f32.
@@ -419,6 +424,9 @@ mod tests {
         // The 27B rule: 62 layers scale queries by 1/sqrt(d_model / n_head).
         let h = HParams::from_header(&header("gemma3", &[("block_count", Value::U32(62)), ("attention.key_length", Value::U32(64))]), 100).unwrap();
         assert_eq!(h.attn_scale, 1.0 / 16f32.sqrt());
+        // More heads than dimensions would make that scale infinite: refused.
+        let e = HParams::from_header(&header("gemma3", &[("block_count", Value::U32(62)), ("embedding_length", Value::U32(4)), ("attention.head_count", Value::U32(8)), ("attention.head_count_kv", Value::U32(8)), ("attention.key_length", Value::U32(4)), ("attention.value_length", Value::U32(4))]), 100).unwrap_err();
+        assert!(e.code() == "BAD_METADATA" && e.to_string().contains("more heads"), "{e}");
     }
 
     #[test]
