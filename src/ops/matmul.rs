@@ -240,22 +240,22 @@ fn planes_matmul(exec: &Exec, layout: &PlaneLayout, data: &[u8], act: &[u8], ab:
     // Safety (every `set`): each part writes only the columns of its own rows.
     let put = |i: usize, v: f32| unsafe { shared.set(i, v) };
     exec.for_ranges(n_out, 4, |_, rows| {
-        let (ra, rb) = (layout.pass1_row_bytes(), layout.rest_row_bytes());
-        let mut r = rows.start;
-        // Four rows at a time (ranges start at multiples of 4; so do groups), then the tail.
-        while r + 4 <= rows.end {
-            let (a, b) = (&data[layout.a_at(r)..], &data[layout.b_at(r)..]);
+        let ra = layout.pass1_row_bytes();
+        let (a_part, b_part) = (|r: usize| &data[layout.a_at(r)..layout.a_at(r) + ra], |r: usize| &data[layout.b_at(r)..]);
+        // Four rows a call, from `streams::STREAMS` streams (as decode's other matmuls), then
+        // the tail.
+        let (sets, tail) = quant::streams::schedule::<4>(rows.clone(), quant::streams::STREAMS);
+        for set in sets {
+            let (a, b) = (set.map(a_part), set.map(b_part));
             for (t, x) in prep.iter().enumerate() {
-                for (k, v) in full4(a, ra, b, rb, x).into_iter().enumerate() {
-                    put(t * n_out + r + k, v);
+                for (&r, v) in set.iter().zip(full4(a, b, x)) {
+                    put(t * n_out + r, v);
                 }
             }
-            r += 4;
         }
-        for r in r..rows.end {
-            let (a, b) = (&data[layout.a_at(r)..], &data[layout.b_at(r)..]);
+        for r in tail {
             for (t, x) in prep.iter().enumerate() {
-                put(t * n_out + r, full(a, b, x));
+                put(t * n_out + r, full(a_part(r), b_part(r), x));
             }
         }
     });

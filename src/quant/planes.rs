@@ -493,14 +493,15 @@ pub fn pass1_schedule(range: core::ops::Range<usize>) -> (impl Iterator<Item = [
     super::streams::schedule::<PASS1_ROWS>(range, super::streams::STREAMS)
 }
 
-/// The exact dots of four consecutive rows of a group: `A` parts at `a[k·ra..]`, `B` parts at
-/// `b[k·rb..]` (`b` running to the end of the matrix).
-pub type FullRows4Kernel = fn(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f32; 4];
+/// The exact dots of four rows (any rows: the full head takes them from `streams::STREAMS`
+/// streams): row k's `A` part `a[k]` (whole) and its `B` part `b[k]` (running on to the end of
+/// the matrix, so SIMD twins can load 16 bytes at a time).
+pub type FullRows4Kernel = fn(a: [&[u8]; 4], b: [&[u8]; 4], x: &PlanesAct) -> [f32; 4];
 
 /// Four exact dots, one at a time (the scalar reference of the four-row kernels).
-pub fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f32; 4] {
+pub fn full_rows4(a: [&[u8]; 4], b: [&[u8]; 4], x: &PlanesAct) -> [f32; 4] {
     let (_, _, one) = kernels();
-    [0, 1, 2, 3].map(|k| one(&a[k * ra..], &b[k * rb..], x))
+    [0, 1, 2, 3].map(|k| one(a[k], b[k], x))
 }
 
 /// The four-row exact-dot kernel of this build and CPU (AVX2, SIMD128 and relaxed wasm;
@@ -664,12 +665,17 @@ mod tests {
                         }
                     }
                 }
-                for r in (0..n_out).step_by(4).filter(|r| r / GROUP == (r + 3) / GROUP && r + 4 <= n_out) {
-                    let (a, b) = (&planes[layout.a_at(r)..], &planes[layout.b_at(r)..]);
-                    let got = full_rows4_kernel()(a, ra, b, layout.rb, &x);
-                    for (k, g) in got.iter().enumerate() {
-                        let want = full_row(&a[k * ra..], &b[k * layout.rb..], &x);
-                        assert_eq!(bits1(*g), bits1(want), "case {case} act {k} full rows4 {r}+{k}");
+                // The four-row exact kernel on every schedule's rows (consecutive ones, and
+                // rows of several streams and groups), the matrix's last rows among them.
+                let b_part = |r: usize| &planes[layout.b_at(r)..];
+                for streams in [1, 2, 4] {
+                    let (sets, _) = crate::quant::streams::schedule::<4>(0..n_out, streams);
+                    for set in sets {
+                        let got = full_rows4_kernel()(set.map(a_part), set.map(b_part), &x);
+                        for (k, g) in got.iter().enumerate() {
+                            let want = full_row(a_part(set[k]), b_part(set[k]), &x);
+                            assert_eq!(bits1(*g), bits1(want), "case {case} act {k} full rows4 {set:?} ({streams} streams)");
+                        }
                     }
                 }
                 for r in 0..n_out {

@@ -235,7 +235,7 @@ pub(super) fn pass1_rows8(rows: &[&[u8]; 8], ahead: usize, x: &PlanesAct) -> [Pa
 }
 
 #[target_feature(enable = "avx2,f16c")]
-unsafe fn full_rows4_avx2(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f32; 4] {
+unsafe fn full_rows4_avx2(a: [&[u8]; 4], b: [&[u8]; 4], x: &PlanesAct) -> [f32; 4] {
     let nb = x.nb;
     let mut sumf = _mm_setzero_ps();
     for blk in 0..nb {
@@ -247,9 +247,9 @@ unsafe fn full_rows4_avx2(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAc
         let mut v = [_mm256_setzero_si256(); 4];
         let mut dwb = [0u16; 4];
         for (k, vk) in v.iter_mut().enumerate() {
-            let row = &a[k * ra..];
+            let row = a[k];
             let mut tmp = [0u8; 16];
-            let rest = ld128(rest16(b, k * rb + bo, &mut tmp), 0);
+            let rest = ld128(rest16(b[k], bo, &mut tmp), 0);
             let l = _mm_blendv_epi8(rest, known_l(row, x, blk), m);
             let sh = nib_dot256(nibbles256(ld128(row, nb * 2 + blk * 16)), q);
             let sl = nib_dot256(nibbles256(l), q);
@@ -268,7 +268,7 @@ unsafe fn full_rows4_avx2(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAc
     out
 }
 
-pub(super) fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f32; 4] {
+pub(super) fn full_rows4(a: [&[u8]; 4], b: [&[u8]; 4], x: &PlanesAct) -> [f32; 4] {
     // SAFETY: handed out only when the CPU has AVX2 (`planes::kernels`).
-    unsafe { full_rows4_avx2(a, ra, b, rb, x) }
+    unsafe { full_rows4_avx2(a, b, x) }
 }

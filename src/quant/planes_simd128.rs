@@ -391,17 +391,18 @@ fn pairs_total4(p: [v128; 4], scale: v128) -> v128 {
     i32x4_dot_i16x8(s, scale)
 }
 
-/// The f32 scales of block `blk` of the four rows at `p` (`ra` apart), lane k = row k: the f16s
-/// gathered by `v128.load16_lane` into the low i16 lanes, converted by `f16x4_low_to_f32x4`.
+/// The f32 scales of block `blk` of the four rows whose A parts start at `p`, lane k = row k:
+/// the f16s gathered by `v128.load16_lane` into the low i16 lanes, converted by
+/// `f16x4_low_to_f32x4`.
 ///
 /// # Safety
 /// The four rows' first `2·blk + 2` bytes are readable.
 #[inline(always)]
-unsafe fn scales4(p: *const u8, ra: usize, blk: usize) -> v128 {
-    let z = v128_load16_lane::<0>(u32x4_splat(0), p.add(2 * blk) as *const u16);
-    let z = v128_load16_lane::<1>(z, p.add(ra + 2 * blk) as *const u16);
-    let z = v128_load16_lane::<2>(z, p.add(2 * ra + 2 * blk) as *const u16);
-    f16x4_low_to_f32x4(v128_load16_lane::<3>(z, p.add(3 * ra + 2 * blk) as *const u16))
+unsafe fn scales4(p: [*const u8; 4], blk: usize) -> v128 {
+    let z = v128_load16_lane::<0>(u32x4_splat(0), p[0].add(2 * blk) as *const u16);
+    let z = v128_load16_lane::<1>(z, p[1].add(2 * blk) as *const u16);
+    let z = v128_load16_lane::<2>(z, p[2].add(2 * blk) as *const u16);
+    f16x4_low_to_f32x4(v128_load16_lane::<3>(z, p[3].add(2 * blk) as *const u16))
 }
 
 /// Pass 1 of [`PASS1_ROWS`] rows (`rows[k]`: row k's A part), one after the other
@@ -541,45 +542,32 @@ fn full_row_blocks(a: &[u8], b: &[u8], x: &PlanesAct) -> f32 {
     sumf
 }
 
-/// The exact dots of four consecutive rows of a group (`A` parts `ra` apart at `a`, `B` parts
-/// `rb` apart at `b`, both running on to the end of the matrix), bit-identical to
-/// [`full_row`]: per block, each row's `l` bytes are its known window merged with its `B`
-/// bytes, both nibble planes are dotted with the pass-1 operands (`h` weighted 16, `l` 1), the
-/// four rows' integers reduced together, and the float part runs in four lanes in the scalar
-/// order. The rows two calls on are touched with plain loads (wasm has no prefetch). Near the end of the matrix, where a
-/// 16-byte load of the last `B` bytes would pass it, the one-row kernel runs instead.
-pub(super) fn full_rows4(a: &[u8], ra: usize, b: &[u8], rb: usize, x: &PlanesAct) -> [f32; 4] {
+/// The exact dots of four rows (`a[k]`: row k's A part; `b[k]`: its B part, running on to the
+/// end of the matrix), bit-identical to [`full_row`]: per block, each row's `l` bytes are its
+/// known window merged with its `B` bytes, both nibble planes are dotted with the pass-1
+/// operands (`h` weighted 16, `l` 1), the four rows' integers reduced together, and the float
+/// part runs in four lanes in the scalar order. The rows may come from anywhere: the full head
+/// takes them from `streams::STREAMS` streams (wasm has no prefetch). Near the end of the
+/// matrix, where a 16-byte load of a row's last `B` bytes would pass it, the one-row kernel
+/// runs instead.
+pub(super) fn full_rows4(a: [&[u8]; 4], b: [&[u8]; 4], x: &PlanesAct) -> [f32; 4] {
     let nb = x.nb;
-    if b.len() < 3 * rb + x.b_off[nb - 1] as usize + 16 || a.len() < 4 * ra {
-        return core::array::from_fn(|k| full_row(&a[k * ra..], &b[k * rb..], x));
+    if b.iter().any(|b| b.len() < x.b_off[nb - 1] as usize + 16) || a.iter().any(|a| a.len() < x.a_part_bytes()) {
+        return core::array::from_fn(|k| full_row(a[k], b[k], x));
     }
     let blocks = &x.simd[..nb];
-    let (pa, pb) = (a.as_ptr(), b.as_ptr());
-    // Touch the A then the B parts of the rows 8 on, two lines per block, where they exist.
-    let (ta, tb) = (8 * ra, 8 * rb);
-    let (la, lb) = (if a.len() >= ta + 4 * ra { (4 * ra).div_ceil(64) } else { 0 }, if b.len() >= tb + 4 * rb { (4 * rb).div_ceil(64) } else { 0 });
-    let mut sink = i32x4_splat(0);
+    let (pa, pb) = (a.map(|a| a.as_ptr()), b.map(|b| b.as_ptr()));
     let ek = ExactK::new();
     let mut acc = f32x4_splat(0.0);
     for (blk, bl) in blocks.iter().enumerate() {
-        for line in 2 * blk..2 * blk + 2 {
-            let at = if line < la { Some(pa.wrapping_add(ta + 64 * line)) } else if line - la < lb { Some(pb.wrapping_add(tb + 64 * (line - la))) } else { None };
-            if let Some(q) = at {
-                // SAFETY: a line below `la` (`lb`) starts inside the 4 A (B) parts 8 rows on,
-                // which the checks above found inside `a` (`b`); 4·ra and 4·rb are multiples
-                // of 4, so 4 bytes from such a line start stay inside them.
-                sink = v128_or(sink, unsafe { v128_load32_zero(q as *const u32) });
-            }
-        }
-        // SAFETY: row k's A part is `a[k·ra..(k+1)·ra]` and its B part starts at k·rb, where
-        // the 16 bytes at `b_off[blk]` stay inside `b` (both checked above).
-        let v: [v128; 4] = core::array::from_fn(|k| unsafe { exact_block(pa.add(k * ra), pb.add(k * rb), blk, x, &ek) });
+        // SAFETY: each A part is whole and each B part holds the 16 bytes at `b_off[blk] ≤
+        // b_off[nb − 1]` (both checked above).
+        let v: [v128; 4] = core::array::from_fn(|k| unsafe { exact_block(pa[k], pb[k], blk, x, &ek) });
         // `full_block_int`: 16·sh + sl − 128·Σq.
         let sumi = i32x4_add(reduce4(v[0], v[1], v[2], v[3]), i32x4_splat(bl.full_cst));
-        let s = f32x4_mul(unsafe { scales4(pa, ra, blk) }, f32x4_splat(bl.dx));
+        // SAFETY: the scales are an A part's first 2·nb bytes.
+        let s = f32x4_mul(unsafe { scales4(pa, blk) }, f32x4_splat(bl.dx));
         acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(sumi), s));
     }
-    // Keeps the touches (as `simd128::Ahead::finish`): their words must look used.
-    core::hint::black_box(sink);
     [f32x4_extract_lane::<0>(acc), f32x4_extract_lane::<1>(acc), f32x4_extract_lane::<2>(acc), f32x4_extract_lane::<3>(acc)]
 }
