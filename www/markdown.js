@@ -4,7 +4,8 @@
 // in as Text nodes, never as HTML), so nothing the model writes can become markup or script.
 // What smd would turn into a request or a script is disarmed here:
 //   - links keep their href only for http(s) and mailto URLs (no javascript:, data:, relative);
-//     they open in a new tab with no referrer;
+//     they open in a new tab with no referrer, after a confirmation showing the whole address
+//     where the link's text is not that address;
 //   - images are never fetched (a remote image would leak the conversation's existence and
 //     defeat "Private"): they show as their alt text and URL;
 //   - code blocks get a header with the language and a Copy button.
@@ -33,6 +34,14 @@ function safeHref(value) {
   } catch {
     return null; // relative or malformed: no link
   }
+}
+
+/** A link whose text is not its address asks first, showing the whole address: a model (or a
+ * prompt injection) can dress up a URL that carries the conversation in its query. */
+function confirmLink(e) {
+  const a = e.currentTarget;
+  if (!a.href || a.textContent.trim() === a.href || a.textContent.trim() === a.getAttribute('href')) return;
+  if (!window.confirm(`Open this address in a new tab?\n\n${a.href}`)) e.preventDefault();
 }
 
 /** The code block box: header (language, Copy) + <pre><code>; returns the <code>. */
@@ -101,6 +110,7 @@ function renderer(root) {
           slot.rel = 'noopener noreferrer nofollow';
           slot.target = '_blank';
           slot.referrerPolicy = 'no-referrer';
+          slot.addEventListener('click', confirmLink);
           parent.append(slot);
           break;
         case T.Table: {

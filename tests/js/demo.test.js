@@ -413,6 +413,22 @@ test('a hostile answer from the server renders as Markdown (list, table, code) a
   assert.match(dom.text, /image not loaded/);
   assert.ok(!fake.log.some((l) => l.includes('/leak.png')), 'the image was never fetched');
   assert.ok(fake.log.length > before, 'the server answered');
+  // A link whose text is not its address asks first, showing the address; declined, nothing
+  // opens.
+  const dialogs = [];
+  const onDialog = (d) => {
+    dialogs.push(d.message());
+    d.dismiss();
+  };
+  page.on('dialog', onDialog);
+  const [pagesBefore, reqMark] = [context.pages().length, requests.length];
+  await page.locator('#transcript .msg.assistant').last().locator('a[href="https://example.org/x"]').click();
+  await page.waitForTimeout(300);
+  page.off('dialog', onDialog);
+  assert.equal(dialogs.length, 1, JSON.stringify(dialogs));
+  assert.match(dialogs[0], /https:\/\/example\.org\/x/);
+  assert.equal(context.pages().length, pagesBefore, 'no tab opened');
+  assert.ok(!requests.slice(reqMark).some((q) => q.includes('example.org')), 'nothing requested');
 
   // Private: the same request, nothing goes to the server (nor anywhere else) — it runs here.
   await page.click('label[for=mode-prefer-remote]');
