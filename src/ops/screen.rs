@@ -197,7 +197,7 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
             let (est, err) = unsafe { (est.slice(rows.clone()), err.slice(rows.clone())) };
             let ra = layout.pass1_row_bytes();
             let a_part = |r: usize| &data[layout.a_at(r)..layout.a_at(r) + ra];
-            // PASS1_ROWS rows a call, from `PASS1_STREAMS` streams; the rest one by one.
+            // PASS1_ROWS rows a call, from `streams::STREAMS` streams; the rest one by one.
             let (sets, tail) = planes::pass1_schedule(rows.clone());
             for set in sets {
                 // Prefetching kernels read one stream: the rows `PREFETCH_ROWS` on.
