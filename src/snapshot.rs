@@ -77,7 +77,8 @@ pub struct Snapshot<'a> {
 /// left wasm memory (which never shrinks) three times the snapshot larger.
 pub fn encode(meta: &SnapshotMeta, tokens: &[u32], rows_len: usize, write_rows: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     let json = serde_json::to_vec(meta).expect("metadata serializes");
-    let mut out = Vec::with_capacity(16 + json.len() + 4 * tokens.len() + rows_len + 32);
+    let len = 16 + json.len() + 4 * tokens.len() + rows_len + 32;
+    let mut out = Vec::with_capacity(len);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&(json.len() as u32).to_le_bytes());
@@ -86,7 +87,7 @@ pub fn encode(meta: &SnapshotMeta, tokens: &[u32], rows_len: usize, write_rows: 
         out.extend_from_slice(&t.to_le_bytes());
     }
     write_rows(&mut out);
-    debug_assert_eq!(out.capacity(), 16 + json.len() + 4 * tokens.len() + rows_len + 32, "sized once");
+    debug_assert_eq!(out.capacity(), len, "sized once");
     let mut h = Sha256::new();
     h.update(&out);
     out.extend_from_slice(&h.digest());

@@ -15,6 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { VENDOR } from './vendor-map.js';
+import { LOOPBACK_HOSTS } from './loopback.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const arg = (name, dflt) => {
@@ -39,13 +40,13 @@ const ALLOWED = ['www/', 'pkg/', 'models/'];
 // Host names this server answers to on a loopback address: a page on another name that
 // resolves here (DNS rebinding) gets 403, so it cannot read the files through the page's
 // origin. (Bound to another address, on purpose, any name goes.)
-const LOOPBACK = ['127.0.0.1', 'localhost', '[::1]', '::1'];
-const HOSTS = LOOPBACK.includes(host) ? new Set(LOOPBACK) : null;
+const HOSTS = LOOPBACK_HOSTS.includes(host) ? new Set(LOOPBACK_HOSTS) : null;
 
 /** The file a request path names, or null: the decoded path resolved first, then required to
  * lie under one of ALLOWED (an encoded `..%2f` no longer slips past the check), or a VENDOR
  * entry. */
 function fileFor(rel) {
+  if (rel.includes('\0')) return null;
   if (VENDOR[rel]) return path.join(root, VENDOR[rel]);
   const file = path.resolve(root, rel);
   const inside = path.relative(root, file).split(path.sep).join('/');
@@ -71,7 +72,7 @@ const server = http.createServer((req, res) => {
     res.writeHead(302, { Location: `/www/${u.search}`, ...ISOLATION });
     return res.end();
   }
-  const file = rel.includes('\0') ? null : fileFor(rel);
+  const file = fileFor(rel);
   if (!file) return send(res, 404, 'not found');
   let st;
   try {

@@ -9,6 +9,7 @@
 // (catalog.js), any other model from CUSTOM_CHAT.
 
 import { CATALOG, DEFAULT_ENTRY, entryUrl, entryForUrl } from './catalog.js';
+import { isLoopbackUrl } from './loopback.js';
 
 const KEY = 'edgellm-demo/settings/v2';
 
@@ -91,15 +92,6 @@ export function chatSettings(s) {
 export function withChat(s, chat) {
   const key = chatKey(s.model_url);
   return { ...s, chat: { ...s.chat, [key]: sanitizeChat(chat, key) } };
-}
-
-/** Whether `url` names this machine (a loopback host). */
-export function isLoopbackUrl(url) {
-  try {
-    return ['127.0.0.1', 'localhost', '[::1]'].includes(new URL(url).hostname);
-  } catch {
-    return false;
-  }
 }
 
 /** The stored settings with the URL's overrides; `confirmServer(url)` decides on a link's server

@@ -160,7 +160,7 @@ pub fn matmul_on(exec: &Exec, w: &Weight, x: &[f32], out: &mut [f32], s: &mut Ma
         exec.for_ranges(n_out, 4, |_, rows| {
             // Safety: the ranges are disjoint.
             let out = unsafe { shared.slice(rows.clone()) };
-            let (sets, tail) = quant::streams::schedule::<4>(rows.clone(), quant::streams::STREAMS);
+            let (sets, tail) = quant::streams::ordered::<4>(rows.clone());
             for set in sets {
                 // One row per stream (or four consecutive rows): equally spaced.
                 let stride = set[1] - set[0];
@@ -190,7 +190,7 @@ pub fn matmul_on(exec: &Exec, w: &Weight, x: &[f32], out: &mut [f32], s: &mut Ma
             let t1 = (t0 + TOKEN_TILE).min(n_tok);
             // The rows in `streams::STREAMS` streams, as decode's four-row calls take them
             // (one-row kernels: decode of types without a four-row kernel, Q4_K and Q6_K).
-            let (sets, tail) = quant::streams::schedule::<4>(rows.clone(), quant::streams::STREAMS);
+            let (sets, tail) = quant::streams::ordered::<4>(rows.clone());
             for r in sets.flatten().chain(tail) {
                 let wr = &w.data[r * rb..(r + 1) * rb];
                 let mut t = t0;
@@ -244,7 +244,7 @@ fn planes_matmul(exec: &Exec, layout: &PlaneLayout, data: &[u8], act: &[u8], ab:
         let (a_part, b_part) = (|r: usize| &data[layout.a_at(r)..layout.a_at(r) + ra], |r: usize| &data[layout.b_at(r)..]);
         // Four rows a call, from `streams::STREAMS` streams (as decode's other matmuls), then
         // the tail.
-        let (sets, tail) = quant::streams::schedule::<4>(rows.clone(), quant::streams::STREAMS);
+        let (sets, tail) = quant::streams::ordered::<4>(rows.clone());
         for set in sets {
             let (a, b) = (set.map(a_part), set.map(b_part));
             for (t, x) in prep.iter().enumerate() {

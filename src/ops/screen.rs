@@ -198,7 +198,7 @@ pub fn screened_head(exec: &Exec, w: &Weight, xn: &[f32], ask: Ask<'_>, s: &mut 
             let ra = layout.pass1_row_bytes();
             let a_part = |r: usize| &data[layout.a_at(r)..layout.a_at(r) + ra];
             // PASS1_ROWS rows a call, from `streams::STREAMS` streams; the rest one by one.
-            let (sets, tail) = planes::pass1_schedule(rows.clone());
+            let (sets, tail) = quant::streams::ordered::<{ planes::PASS1_ROWS }>(rows.clone());
             for set in sets {
                 // Prefetching kernels read one stream: the rows `PREFETCH_ROWS` on.
                 let next = set[0] + PREFETCH_ROWS;

@@ -477,7 +477,7 @@ pub type FullRowKernel = fn(a: &[u8], b: &[u8], x: &PlanesAct) -> f32;
 pub const PASS1_ROWS: usize = 8;
 
 /// Pass 1 of [`PASS1_ROWS`] rows, each `rows[k]` one row's `A` part, computed in that order
-/// ([`pass1_schedule`] picks them); `ahead` (bytes from `rows[0]`, 0 for none) is where the
+/// (`streams::ordered` picks them); `ahead` (bytes from `rows[0]`, 0 for none) is where the
 /// caller's next call reads, for kernels that prefetch (AVX2's, whose rows are consecutive;
 /// the wasm kernel has no prefetch and reads `streams::STREAMS` streams instead).
 pub type Pass1RowsKernel = fn(rows: &[&[u8]; PASS1_ROWS], ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS];
@@ -485,12 +485,6 @@ pub type Pass1RowsKernel = fn(rows: &[&[u8]; PASS1_ROWS], ahead: usize, x: &Plan
 /// Pass 1 of [`PASS1_ROWS`] rows, one at a time (the scalar reference of the many-row kernels).
 pub fn pass1_rows(rows: &[&[u8]; PASS1_ROWS], _ahead: usize, x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
     rows.map(|a| pass1_row(a, x))
-}
-
-/// The rows of each many-row kernel call over the rows `range` (in call order), and the rows
-/// left over for the one-row kernel: `streams::schedule` with this build's `streams::STREAMS`.
-pub fn pass1_schedule(range: core::ops::Range<usize>) -> (impl Iterator<Item = [usize; PASS1_ROWS]>, core::ops::Range<usize>) {
-    super::streams::schedule::<PASS1_ROWS>(range, super::streams::STREAMS)
 }
 
 /// The exact dots of four rows (any rows: the full head takes them from `streams::STREAMS`

@@ -407,7 +407,7 @@ unsafe fn scales4(p: [*const u8; 4], blk: usize) -> v128 {
 
 /// Pass 1 of [`PASS1_ROWS`] rows (`rows[k]`: row k's A part), one after the other
 /// (`row_sums`), in the order given: the caller interleaves rows of `streams::STREAMS`
-/// streams (`planes::pass1_schedule`; wasm has no prefetch, `_ahead` is for the kernels that
+/// streams (`streams::ordered`; wasm has no prefetch, `_ahead` is for the kernels that
 /// do). The constants and checks are made once for all the rows, and four rows' sums are
 /// totalled together (`lanes_total4`): a row of Gemma 3's head is only 20 blocks, and per-row
 /// work was about a third of pass 1.

@@ -520,7 +520,7 @@ fn rows4_stream_throughput() {
             }
             t_one.push(now() - t0);
             let t0 = now();
-            let (sets, tail) = super::streams::schedule::<4>(0..rows, super::streams::STREAMS);
+            let (sets, tail) = super::streams::ordered::<4>(0..rows);
             for r in sets.flatten().chain(tail) {
                 sink += one(&w[r * rb..(r + 1) * rb], &a, n);
             }
@@ -529,7 +529,7 @@ fn rows4_stream_throughput() {
                 let (Some(rows4), Some(act)) = (&rows4, act) else { break };
                 let t0 = now();
                 if streamed {
-                    for set in super::streams::schedule::<4>(0..rows, super::streams::STREAMS).0 {
+                    for set in super::streams::ordered::<4>(0..rows).0 {
                         sink += (rows4.dot)(&w[set[0] * rb..], (set[1] - set[0]) * rb, act, n)[0];
                     }
                 } else {
@@ -588,12 +588,12 @@ fn rows4_stream_throughput() {
 /// groups read again and again (in cache): whether pass 1 waits on memory or on its
 /// instructions; and over rows 2560 wide in cache: the part of a row's time that does not grow
 /// with its length. Each alternates the rows of a call taken consecutively (one stream) with
-/// `pass1_schedule`'s (`streams::STREAMS` streams), and the scales' checked conversion (what a
+/// `streams::ordered`'s (`streams::STREAMS` streams), and the scales' checked conversion (what a
 /// head with an Inf or NaN scale gets) with the unchecked one (`finite_scales`).
 #[wasm_bindgen_test]
 #[ignore]
 fn pass1_stream_throughput() {
-    use super::planes::{kernels, pass1_schedule, PlaneLayout, PlanesAct, PASS1_ROWS, GROUP};
+    use super::planes::{kernels, PlaneLayout, PlanesAct, PASS1_ROWS, GROUP};
     use super::streams::STREAMS;
     let mut rng = Rng(11);
     let (_, pass1_n, _) = kernels();
@@ -631,7 +631,7 @@ fn pass1_stream_throughput() {
                         sink += pass1_n(&core::array::from_fn(|k| a_part(r + k)), 0, &xp)[0].a2;
                     }
                 } else {
-                    for set in pass1_schedule(0..rows).0 {
+                    for set in super::streams::ordered::<PASS1_ROWS>(0..rows).0 {
                         sink += pass1_n(&set.map(a_part), 0, &xp)[0].a2;
                     }
                 }

@@ -22,6 +22,12 @@ pub const STREAMS: usize = 4;
 #[cfg(not(target_arch = "wasm32"))]
 pub const STREAMS: usize = 1;
 
+/// [`schedule`] in this build's streams ([`STREAMS`]): the row order of every decode matmul
+/// and of the screen's pass 1.
+pub fn ordered<const N: usize>(range: Range<usize>) -> (impl Iterator<Item = [usize; N]>, Range<usize>) {
+    schedule::<N>(range, STREAMS)
+}
+
 /// The rows of each call of an `N`-row kernel over the rows `range`, in call order, and the
 /// rows left over (`range.len() % N`, at its end) for a one-row kernel: the first
 /// `N·calls` rows cut into `streams` consecutive spans (`streams` divides `N`), each call taking
