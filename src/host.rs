@@ -118,6 +118,9 @@ struct Generating {
     cached_tokens: usize,
     started_ms: f64,
     work: WorkMeter,
+    /// Set by [`Host::generate_cut`]: how many choices after the current one have since ended
+    /// unrun.
+    cut: Option<usize>,
 }
 
 /// The engine as seen by a host. One model at a time, one generation at a time.
@@ -443,6 +446,7 @@ impl Host {
             cached_tokens: started.cached_tokens,
             started_ms: now_ms,
             work: WorkMeter::default(),
+            cut: None,
         });
         Ok(started)
     }
@@ -478,6 +482,10 @@ impl Host {
 
     /// The step's event, and whether it was a prefill.
     fn decode_step_inner(&mut self) -> Result<(StepEvent, bool), HostError> {
+        if let Some(unrun) = self.generating.as_ref().and_then(|g| g.cut) {
+            let (l, g) = self.gen_parts()?;
+            return Ok((g.cut_step(l, unrun), false));
+        }
         self.memory_guard(memory::Step::Decode)?;
         let (l, g) = self.gen_parts()?;
         if g.current.driver.finish_reason().is_some() && g.index + 1 < g.n {
@@ -493,21 +501,19 @@ impl Host {
         }
         let c = &mut g.current;
         let filter = c.filter.as_mut().map(Filter::as_dyn);
-        let mut ev = c.driver.step_with(&mut l.session, &l.tokenizer, filter)?;
-        if let Some(calls) = c.calls.as_mut() {
-            let mut r = calls.push(&ev.text);
-            if ev.finish_reason.is_some() {
-                let end = calls.finish();
-                r.content.push_str(&end.content);
-                r.tool_calls.extend(end.tool_calls);
-            }
-            ev.text = r.content;
-            ev.tool_calls = r.tool_calls;
-        }
-        ev.choice = g.index;
-        ev.choice_finish_reason = ev.finish_reason.map(|f| choices::finish_reason(f, c.calls.as_ref()));
-        ev.done = ev.finish_reason.is_some() && g.index + 1 == g.n;
-        Ok((ev, false))
+        let ev = c.driver.step_with(&mut l.session, &l.tokenizer, filter)?;
+        Ok((g.current_event(ev), false))
+    }
+
+    /// Ends the generation early, as if every choice had reached its `max_tokens` now (a
+    /// server's time limit): the next step ends the current choice with "length", releasing
+    /// its held-back text, and each step after it ends one choice not yet started, empty and
+    /// unrun, with "length" — so a stream still opens and closes every choice, and the result
+    /// has all `n`. No model call is made after a cut.
+    pub fn generate_cut(&mut self) -> Result<(), HostError> {
+        let (_, g) = self.gen_parts()?;
+        g.cut.get_or_insert(0);
+        Ok(())
     }
 
     /// Ends the generation and returns its text and usage figures (with `n > 1`: every
@@ -517,8 +523,12 @@ impl Host {
         let g = self.generating.take().ok_or_else(|| HostError::new("NO_GENERATION", "no generation in progress"))?;
         let total_ms = (now_ms - g.started_ms).max(0.0);
         let compute = g.work.report(&self.power, self.cpu_clock.map_or("none", |c| c.kind));
-        let Generating { current, index, n, mut finished, prompt_tokens, cached_tokens, .. } = g;
+        let Generating { current, index, n, mut finished, prompt_tokens, cached_tokens, cut, .. } = g;
+        let logprobs = current.driver.is_logprobs();
         finished.keep(l, index, current);
+        for unrun in index + 1..=index + cut.unwrap_or(0) {
+            finished.choices.push(choices::unrun_choice(unrun, logprobs));
+        }
         let m = finished.metrics.take().unwrap_or_default();
         let completion_tokens = finished.choices.iter().map(|c| c.ids.len()).sum();
         let first = finished.choices.first().cloned().expect("a request has a first choice");
@@ -658,6 +668,41 @@ impl Finished {
 }
 
 impl Generating {
+    /// The current choice's step event `ev` as the host reports it: with tools, its text split
+    /// into content and call pieces; its choice, OpenAI finish_reason and whether it is the
+    /// request's last.
+    fn current_event(&mut self, mut ev: StepEvent) -> StepEvent {
+        let c = &mut self.current;
+        if let Some(calls) = c.calls.as_mut() {
+            let mut r = calls.push(&ev.text);
+            if ev.finish_reason.is_some() {
+                let end = calls.finish();
+                r.content.push_str(&end.content);
+                r.tool_calls.extend(end.tool_calls);
+            }
+            ev.text = r.content;
+            ev.tool_calls = r.tool_calls;
+        }
+        ev.choice = self.index;
+        ev.choice_finish_reason = ev.finish_reason.map(|f| choices::finish_reason(f, c.calls.as_ref()));
+        ev.done = ev.finish_reason.is_some() && self.index + 1 == self.n;
+        ev
+    }
+
+    /// A step after [`Host::generate_cut`] (`unrun`: the choices after the current one ended
+    /// so far): the current choice's end, or the next unrun choice's.
+    fn cut_step(&mut self, l: &Loaded, unrun: usize) -> StepEvent {
+        if self.current.driver.finish_reason().is_none() {
+            let ev = self.current.driver.cut(&l.tokenizer);
+            return self.current_event(ev);
+        }
+        // Past the last choice, its end again (as a finished driver repeats its end).
+        let choice = (self.index + 1 + unrun).min(self.n - 1);
+        self.cut = Some(choice - self.index);
+        let ev = StepEvent::new(None, String::new(), Some(crate::generate::FinishReason::Length), Vec::new());
+        StepEvent { choice, choice_finish_reason: Some("length"), done: choice + 1 == self.n, ..ev }
+    }
+
     /// Ends the current choice and starts the next one. (The next one's driver is made
     /// first: that reads the session's tokens only; the metrics the ended one keeps are reset
     /// by the next one's first prefill.)

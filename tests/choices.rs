@@ -38,10 +38,18 @@ struct Streamed {
 /// Runs `req` as the hosts do (prefill, then steps until `done`); returns the result and what
 /// the events carried, per choice.
 fn run(h: &mut Host, req: &GenerateRequest) -> (GenerateResult, Vec<Streamed>) {
+    run_cut(h, req, usize::MAX)
+}
+
+/// [`run`], with `Host::generate_cut` before step `cut_at` (a server's time limit).
+fn run_cut(h: &mut Host, req: &GenerateRequest, cut_at: usize) -> (GenerateResult, Vec<Streamed>) {
     h.generate_begin(req, 0.0).unwrap();
     while !h.prefill_chunk().unwrap().done {}
     let mut out: Vec<Streamed> = Vec::new();
-    for _ in 0..10_000 {
+    for step in 0..10_000 {
+        if step == cut_at {
+            h.generate_cut().unwrap();
+        }
         let ev = h.decode_step().unwrap();
         assert!(ev.choice == out.len() || ev.choice + 1 == out.len(), "choices come in order: {} after {}", ev.choice, out.len());
         if ev.choice == out.len() {
@@ -117,4 +125,44 @@ fn n_is_bounded_and_one_is_the_plain_request() {
     let (one, s) = run(&mut h, &request(1, 9, 1.0));
     let (none, _) = run(&mut host(), &GenerateRequest { n: None, ..request(1, 9, 1.0) });
     assert_eq!((one.ids, one.choices, s.len()), (none.ids, None, 1));
+}
+
+/// A cut (the server's time limit) ends the running choice with "length", keeping exactly what
+/// it generated so far, and every later choice unrun, empty, with "length": the events still
+/// open and close each of the `n` choices, and usage counts only the tokens generated.
+#[test]
+fn a_cut_ends_the_running_choice_and_the_rest_unrun_with_length() {
+    let n = 4;
+    let req = GenerateRequest { max_tokens: Some(40), ..request(n, 9, 1.0) };
+    let (full, _) = run(&mut host(), &req);
+    let full = full.choices.unwrap();
+    // Cut two steps into choice 1 (the steps before it: choice 0's, then the step that starts
+    // choice 1 also samples its first token).
+    let before = full[0].ids.len().max(1);
+    for cut_at in [0, 3, before + 2] {
+        let mut h = host();
+        let (r, streamed) = run_cut(&mut h, &req, cut_at);
+        let choices = r.choices.clone().unwrap();
+        assert_eq!((choices.len(), streamed.len()), (n, n), "cut at {cut_at}");
+        let ran = usize::from(cut_at > before);
+        for (i, c) in choices.iter().enumerate() {
+            assert_eq!(c.index, i);
+            assert_eq!((streamed[i].text.as_str(), &streamed[i].tokens, streamed[i].finish), (c.text.as_str(), &c.ids, Some(c.finish_reason)), "cut at {cut_at}, choice {i}: events and result agree");
+            assert_eq!(streamed[i].logprobs, c.logprobs.as_ref().unwrap().len());
+            if i < ran {
+                assert_eq!((&c.text, &c.ids, c.finish_reason), (&full[i].text, &full[i].ids, full[i].finish_reason), "a choice finished before the cut is whole");
+            } else if i == ran {
+                // What it generated before the cut, a prefix of the uncut run's (same seed).
+                assert!(full[i].ids.starts_with(&c.ids) && c.ids.len() < full[i].ids.len(), "cut at {cut_at}: {:?} of {:?}", c.ids, full[i].ids);
+                assert!(full[i].text.starts_with(&c.text));
+                assert_eq!(c.finish_reason, "length");
+            } else {
+                assert_eq!((c.text.as_str(), c.ids.len(), c.finish_reason), ("", 0, "length"), "cut at {cut_at}: choice {i} never ran");
+            }
+        }
+        assert_eq!(r.completion_tokens, choices.iter().map(|c| c.ids.len()).sum::<usize>());
+        // The host serves the next request as if nothing had been cut.
+        let (again, _) = run(&mut h, &req);
+        assert_eq!(again.choices.unwrap(), full);
+    }
 }

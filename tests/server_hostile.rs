@@ -200,3 +200,41 @@ fn an_unread_stream_holds_its_generation_back_and_completes_once_read() {
     assert_eq!(whole(c), 128, "every choice finished");
     assert_eq!(done(2), 2);
 }
+
+/// `n` × `max_tokens` cannot hold the one inference thread past `max_decode`: then every choice
+/// ends with "length" (what the running one generated is kept; later ones are empty), streamed
+/// or not, and the next request is served as usual.
+#[test]
+fn decoding_past_its_time_limit_ends_every_choice_with_length() {
+    let s = start_server(&model(), |c| {
+        c.max_decode = Some(Duration::ZERO);
+        c.max_tokens = 100_000;
+    });
+    let a = s.addr();
+    let body = |stream: bool| json!({"messages": [{"role": "user", "content": "a"}], "max_tokens": 100_000, "n": 5, "temperature": 1.0, "stream": stream});
+    let t0 = Instant::now();
+    let r = post_json(a, "/v1/chat/completions", &[], &body(false));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let choices = v["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 5);
+    for (i, c) in choices.iter().enumerate() {
+        assert_eq!((c["index"].as_u64(), c["finish_reason"].as_str(), c["message"]["content"].as_str()), (Some(i as u64), Some("length"), Some("")), "{c}");
+    }
+    assert_eq!(v["usage"]["completion_tokens"], 0);
+    let r = post_json(a, "/v1/chat/completions", &[], &body(true));
+    assert_eq!(r.status, 200);
+    let events = r.sse();
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let finishes: Vec<(u64, String)> = events
+        .iter()
+        .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+        .filter(|v| v["choices"].as_array().is_some_and(|c| !c.is_empty()))
+        .filter_map(|v| Some((v["choices"][0]["index"].as_u64()?, v["choices"][0]["finish_reason"].as_str()?.to_string())))
+        .collect();
+    assert_eq!(finishes, (0..5).map(|i| (i, "length".to_string())).collect::<Vec<_>>());
+    assert!(t0.elapsed() < Duration::from_secs(30));
+    // Not a failure: the next request runs (and is cut the same way).
+    let r = post_json(a, "/v1/completions", &[], &json!({"prompt": "a", "max_tokens": 3}));
+    assert_eq!((r.status, r.json()["choices"][0]["finish_reason"].as_str()), (200, Some("length")));
+}

@@ -120,7 +120,7 @@ pub struct StepEvent {
 }
 
 impl StepEvent {
-    fn new(token: Option<u32>, text: String, finish_reason: Option<FinishReason>, logprobs: Vec<TokenLogprob>) -> StepEvent {
+    pub(crate) fn new(token: Option<u32>, text: String, finish_reason: Option<FinishReason>, logprobs: Vec<TokenLogprob>) -> StepEvent {
         let choice_finish_reason = finish_reason.map(FinishReason::as_str);
         StepEvent { token, text, finish_reason, logprobs, tool_calls: Vec::new(), choice: 0, choice_finish_reason, done: finish_reason.is_some() }
     }
@@ -332,6 +332,17 @@ impl Generator {
     fn event(&mut self, token: Option<u32>, text: String) -> StepEvent {
         let logprobs = if !text.is_empty() || self.finish.is_some() { std::mem::take(&mut self.logprobs_pending) } else { Vec::new() };
         StepEvent::new(token, text, self.finish, logprobs)
+    }
+
+    /// Finishes now with `Length`, as if `max_tokens` had been reached (a caller's own limit:
+    /// the server's time cap): the decoder's held-back tail is released as at any end. After a
+    /// finish, repeats it, as [`step_with`](Self::step_with) does.
+    pub fn cut(&mut self, tok: &Tokenizer) -> StepEvent {
+        if let Some(f) = self.finish {
+            return StepEvent::new(None, String::new(), Some(f), Vec::new());
+        }
+        let text = self.end(tok, FinishReason::Length);
+        self.event(None, text)
     }
 
     /// Ends the generation here (`Aborted`): the text is what was returned so far.

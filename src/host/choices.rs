@@ -52,6 +52,13 @@ pub fn choice_result(index: usize, g: Generation, logprobs: Option<Vec<TokenLogp
     (ChoiceResult { index, text, finish_reason: reason, ids: g.ids, logprobs, tool_calls }, g.metrics)
 }
 
+/// Choice `index` ended before it ran (a cut: `Host::generate_cut`): empty, "length", no
+/// tokens, and no metrics to merge (it used no model time).
+pub fn unrun_choice(index: usize, logprobs: bool) -> ChoiceResult {
+    let logprobs = logprobs.then(Vec::new);
+    ChoiceResult { index, text: String::new(), finish_reason: FinishReason::Length.as_str(), ids: Vec::new(), logprobs, tool_calls: None }
+}
+
 /// Adds a later choice's metrics to the request's. The prompt's prefill and the first token's
 /// time are the first choice's; a later choice's own prefill (the prompt's last token again)
 /// produced its first token, so it counts as decoding, with the tokens, bytes and head steps.

@@ -82,6 +82,11 @@ pub struct ServerConfig {
     /// Longest prefill of one request: past it the request fails (`prefill_timeout`) and the
     /// queue moves on.
     pub max_prefill: Option<Duration>,
+    /// Longest decoding of one request (all its `n` choices): past it every choice ends with
+    /// finish_reason "length" (`Host::generate_cut`), so `n` × `max_tokens` cannot hold the one
+    /// inference thread for long. The default lets a whole `max_tokens` answer finish on a
+    /// slow machine (1,024 tokens at 5 tok/s).
+    pub max_decode: Option<Duration>,
     /// The power model of `usage.compute.energy_j` (default `work::DEFAULT_WATTS_PER_BUSY_CORE`).
     pub power: crate::work::PowerModel,
     /// Threads the inference thread splits each forward pass over (1: just itself).
@@ -110,6 +115,7 @@ impl ServerConfig {
             body_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(30),
             max_prefill: Some(Duration::from_secs(120)),
+            max_decode: Some(Duration::from_secs(300)),
             power: crate::work::PowerModel::default(),
             threads: 1,
             kv: None,

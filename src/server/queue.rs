@@ -57,6 +57,8 @@ pub struct Job {
     pub max_prompt_tokens: usize,
     /// Fail the request (`prefill_timeout`) when its prefill runs longer.
     pub max_prefill: Option<std::time::Duration>,
+    /// End every choice ("length") when decoding runs longer (`Host::generate_cut`).
+    pub max_decode: Option<std::time::Duration>,
     pub events: mpsc::Sender<Event>,
     pub enqueued: Instant,
 }
@@ -222,10 +224,18 @@ fn run(host: &mut Host, job: &Job) -> Outcome {
         }
     }
     let mut choice = 0;
+    let decode_started = Instant::now();
+    let mut cut = false;
     loop {
         if tx.is_closed() {
             host.generate_cancel();
             return Outcome::Cancelled;
+        }
+        if !cut && job.max_decode.is_some_and(|m| decode_started.elapsed() > m) {
+            cut = true;
+            if let Err(e) = host.generate_cut() {
+                return fail(host, ApiError::from_host(&e));
+            }
         }
         let ev = match host.decode_step() {
             Ok(ev) => ev,

@@ -215,7 +215,7 @@ async fn completion(st: &State, kind: Kind, req: Request<Incoming>) -> Result<Re
         request.seed = Some(random_u64());
     }
     let (tx, mut rx) = queue::events();
-    st.queue.try_submit(Job { request, max_prompt_tokens: st.max_prompt_tokens, max_prefill: st.cfg.max_prefill, events: tx, enqueued: Instant::now() })?;
+    st.queue.try_submit(Job { request, max_prompt_tokens: st.max_prompt_tokens, max_prefill: st.cfg.max_prefill, max_decode: st.cfg.max_decode, events: tx, enqueued: Instant::now() })?;
     let env = Envelope { kind, id: random_id(kind.id_prefix()), created: unix_now(), model: st.card.id.clone(), prompt_chars };
     // Wait for the inference thread to take the request: until then, an error is a plain JSON
     // error response (status and all), also for a streamed request.

@@ -72,6 +72,10 @@ pub struct ServeArgs {
     /// Longest prefill before a request is cut; 0: no limit
     #[arg(long, value_name = "MS", default_value_t = d().max_prefill.map_or(0, ms))]
     max_prefill_ms: u64,
+    /// Longest decoding of one request, all its choices; past it each ends with
+    /// finish_reason "length". 0: no limit
+    #[arg(long, value_name = "MS", default_value_t = d().max_decode.map_or(0, ms))]
+    max_decode_ms: u64,
     /// Power model of usage.compute.energy_j (watts per busy core)
     #[arg(long, value_name = "W", default_value_t = d().power.watts_per_busy_core)]
     watts_per_busy_core: f64,
@@ -105,6 +109,8 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     // 0 = no limit on a prefill's duration.
     let prefill = millis("max-prefill-ms", args.max_prefill_ms, 0, 86_400_000)?;
     cfg.max_prefill = (!prefill.is_zero()).then_some(prefill);
+    let decode = millis("max-decode-ms", args.max_decode_ms, 0, 86_400_000)?;
+    cfg.max_decode = (!decode.is_zero()).then_some(decode);
     // The power model of usage.compute.energy_j (src/work.rs states the default's source).
     cfg.power = edgellm::work::PowerModel::new(args.watts_per_busy_core).map_err(|e| format!("--watts-per-busy-core: {}", e.message))?;
     cfg.threads = args.threads.count()?;
