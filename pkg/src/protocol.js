@@ -39,8 +39,8 @@
 //  openai: {envelope: {kind, id, created, model, prompt_chars}, stream: boolean, include_usage: boolean}}
 //     → started → token* (sustained*) → result GenerateResult
 //     OpenAI's objects are built by the core (src/protocol/response.rs, as edgellm serve builds
-//     them): with stream, `started.chunk` (chat: the role chunk), `token.chunks` (a step's text,
-//     logprobs and delta.tool_calls; a later choice's role chunk, a choice's finish chunk) and
+//     them): with stream, `token.chunks` (a step's text, logprobs and delta.tool_calls; a chat
+//     choice's role with its first, a choice's finish chunk) and
 //     `result.openai.chunks` (with include_usage, the usage chunk); without,
 //     `result.openai.response`. With `n > 1` the choices run one after the other (`token.choice`). Their usage is the
 //     core's plus kv, memory and compute.sustained (the client adds compute.pressure).
@@ -78,12 +78,12 @@
 // {type:'progress', id, phase: 'download'|'cache'|'file', loaded: number, total: number|null}
 //     `loaded` never decreases within a phase; the last event of a phase has loaded === total.
 //     A corrupt cache entry ends phase 'cache' early and the load continues with 'download'.
-// {type:'started', id, prompt_tokens: number, cached_tokens: number, chunk?: object}  (cached: already in the KV cache)
-// {type:'token', id, text: string, token: number|null, chunk?: object}
+// {type:'started', id, prompt_tokens: number, cached_tokens: number}  (cached: already in the KV cache)
+// {type:'token', id, text: string, token: number|null, choice: number, chunks?: object[]}
 //     `text` is the decoded delta (may be '' while a UTF-8 sequence or a possible stop string is
 //     held back; with tools, only the content besides the calls); `token` is null on a last
-//     event that only flushes held-back text. `chunk` (streamed requests): the OpenAI chunk of
-//     this step, when it has something to send (text, logprobs, delta.tool_calls).
+//     event that only flushes held-back text. `chunks` (streamed requests): the OpenAI chunks of
+//     this step, when it has something to send (text, logprobs, delta.tool_calls, a finish).
 // {type:'result', id, value}
 // {type:'error', id, error: ErrorPayload, fatal?: true}
 // {type:'log', level: 'debug'|'info'|'warn'|'error', message: string}

@@ -219,10 +219,11 @@ impl Envelope {
         }
     }
 
-    /// One stream chunk of choice `index`. `role`: the chat stream's first chunk of a choice
-    /// announces the assistant; `tool_calls`: the `delta.tool_calls` pieces; `logprobs`: the
-    /// chunk's `logprobs` object.
-    fn chunk(&self, index: usize, text: Option<&str>, tool_calls: &[ToolCallDelta], role: bool, finish_reason: Option<&str>, logprobs: Option<Value>) -> Value {
+    /// One stream chunk of choice `index`. `content`: chat, `delta.content` (absent, a string,
+    /// or null), completions, `text` ("" unless a string); `role`: the chat stream's first
+    /// chunk of a choice announces the assistant; `tool_calls`: the `delta.tool_calls` pieces;
+    /// `logprobs`: the chunk's `logprobs` object.
+    fn chunk(&self, index: usize, content: Option<Value>, tool_calls: &[ToolCallDelta], role: bool, finish_reason: Option<&str>, logprobs: Option<Value>) -> Value {
         let logprobs = logprobs.unwrap_or(Value::Null);
         let choice = match self.kind {
             Kind::Chat => {
@@ -230,15 +231,15 @@ impl Envelope {
                 if role {
                     delta.insert("role".into(), "assistant".into());
                 }
-                if let Some(t) = text {
-                    delta.insert("content".into(), t.into());
+                if let Some(c) = content {
+                    delta.insert("content".into(), c);
                 }
                 if !tool_calls.is_empty() {
                     delta.insert("tool_calls".into(), json!(one_per_call(tool_calls)));
                 }
                 json!({ "index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason })
             }
-            Kind::Completion => json!({ "index": index, "text": text.unwrap_or(""), "logprobs": logprobs, "finish_reason": finish_reason }),
+            Kind::Completion => json!({ "index": index, "text": content.as_ref().and_then(Value::as_str).unwrap_or(""), "logprobs": logprobs, "finish_reason": finish_reason }),
         };
         json!({
             "id": self.id,
@@ -280,17 +281,23 @@ fn one_per_call(deltas: &[ToolCallDelta]) -> Vec<ToolCallDelta> {
     out
 }
 
-/// A streamed response's chunks, in order: [`start`](Self::start) (chat: choice 0's role
-/// chunk), then [`step`](Self::step) per decode step — a later choice's first step opens with
-/// its own role chunk, a choice's last step closes with its `finish_reason` chunk — then
-/// [`end`](Self::end): with `include_usage`, exactly one more chunk with `choices: []` and
-/// `usage` (as OpenAI: every other chunk then has `usage: null`).
+/// A streamed response's chunks, in order: [`step`](Self::step) per decode step — a chat
+/// choice's first chunk carries its role, a choice's last step closes with its `finish_reason`
+/// chunk — then [`end`](Self::end): with `include_usage`, exactly one more chunk with
+/// `choices: []` and `usage` (as OpenAI: every other chunk then has `usage: null`).
+///
+/// The role goes out with a choice's first step that has something to send, as OpenAI's: an
+/// answer that opens with text gets `{role, content: ""}` first, one that opens with a tool
+/// call gets `{role, content: null, tool_calls}` (so an SDK that adds the deltas up ends with
+/// `content: null`, as the whole response has).
 #[derive(Clone, Debug)]
 pub struct ChunkStream {
     env: Envelope,
     include_usage: bool,
     /// The choice of the last step (OpenAI's `n`: the choices come one after the other).
     choice: usize,
+    /// Whether that choice's first chunk went out.
+    opened: bool,
     /// Characters of prompt + the choice's text so far (completions' `logprobs.text_offset`).
     offset: TextOffset,
 }
@@ -314,20 +321,11 @@ pub struct StepChunk {
 impl ChunkStream {
     pub fn new(env: Envelope, include_usage: bool) -> ChunkStream {
         let offset = TextOffset::new(env.prompt_chars);
-        ChunkStream { env, include_usage, choice: 0, offset }
+        ChunkStream { env, include_usage, choice: 0, opened: false, offset }
     }
 
     pub fn envelope(&self) -> &Envelope {
         &self.env
-    }
-
-    /// The chat stream's first chunk (`delta: {role: 'assistant', content: ''}`); none for completions.
-    pub fn start(&self) -> Option<Value> {
-        self.role(0)
-    }
-
-    fn role(&self, index: usize) -> Option<Value> {
-        (self.env.kind == Kind::Chat).then(|| self.usage_null(self.env.chunk(index, Some(""), &[], true, None, None)))
     }
 
     /// With `include_usage`, OpenAI's chunks before the usage chunk carry `usage: null`.
@@ -338,20 +336,31 @@ impl ChunkStream {
         chunk
     }
 
-    /// The chunks of one step (none when it has nothing to send): a later choice's role
-    /// chunk first, the step's text, log probabilities and call pieces, and the choice's
-    /// `finish_reason` chunk on its last step.
+    /// The chunks of one step (none when it has nothing to send): the step's text, log
+    /// probabilities and call pieces — on a chat choice's first chunk, with its role (before
+    /// text, a chunk of its own) — and the choice's `finish_reason` chunk on its last step.
     pub fn step(&mut self, s: &StepChunk) -> Vec<Value> {
         let mut out = Vec::new();
         if s.choice != self.choice {
             self.choice = s.choice;
+            self.opened = false;
             self.offset = TextOffset::new(self.env.prompt_chars);
-            out.extend(self.role(s.choice));
         }
-        if !(s.text.is_empty() && s.logprobs.is_empty() && s.tool_calls.is_empty()) {
+        let body = !(s.text.is_empty() && s.logprobs.is_empty() && s.tool_calls.is_empty());
+        if !body && s.finish_reason.is_none() {
+            return out;
+        }
+        let role = self.env.kind == Kind::Chat && !self.opened;
+        self.opened = true;
+        // A call answer's first chunk: the role, `content: null` and the calls, in one.
+        let calls_first = role && s.text.is_empty() && !s.tool_calls.is_empty();
+        if role && !calls_first {
+            out.push(self.usage_null(self.env.chunk(s.choice, Some("".into()), &[], true, None, None)));
+        }
+        if body {
             let lp = (!s.logprobs.is_empty()).then(|| logprobs_json(self.env.kind, &s.logprobs, &mut self.offset));
-            let content = (!s.text.is_empty() || s.tool_calls.is_empty()).then_some(s.text.as_str());
-            out.push(self.usage_null(self.env.chunk(s.choice, content, &s.tool_calls, false, None, lp)));
+            let content = if calls_first { Some(Value::Null) } else { (!s.text.is_empty() || s.tool_calls.is_empty()).then(|| s.text.as_str().into()) };
+            out.push(self.usage_null(self.env.chunk(s.choice, content, &s.tool_calls, calls_first, None, lp)));
         }
         if let Some(f) = s.finish_reason.as_deref() {
             out.push(self.usage_null(self.env.chunk(s.choice, None, &[], false, Some(f), None)));
@@ -385,9 +394,11 @@ mod tests {
     #[test]
     fn a_chat_stream_is_role_steps_finish_and_one_usage_chunk() {
         let mut s = ChunkStream::new(env("chat"), true);
-        assert_eq!(s.start().unwrap()["choices"][0]["delta"], json!({"role": "assistant", "content": ""}));
         assert!(s.step(&text(0, "", None)).is_empty(), "nothing to send");
-        let c = s.step(&text(0, "Hi", None)).remove(0);
+        let mut c = s.step(&text(0, "Hi", None));
+        assert_eq!(c.len(), 2, "the role chunk, then the text");
+        assert_eq!(c[0]["choices"][0]["delta"], json!({"role": "assistant", "content": ""}));
+        let c = c.remove(1);
         assert_eq!((c["object"].as_str(), &c["choices"][0]["delta"]), (Some("chat.completion.chunk"), &json!({"content": "Hi"})));
         let call = ToolCallDelta { index: 0, id: Some("call_1".into()), kind: Some("function".into()), function: FunctionDelta { name: Some("f".into()), arguments: String::new() } };
         let args = |a: &str| ToolCallDelta { index: 0, id: None, kind: None, function: FunctionDelta { name: None, arguments: a.into() } };
@@ -403,17 +414,36 @@ mod tests {
         assert_eq!((end.len(), &end[0]["choices"], &end[0]["usage"]["total_tokens"]), (1, &json!([]), &json!(3)));
         assert!(ChunkStream::new(env("chat"), false).end(json!({})).is_empty(), "usage only with include_usage");
         let mut plain = ChunkStream::new(env("chat"), false);
-        assert!(plain.step(&text(0, "x", Some("stop")))[1].get("usage").is_none(), "no usage key without include_usage");
+        assert!(plain.step(&text(0, "x", Some("stop")))[2].get("usage").is_none(), "no usage key without include_usage");
         // Completions: no role chunk, `text` per chunk.
         let mut s = ChunkStream::new(env("completion"), false);
-        assert!(s.start().is_none());
-        assert_eq!(s.step(&text(0, "abc", None))[0]["choices"][0]["text"], "abc");
+        let c = s.step(&text(0, "abc", None));
+        assert_eq!((c.len(), &c[0]["choices"][0]["text"]), (1, &json!("abc")));
+    }
+
+    /// An answer that opens with a call: its first chunk is the role, `content: null` and the
+    /// call, as OpenAI's (an SDK adding the deltas up gets `content: null`, as the whole
+    /// response has); one that ends before any text still opens with its role.
+    #[test]
+    fn a_call_answer_opens_with_role_null_content_and_the_call() {
+        let call = ToolCallDelta { index: 0, id: Some("call_1".into()), kind: Some("function".into()), function: FunctionDelta { name: Some("f".into()), arguments: "{}".into() } };
+        let mut s = ChunkStream::new(env("chat"), false);
+        assert!(s.step(&text(0, "", None)).is_empty());
+        let c = s.step(&StepChunk { tool_calls: vec![call.clone()], ..Default::default() });
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0]["choices"][0]["delta"], json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}));
+        let next = s.step(&StepChunk { tool_calls: vec![ToolCallDelta { index: 1, ..call }], ..Default::default() });
+        assert!(next[0]["choices"][0]["delta"].get("role").is_none() && next[0]["choices"][0]["delta"].get("content").is_none(), "{}", next[0]);
+        let shape = |v: Vec<Value>| v.iter().map(|c| (c["choices"][0]["delta"].clone(), c["choices"][0]["finish_reason"].clone())).collect::<Vec<_>>();
+        // An empty answer: the role, then the finish.
+        let mut s = ChunkStream::new(env("chat"), false);
+        assert_eq!(shape(s.step(&text(0, "", Some("length")))), vec![(json!({"role": "assistant", "content": ""}), Value::Null), (json!({}), json!("length"))]);
     }
 
     #[test]
     fn choices_stream_one_after_the_other_each_with_its_index() {
         let mut s = ChunkStream::new(env("chat"), false);
-        let mut all: Vec<Value> = s.start().into_iter().collect();
+        let mut all: Vec<Value> = Vec::new();
         for (choice, t) in [(0, "a"), (0, "b"), (1, ""), (1, "c"), (2, "d")] {
             all.extend(s.step(&text(choice, t, None)));
             if t == "b" || t == "c" {

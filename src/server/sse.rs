@@ -1,8 +1,7 @@
 //! Server-sent events: a response body fed by the inference thread's events.
 //!
 //! Each event becomes one `data: <json>\n\n` frame; the stream ends with `data: [DONE]\n\n`.
-//! Chat streams start with a chunk whose delta holds only `role` (with `n > 1`, each choice's
-//! first chunk does); a chunk carries each choice's `finish_reason`; `usage` comes, exactly as OpenAI sends it, only with
+//! A chat choice's first chunk carries its `role` (`crate::protocol::ChunkStream`); a chunk carries each choice's `finish_reason`; `usage` comes, exactly as OpenAI sends it, only with
 //! `stream_options.include_usage` and only on one more chunk with `choices: []` (so code that
 //! sums usage over the chunks counts it once). An error after the stream started is
 //! sent as `data: {"error": {...}}` before `[DONE]` (OpenAI-compatible servers do the same).
@@ -43,11 +42,11 @@ pub struct SseBody {
 }
 
 impl SseBody {
-    /// Called after the `Started` event was received (it is rendered here as the first chunk).
+    /// Called after the `Started` event was received (the first chunk comes with the first
+    /// step that has something to send).
     pub fn new(rx: mpsc::Receiver<Event>, env: Envelope, include_usage: bool) -> SseBody {
         let chunks = ChunkStream::new(env, include_usage);
-        let out = chunks.start().iter().map(frame).collect();
-        SseBody { rx, chunks, out, finished: false }
+        SseBody { rx, chunks, out: VecDeque::new(), finished: false }
     }
 
     fn render(&mut self, ev: Option<Event>) {

@@ -204,11 +204,6 @@ impl OpenAiStream {
         Ok(OpenAiStream { inner: crate::protocol::ChunkStream::new(envelope(envelope_json)?, include_usage) })
     }
 
-    /// The first chunk (chat: the role), as JSON, or `undefined`.
-    pub fn start(&self) -> Option<String> {
-        self.inner.start().map(|v| v.to_string())
-    }
-
     /// The chunks (a JSON array, often empty) of a `StepEvent` (JSON: choice, text, logprobs,
     /// tool_calls, choice_finish_reason).
     pub fn step(&mut self, event_json: &str) -> Result<String, JsValue> {

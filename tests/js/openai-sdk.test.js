@@ -246,6 +246,10 @@ for (const label of TARGETS) {
     assert.equal(finish, 'tool_calls');
     assert.equal(calls.length, 1);
     assert.ok(pieces > 1);
+    // As OpenAI's: the first chunk is the role, content null and the call's opening, so deltas
+    // added up give content null, as the whole response has.
+    const first = chunks.find((c) => c.choices[0])?.choices[0].delta;
+    assert.deepEqual([first.role, first.content, first.tool_calls?.[0]?.function?.name], ['assistant', null, 'get_time'], JSON.stringify(first));
     assert.equal(calls[0].function.name, 'get_time');
     validCall(calls[0]);
     record(label, 'tools named stream', chunks);

@@ -101,7 +101,6 @@ async function createOnce(local, kind, params, options, release) {
     const onEvent = (ev) => {
       if (ev.type === Ev.STARTED) {
         started = true;
-        if (ev.chunk) stream._push(ev.chunk);
         resolve(stream);
       } else if (ev.type === Ev.TOKEN) {
         for (const c of ev.chunks || []) stream._push(c);

@@ -34,9 +34,7 @@ export async function generateOp(rt, msg, signal) {
   const oa = msg.openai;
   const envelope = JSON.stringify(oa.envelope);
   const chunks = oa.stream ? rt.call(() => new rt.bindings.OpenAiStream(envelope, !!oa.include_usage)) : null;
-  const parse = (s) => (s === undefined || s === null ? undefined : JSON.parse(s));
-  const first = chunks ? parse(rt.call(() => chunks.start())) : undefined;
-  rt.env.post({ type: Ev.STARTED, id, prompt_tokens: begin.prompt_tokens, cached_tokens: begin.cached_tokens, ...(first ? { chunk: first } : {}) });
+  rt.env.post({ type: Ev.STARTED, id, prompt_tokens: begin.prompt_tokens, cached_tokens: begin.cached_tokens });
   let active = true;
   // Decode speed per time window (sustained.js), measured here where the tokens are made.
   const windows = new DecodeWindows(msg.sustained || {});
@@ -58,7 +56,7 @@ export async function generateOp(rt, msg, signal) {
       if (signal.aborted) throw abortedError('generation');
       const ev = rt.json(() => rt.engine.decode_step());
       rt.memory.poll();
-      // The step's chunks: its text, a later choice's role chunk, a choice's finish chunk.
+      // The step's chunks: a choice's role with its first, its text and calls, its finish.
       const out = chunks ? JSON.parse(rt.call(() => chunks.step(JSON.stringify(ev)))) : [];
       if ((ev.token !== null && ev.token !== undefined) || out.length) rt.env.post({ type: Ev.TOKEN, id, text: ev.text || '', token: ev.token ?? null, choice: ev.choice || 0, ...(out.length ? { chunks: out } : {}) });
       if (ev.token !== null && ev.token !== undefined && windows.token(now()) !== null) rt.env.post({ type: Ev.SUSTAINED, id, sustained: windows.summary() });
