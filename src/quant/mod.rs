@@ -343,6 +343,7 @@ pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<Rows4Kernel> {
             Q4_0 => return k(Some(relaxed::prep_q4_0), relaxed::rows4_q4_0),
             Q5_0 => return k(Some(relaxed::prep_q5_0), relaxed::rows4_q5_0),
             Q8_0 => return k(Some(relaxed::prep_q8_0), relaxed::rows4_q8_0),
+            Q4_K => return k(None, relaxed::rows4_q4_k),
             _ => {}
         }
     }

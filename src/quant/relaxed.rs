@@ -42,7 +42,7 @@ use super::q6_k::Q6_K_BYTES;
 use super::q8::Q8_0_BYTES;
 use super::q8_k::{Q8KBlock, BSUMS_AT, Q8_K_BYTES, QK_K, QS_AT};
 use super::simd128::{
-    blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, f16x4_at_k, high_nibbles, hsum, ld, ld_f32x4, opaque, q6_k_unsigned_k,
+    blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16_bits_to_f32x4, f16x4_at, f16x4_at_k, high_nibbles, hsum, ld, ld_f32x4, opaque, q6_k_unsigned_k,
     qh_at, qh_bits16_k, reduce4, rows4_of, store4, swizzle, NibMasks, F16K, QhK,
 };
 
@@ -398,6 +398,41 @@ pub(super) fn vec_dot_q4_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
         sumf += d * hsum(isum) as f32 - dmin * hsum(summs) as f32;
     }
     sumf
+}
+
+/// Q4_K × Q8_K, four rows (`w`, `rb` bytes apart: `ops::matmul` takes them from
+/// `streams::STREAMS` streams): per block each row's [`q4_k_isum`], the four rows' sums then
+/// totalled together (lane k = row k: `reduce4`, where the one-row kernel takes two `hsum`s
+/// per row), and the one-row kernel's float expression in four lanes, each row's `d` and
+/// `dmin` gathered by one `load32_lane` and converted together — exact integers and the same
+/// float operations in the same order, so the same bits as the one-row and scalar kernels.
+pub(super) fn rows4_q4_k(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    let nb = n / QK_K;
+    let a = &p[..nb * Q8_K_BYTES];
+    let rows = rows4_of(w, rb, nb * Q4_K_BYTES);
+    let k = Q4KK::new();
+    let low16 = opaque(u32x4_splat(0xffff));
+    let mut sumf = f32x4_splat(0.0);
+    for (b, yb) in a.chunks_exact(Q8_K_BYTES).enumerate() {
+        let x = blocks4(&rows, b, Q4_K_BYTES);
+        let s: [(v128, v128); 4] = core::array::from_fn(|r| q4_k_isum(x[r], yb, &k));
+        let isum = reduce4(s[0].0, s[1].0, s[2].0, s[3].0);
+        let summs = reduce4(s[0].1, s[1].1, s[2].1, s[3].1);
+        // Lane r: row r's d (low half) and dmin (high half), the block's first four bytes.
+        // SAFETY: each block is Q4_K_BYTES ≥ 4 readable bytes.
+        let dd = unsafe {
+            let v = v128_load32_lane::<0>(u32x4_splat(0), x[0].as_ptr() as *const u32);
+            let v = v128_load32_lane::<1>(v, x[1].as_ptr() as *const u32);
+            let v = v128_load32_lane::<2>(v, x[2].as_ptr() as *const u32);
+            v128_load32_lane::<3>(v, x[3].as_ptr() as *const u32)
+        };
+        let yd = f32x4_splat(Q8KBlock::new(yb).d);
+        let d = f32x4_mul(f16_bits_to_f32x4(v128_and(dd, low16)), yd);
+        let dmin = f32x4_mul(f16_bits_to_f32x4(u32x4_shr(dd, 16)), yd);
+        // scalar: sumf += d * isum as f32 - dmin * summs as f32
+        sumf = f32x4_add(sumf, f32x4_sub(f32x4_mul(d, f32x4_convert_i32x4(isum)), f32x4_mul(dmin, f32x4_convert_i32x4(summs))));
+    }
+    store4(sumf)
 }
 
 /// The constants of the relaxed Q6_K kernel, made once per call (`simd128::opaque`): the
