@@ -28,8 +28,8 @@
 //!   holds −128 (only degenerate, subnormal inputs quantize to it) takes the widening path.
 //!
 //! Decode (`rows4_*`) prepares the activation row once per matmul (`prep_*`: the 7-bit split,
-//! the offset sums, the f32 scale) and shares it between all weight rows; Q4_K and Q6_K decode
-//! one row at a time (`vec_dot_*`), which measured faster than their four-row kernels; prefill
+//! the offset sums, the f32 scale) and shares it between all weight rows (Q4_K and Q6_K read
+//! their Q8_K activation as it is, and total four rows' block sums together); prefill
 //! (`toks4_*` / `toks8_*`) shares each weight block's unpacking between the tokens.
 
 use core::arch::wasm32::*;
@@ -381,11 +381,11 @@ fn q4_k_isum(x: &[u8], yb: &[u8], k: &Q4KK) -> (v128, v128) {
     (acc, summs)
 }
 
-/// Q4_K × Q8_K, one row: `q4_k_isum` per block, its lanes totalled, then the scalar expression.
-/// Decode runs Q4_K a row at a time: a four-row kernel on `q4_k_isum` measured no faster than
-/// this one (Chromium, 63 MB of rows, same run: 1.37–2.35 GB/s against 1.79–2.63), which is
-/// 1.08–1.29× the SIMD128 kernel (1.43–2.24 GB/s); an earlier four-row kernel on the i32
-/// relaxed dot was slower than SIMD128's one-row kernel too.
+/// Q4_K × Q8_K, one row: `q4_k_isum` per block, its lanes totalled, then the scalar expression
+/// (1.08–1.29× the SIMD128 kernel). Decode reads four rows a call ([`rows4_q4_k`]): taking
+/// them from four streams and totalling their sums together, it measured 1.25–1.6× this kernel
+/// on the same streams (an earlier four-row kernel, on one stream with two `hsum`s per row,
+/// was no faster).
 pub(super) fn vec_dot_q4_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
     let nb = n / QK_K;
     let (w, a) = (&w[..nb * Q4_K_BYTES], &a[..nb * Q8_K_BYTES]);
@@ -489,10 +489,39 @@ fn q6_k_isum(x: &[u8], k: &Q6KK, yb: &[u8]) -> v128 {
     i32x4_sub(acc, i32x4_shl(off, 5))
 }
 
-/// Q6_K × Q8_K, one row: [`q6_k_isum`] per block, the scalar kernel's float expression. Decode
-/// reads Q6_K one row at a time with this (no four-row kernel): in Chromium over 63 MB of rows
-/// (`rows4_stream_throughput`, same run) 8.41 GB/s, against 3.76 GB/s for the four-row relaxed
-/// kernel it replaces and 4.91 GB/s for SIMD128's one-row kernel.
+/// Q6_K × Q8_K, four rows (`w`, `rb` bytes apart, from the four streams): each row's
+/// [`q6_k_isum`] per block, the four rows' sums totalled together (`reduce4`) and the one-row
+/// kernel's float expression in four lanes, each row's `d` gathered by `load16_lane` — the same
+/// integers and float operations per row, so the same bits.
+pub(super) fn rows4_q6_k(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    let nb = n / QK_K;
+    let a = &p[..nb * Q8_K_BYTES];
+    let rows = rows4_of(w, rb, nb * Q6_K_BYTES);
+    let k = Q6KK::new();
+    let mut sumf = f32x4_splat(0.0);
+    for (b, yb) in a.chunks_exact(Q8_K_BYTES).enumerate() {
+        let x = blocks4(&rows, b, Q6_K_BYTES);
+        let isum = reduce4(q6_k_isum(x[0], &k, yb), q6_k_isum(x[1], &k, yb), q6_k_isum(x[2], &k, yb), q6_k_isum(x[3], &k, yb));
+        // Lane r: row r's d in its low half (the high half stays zero).
+        // SAFETY: each block is Q6_K_BYTES = 210 readable bytes; d is at 208.
+        let dw = unsafe {
+            let v = v128_load16_lane::<0>(u32x4_splat(0), x[0].as_ptr().add(208) as *const u16);
+            let v = v128_load16_lane::<2>(v, x[1].as_ptr().add(208) as *const u16);
+            let v = v128_load16_lane::<4>(v, x[2].as_ptr().add(208) as *const u16);
+            v128_load16_lane::<6>(v, x[3].as_ptr().add(208) as *const u16)
+        };
+        let d = f32x4_mul(f16_bits_to_f32x4(dw), f32x4_splat(Q8KBlock::new(yb).d));
+        // scalar: sumf += (read_f16(x, 208) * y.d) * isum as f32
+        sumf = f32x4_add(sumf, f32x4_mul(d, f32x4_convert_i32x4(isum)));
+    }
+    store4(sumf)
+}
+
+/// Q6_K × Q8_K, one row: [`q6_k_isum`] per block, the scalar kernel's float expression (in
+/// Chromium over 63 MB of rows, `rows4_stream_throughput`, 8.41 GB/s against 4.91 for SIMD128's
+/// one-row kernel and 3.76 for an older four-row relaxed kernel that held a block's sixteen
+/// unpacked groups per row). Decode reads four rows a call ([`rows4_q6_k`], 1.08× this kernel
+/// on the same four streams).
 pub(super) fn vec_dot_q6_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
     let nb = n / QK_K;
     let (w, a) = (&w[..nb * Q6_K_BYTES], &a[..nb * Q8_K_BYTES]);
