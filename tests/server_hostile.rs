@@ -40,6 +40,15 @@ fn a_foreign_host_header_is_refused_and_ips_localhost_and_allowed_names_pass() {
     for ok in [a.to_string(), format!("localhost:{}", a.port()), "llm.lan".into()] {
         assert_eq!(get(&ok).status, 200, "{ok}");
     }
+    // A request target in absolute form names its host too (and takes precedence over Host).
+    let abs = |target_host: &str| raw(a, &format!("GET http://{target_host}/v1/models HTTP/1.1\nHost: {a}\nConnection: close\n\n"), b"");
+    let r = abs("attacker.test:8080");
+    assert_eq!((r.status, r.error_code()), (403, "host_not_allowed".to_string()));
+    assert_eq!(abs(&a.to_string()).status, 200);
+    // A preflight answers for this server's paths only.
+    let options = |path: &str| raw(a, &format!("OPTIONS {path} HTTP/1.1\nHost: {a}\nConnection: close\n\n"), b"").status;
+    assert_eq!((options("/v1/chat/completions"), options("/v1/models/x"), options("*")), (204, 204, 204));
+    assert_eq!((options("/admin"), options("/v1/chat")), (404, 404));
 }
 
 #[test]

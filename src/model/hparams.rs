@@ -103,6 +103,11 @@ impl HParams {
         if m.opt_u64("expert_count")?.unwrap_or(0) > 0 {
             return Err(ModelError::UnsupportedModel(format!("{arch_name} with experts (MoE)")));
         }
+        // Experts used per token without any experts: a broken file (llama.cpp refuses it too),
+        // not a dense model.
+        if let Some(used @ 1..) = m.opt_u64("expert_used_count")? {
+            return Err(m.bad("expert_used_count", &format!("{used}, but the model has no experts (no expert_count)")));
+        }
         let n_embd = m.req_usize("embedding_length")?;
         let n_layer = m.req_usize("block_count")?;
         let n_ff = m.per_layer_uniform("feed_forward_length", n_layer)?.ok_or_else(|| m.missing("feed_forward_length"))?;
@@ -144,7 +149,12 @@ impl HParams {
             return Err(m.bad(eps_key, &format!("{rms_eps} (an RMSNorm epsilon is small: at most 1)")));
         }
         let rope_base = m.opt_f32("rope.freq_base", Range::Positive)?.unwrap_or(10000.0);
-        let n_ctx_train = m.opt_usize("context_length")?.unwrap_or(0);
+        // At most u32::MAX on every target (llama.cpp keeps it in 32 bits): a larger value was
+        // refused only where usize is 32 bits, so a file loaded natively failed in the browser.
+        let n_ctx_train = match m.opt_u64("context_length")? {
+            Some(v) if v > u64::from(u32::MAX) => return Err(m.bad("context_length", &format!("{v} tokens (at most {})", u32::MAX))),
+            v => v.unwrap_or(0) as usize,
+        };
 
         let rope_scaling = read_rope_scaling(&m)?;
 
@@ -456,6 +466,12 @@ mod tests {
     fn refusals_are_typed() {
         assert_eq!(HParams::from_header(&header("mamba", &[]), 10).unwrap_err().code(), "UNSUPPORTED_MODEL");
         assert_eq!(HParams::from_header(&header("llama", &[("expert_count", Value::U32(8))]), 10).unwrap_err().code(), "UNSUPPORTED_MODEL");
+        assert_eq!(HParams::from_header(&header("llama", &[("expert_used_count", Value::U32(2))]), 10).unwrap_err().code(), "BAD_METADATA");
+        assert!(HParams::from_header(&header("llama", &[("expert_used_count", Value::U32(0))]), 10).is_ok());
+        // The training context: the same rule on every target (usize is 32 bits in wasm).
+        let ctx = |v: u64| HParams::from_header(&header("llama", &[("context_length", Value::U64(v))]), 10);
+        assert_eq!(ctx(u64::from(u32::MAX)).unwrap().n_ctx_train, u32::MAX as usize);
+        assert_eq!(ctx(1 << 32).unwrap_err().code(), "BAD_METADATA");
         let mut h = header("llama", &[]);
         h.metadata.retain(|(k, _)| k != "llama.embedding_length");
         assert_eq!(HParams::from_header(&h, 10).unwrap_err().code(), "BAD_METADATA");

@@ -62,7 +62,18 @@ pub fn check_host(headers: &HeaderMap, allowed: &[String]) -> Result<(), ApiErro
     let (Some(field), None) = (fields.next(), fields.next()) else {
         return Err(ApiError::invalid("invalid_host", "a request carries exactly one Host header"));
     };
-    let host = field.to_str().ok().map(host_name).unwrap_or("");
+    host_allowed(field.to_str().ok().map(host_name).unwrap_or(""), allowed)
+}
+
+/// A request target in absolute form (`POST http://name/v1/... HTTP/1.1`) names the host the
+/// request is for, which then takes precedence over the `Host` header (RFC 9112 §3.2.2): it
+/// must pass the same rule. `target_host`: the target's host, if it has one.
+pub fn check_target_host(target_host: Option<&str>, allowed: &[String]) -> Result<(), ApiError> {
+    target_host.map_or(Ok(()), |h| host_allowed(host_name(h), allowed))
+}
+
+/// `host` (no port) is this server's: an IP address, `localhost`, or one of `allowed`.
+fn host_allowed(host: &str, allowed: &[String]) -> Result<(), ApiError> {
     let ok = !host.is_empty()
         && (host.parse::<std::net::IpAddr>().is_ok()
             || host.eq_ignore_ascii_case("localhost")
@@ -167,6 +178,13 @@ mod tests {
         assert_eq!((check_host(&two, &[]).unwrap_err().status, check_host(&two, &[]).unwrap_err().code.as_str()), (400, "invalid_host"));
         assert!(check_host(&with("llm.lan:8080"), &["llm.lan".into()]).is_ok());
         assert!(check_host(&with("anything"), &["*".into()]).is_ok());
+        // An absolute-form target's host, by the same rule.
+        assert!(check_target_host(None, &[]).is_ok());
+        for ok in ["127.0.0.1", "localhost", "[::1]"] {
+            assert!(check_target_host(Some(ok), &[]).is_ok(), "{ok}");
+        }
+        assert_eq!(check_target_host(Some("evil.test"), &[]).unwrap_err().code, "host_not_allowed");
+        assert!(check_target_host(Some("llm.lan"), &["llm.lan".into()]).is_ok());
     }
 
     #[test]

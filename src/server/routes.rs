@@ -6,7 +6,7 @@
 //!                              (HEAD on either: the headers of the GET)
 //! POST /v1/chat/completions    OpenAI chat completions (JSON, or SSE with stream: true)
 //! POST /v1/completions         OpenAI text completions (raw prompt, no chat template)
-//! OPTIONS *                    CORS preflight
+//! OPTIONS                      CORS preflight of any of those paths (or `*`)
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +21,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
 use super::conns::RequestMark;
-use super::access::{allowed_origin, check_bearer, check_host, check_origin, cors_headers, preflight_headers};
+use super::access::{allowed_origin, check_bearer, check_host, check_origin, check_target_host, cors_headers, preflight_headers};
 use super::errors::ApiError;
 use super::openai::{self, Envelope, Kind, Limits};
 use super::queue::{self, Event, Job, Queue};
@@ -69,14 +69,24 @@ pub async fn handle(st: Arc<State>, req: Request<Incoming>) -> Response<ResBody>
     resp
 }
 
+/// The paths [`route`] answers (a preflight of any other is a 404).
+fn is_route(path: &str) -> bool {
+    matches!(path, "/health" | "/v1/models" | "/v1/chat/completions" | "/v1/completions") || path.starts_with("/v1/models/")
+}
+
 async fn route(st: &State, req: Request<Incoming>) -> Result<Response<ResBody>, ApiError> {
     let r = &st.requests;
     r.total.fetch_add(1, Ordering::Relaxed);
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     check_host(req.headers(), &st.cfg.allowed_hosts)?;
+    check_target_host(req.uri().host(), &st.cfg.allowed_hosts)?;
     check_origin(req.headers(), &method, &st.cfg.cors_origins)?;
     if method == Method::OPTIONS {
+        // A preflight of a route this server has (or of the server itself, `OPTIONS *`).
+        if !(is_route(&path) || path == "*") {
+            return Err(ApiError::not_found(&path));
+        }
         r.preflight.fetch_add(1, Ordering::Relaxed);
         let mut resp = empty(StatusCode::NO_CONTENT);
         if allowed_origin(req.headers(), &st.cfg.cors_origins).is_some() {
