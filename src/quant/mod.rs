@@ -328,7 +328,7 @@ impl Rows4Kernel {
 }
 
 /// The four-weight-rows kernel for `w_ty` where this build has one (SIMD128 builds: Q4_0,
-/// Q5_0, Q8_0, and relaxed builds Q4_K and Q6_K too; AVX2 CPUs: every quantized type);
+/// Q5_0, Q8_0, Q4_K, Q6_K; AVX2 CPUs: every quantized type);
 /// lengths as for `VecDotKernel`, validated once by the caller.
 pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<Rows4Kernel> {
     #[cfg(target_arch = "x86_64")]
@@ -355,6 +355,8 @@ pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<Rows4Kernel> {
             Q4_0 => simd128::rows4_q4_0,
             Q5_0 => simd128::rows4_q5_0,
             Q8_0 => simd128::rows4_q8_0,
+            Q4_K => simd128::rows4_q4_k,
+            Q6_K => simd128::rows4_q6_k,
             _ => return None,
         };
         Some(Rows4Kernel { prep: None, dot })

@@ -463,26 +463,76 @@ fn vec_dot_q45_k(
     let mut sumf = 0f32;
     for (x, yb) in w.chunks_exact(block_bytes).zip(a.chunks_exact(Q8_K_BYTES)) {
         let y = Q8KBlock::new(yb);
-        let (sc, m) = scales_mins(&x[4..16]);
-        let mut acc = i32x4_splat(0);
-        for c in 0..4 {
-            let (b0, b1) = (ld(x, qs_at + 32 * c), ld(x, qs_at + 16 + 32 * c));
-            let [hl0, hl1, hu0, hu1] = high(x, c);
-            let (l0, l1) = (v128_or(v128_and(b0, m4), hl0), v128_or(v128_and(b1, m4), hl1));
-            let (u0, u1) = (v128_or(u8x16_shr(b0, 4), hu0), v128_or(u8x16_shr(b1, 4), hu1));
-            let q = QS_AT + 64 * c;
-            let lo = i32x4_add(dot_i8(l0, ld(yb, q)), dot_i8(l1, ld(yb, q + 16)));
-            let hi = i32x4_add(dot_i8(u0, ld(yb, q + 32)), dot_i8(u1, ld(yb, q + 48)));
-            acc = i32x4_add(acc, i32x4_mul(lo, i32x4_splat(sc[2 * c] as i32)));
-            acc = i32x4_add(acc, i32x4_mul(hi, i32x4_splat(sc[2 * c + 1] as i32)));
-        }
-        let isum = hsum(acc);
-        let summs = hsum(k_summs_x4(yb, mins_x4(&m)));
+        let (acc, summs) = q45_k_isum(x, yb, qs_at, &high, m4);
+        let (isum, summs) = (hsum(acc), hsum(summs));
         let d = read_f16(x, 0) * y.d;
         let dmin = read_f16(x, 2) * y.d;
         sumf += d * isum as f32 - dmin * summs as f32;
     }
     sumf
+}
+
+/// One Q4_K / Q5_K block × one Q8_K block (`vec_dot_q45_k`'s `qs_at` and `high`): the scaled
+/// quant sums and the mins' sums, as i32x4 partial sums (exact).
+#[inline(always)]
+fn q45_k_isum(x: &[u8], yb: &[u8], qs_at: usize, high: &impl Fn(&[u8], usize) -> [v128; 4], m4: v128) -> (v128, v128) {
+    let (sc, m) = scales_mins(&x[4..16]);
+    let mut acc = i32x4_splat(0);
+    for c in 0..4 {
+        let (b0, b1) = (ld(x, qs_at + 32 * c), ld(x, qs_at + 16 + 32 * c));
+        let [hl0, hl1, hu0, hu1] = high(x, c);
+        let (l0, l1) = (v128_or(v128_and(b0, m4), hl0), v128_or(v128_and(b1, m4), hl1));
+        let (u0, u1) = (v128_or(u8x16_shr(b0, 4), hu0), v128_or(u8x16_shr(b1, 4), hu1));
+        let q = QS_AT + 64 * c;
+        let lo = i32x4_add(dot_i8(l0, ld(yb, q)), dot_i8(l1, ld(yb, q + 16)));
+        let hi = i32x4_add(dot_i8(u0, ld(yb, q + 32)), dot_i8(u1, ld(yb, q + 48)));
+        acc = i32x4_add(acc, i32x4_mul(lo, i32x4_splat(sc[2 * c] as i32)));
+        acc = i32x4_add(acc, i32x4_mul(hi, i32x4_splat(sc[2 * c + 1] as i32)));
+    }
+    (acc, k_summs_x4(yb, mins_x4(&m)))
+}
+
+/// Q4_K × Q8_K, four rows (`w`, `rb` bytes apart; decode takes them from `streams::STREAMS`
+/// streams): each row's [`q45_k_isum`], the four rows' sums totalled together (`reduce4`) and
+/// the one-row kernel's float expression in four lanes, each row's `d` and `dmin` gathered by
+/// `load32_lane` — the same integers and float operations per row, so the same bits.
+// The relaxed build dispatches `relaxed::rows4_q4_k` instead.
+#[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
+pub(super) fn rows4_q4_k(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    let nb = n / QK_K;
+    let a = &p[..nb * Q8_K_BYTES];
+    let rows = rows4_of(w, rb, nb * Q4_K_BYTES);
+    let m4 = opaque(u8x16_splat(0x0f));
+    let zero = i32x4_splat(0);
+    let high = |_: &[u8], _: usize| [zero; 4];
+    let mut sumf = f32x4_splat(0.0);
+    for (b, yb) in a.chunks_exact(Q8_K_BYTES).enumerate() {
+        let x = blocks4(&rows, b, Q4_K_BYTES);
+        let s: [(v128, v128); 4] = core::array::from_fn(|r| q45_k_isum(x[r], yb, 16, &high, m4));
+        let isum = reduce4(s[0].0, s[1].0, s[2].0, s[3].0);
+        let summs = reduce4(s[0].1, s[1].1, s[2].1, s[3].1);
+        let (d, dmin) = dmin4(&x, Q8KBlock::new(yb).d);
+        // scalar: sumf += d * isum as f32 - dmin * summs as f32
+        sumf = f32x4_add(sumf, f32x4_sub(f32x4_mul(d, f32x4_convert_i32x4(isum)), f32x4_mul(dmin, f32x4_convert_i32x4(summs))));
+    }
+    store4(sumf)
+}
+
+/// Four Q4_K blocks' `d · yd` and `dmin · yd` (lane r = block r's; `yd`: the activation
+/// block's scale): each block's first four bytes gathered by one `load32_lane`, both f16
+/// converted as `read_f16` does.
+#[inline(always)]
+pub(super) fn dmin4(x: &[&[u8]; 4], yd: f32) -> (v128, v128) {
+    let (x0, x1, x2, x3) = (&x[0][..4], &x[1][..4], &x[2][..4], &x[3][..4]);
+    // SAFETY: each slice is 4 readable bytes.
+    let dd = unsafe {
+        let v = v128_load32_lane::<0>(u32x4_splat(0), x0.as_ptr() as *const u32);
+        let v = v128_load32_lane::<1>(v, x1.as_ptr() as *const u32);
+        let v = v128_load32_lane::<2>(v, x2.as_ptr() as *const u32);
+        v128_load32_lane::<3>(v, x3.as_ptr() as *const u32)
+    };
+    let yd = f32x4_splat(yd);
+    (f32x4_mul(f16_bits_to_f32x4(v128_and(dd, u32x4_splat(0xffff))), yd), f32x4_mul(f16_bits_to_f32x4(u32x4_shr(dd, 16)), yd))
 }
 
 // The relaxed build dispatches `relaxed::vec_dot_q4_k_q8_k` instead.
@@ -557,21 +607,50 @@ pub(super) fn vec_dot_q6_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
     let mut sumf = 0f32;
     for (x, yb) in w.chunks_exact(Q6_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)) {
         let y = Q8KBlock::new(yb);
-        let sc = &x[192..208];
-        let mut acc = i32x4_splat(0);
-        for h in 0..2 {
-            for l0 in [0usize, 16] {
-                for (s, u) in q6_k_unsigned_k(x, h, l0, &k).into_iter().enumerate() {
-                    let e = 128 * h + 32 * s + l0;
-                    let p = dot_i8(i8x16_sub(u, e32), ld(yb, QS_AT + e));
-                    acc = i32x4_add(acc, i32x4_mul(p, i32x4_splat(sc[e / 16] as i8 as i32)));
-                }
-            }
-        }
-        let isum = hsum(acc);
+        let isum = hsum(q6_k_isum(x, yb, e32, &k));
         sumf += (read_f16(x, 208) * y.d) * isum as f32;
     }
     sumf
+}
+
+/// One Q6_K block × one Q8_K block: Σ_g sc_g · Σ (u − 32)·a as i32x4 partial sums (exact).
+#[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
+#[inline(always)]
+fn q6_k_isum(x: &[u8], yb: &[u8], e32: v128, k: &NibMasks) -> v128 {
+    let sc = &x[192..208];
+    let mut acc = i32x4_splat(0);
+    for h in 0..2 {
+        for l0 in [0usize, 16] {
+            for (s, u) in q6_k_unsigned_k(x, h, l0, k).into_iter().enumerate() {
+                let e = 128 * h + 32 * s + l0;
+                let p = dot_i8(i8x16_sub(u, e32), ld(yb, QS_AT + e));
+                acc = i32x4_add(acc, i32x4_mul(p, i32x4_splat(sc[e / 16] as i8 as i32)));
+            }
+        }
+    }
+    acc
+}
+
+/// Q6_K × Q8_K, four rows (`w`, `rb` bytes apart, from the four streams): each row's
+/// [`q6_k_isum`], the four rows' sums totalled together (`reduce4`) and the one-row kernel's
+/// float expression in four lanes, each row's `d` gathered by `f16x4_at_k` — the same integers
+/// and float operations per row, so the same bits.
+// The relaxed build dispatches `relaxed::rows4_q6_k` instead.
+#[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
+pub(super) fn rows4_q6_k(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    let nb = n / QK_K;
+    let a = &p[..nb * Q8_K_BYTES];
+    let rows = rows4_of(w, rb, nb * Q6_K_BYTES);
+    let (e32, k, f16k) = (opaque(i8x16_splat(32)), NibMasks::hoisted(), F16K::hoisted());
+    let mut sumf = f32x4_splat(0.0);
+    for (b, yb) in a.chunks_exact(Q8_K_BYTES).enumerate() {
+        let x = blocks4(&rows, b, Q6_K_BYTES);
+        let isum = reduce4(q6_k_isum(x[0], yb, e32, &k), q6_k_isum(x[1], yb, e32, &k), q6_k_isum(x[2], yb, e32, &k), q6_k_isum(x[3], yb, e32, &k));
+        let d = f32x4_mul(f16x4_at_k(x[0], x[1], x[2], x[3], 208, &f16k), f32x4_splat(Q8KBlock::new(yb).d));
+        // scalar: sumf += (read_f16(x, 208) * y.d) * isum as f32
+        sumf = f32x4_add(sumf, f32x4_mul(d, f32x4_convert_i32x4(isum)));
+    }
+    store4(sumf)
 }
 
 pub(super) fn vec_dot_q3_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
