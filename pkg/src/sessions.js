@@ -5,7 +5,10 @@
 // `<name>.json` (its record: key, tokens, bytes, model_sha256, saved_at), `<name>` being a hash
 // of the key. As in cache.js, the record is written only after the bytes and removed before
 // they are replaced, so a record always describes complete bytes; the core verifies them again
-// on restore (SESSION_CORRUPT / SESSION_MISMATCH). Browsers: OPFS directory `edgellm-sessions`;
+// on restore (SESSION_CORRUPT / SESSION_MISMATCH). Every call on one key holds that key's lock
+// (browsers: a Web Lock; Node: a `<name>.lock` file made exclusively), so two engines (tabs,
+// workers, processes) saving one key at once write one after the other: without it, one's
+// record could end up beside the other's bytes. Browsers: OPFS directory `edgellm-sessions`;
 // Node: the directory `<cacheDir>-sessions`; without a cache: memory only (lost with the worker).
 
 import { keyOf } from './cache.js';
@@ -29,6 +32,39 @@ function checkStored(key, record, size, maxBytes) {
   }
   if (size !== record.bytes) {
     throw new EdgeLLMError(ErrorCode.SESSION_CORRUPT, `session ${JSON.stringify(key)}: its stored bytes are ${size} long, its record says ${record.bytes}`);
+  }
+}
+
+/** How long a `.lock` file may stand before it is taken for one a crashed writer left. */
+const STALE_LOCK_MS = 30_000;
+
+/** Runs `fn` holding the Web Lock of session file `name` (OPFS), where the browser has Web Locks. */
+function withWebLock(name, fn) {
+  const locks = globalThis.navigator && globalThis.navigator.locks;
+  return locks && typeof locks.request === 'function' ? locks.request(`edgellm-session:${name}`, fn) : fn();
+}
+
+/** Runs `fn` holding the lock file `lock` (fs promises `p`): made with 'wx', so one holder at a
+ * time; a lock older than STALE_LOCK_MS is removed (its writer crashed); the wait is bounded
+ * (after it, `fn` runs unlocked rather than never). */
+async function withLockFile(p, lock, fn) {
+  const deadline = Date.now() + STALE_LOCK_MS + 5_000;
+  let held = false;
+  while (!held && Date.now() < deadline) {
+    try {
+      await (await p.open(lock, 'wx')).close();
+      held = true;
+    } catch (e) {
+      if (e.code !== 'EEXIST') throw e;
+      const st = await p.stat(lock).catch(() => null);
+      if (st && Date.now() - st.mtimeMs > STALE_LOCK_MS) await p.rm(lock, { force: true, recursive: true });
+      else await new Promise((r) => setTimeout(r, 5 + Math.random() * 20));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    if (held) await p.rm(lock, { force: true }).catch(() => {});
   }
 }
 
@@ -84,12 +120,17 @@ class OpfsSessions {
   }
   async put(key, bytes, record) {
     const name = await keyOf(key);
-    await this.#remove(`${name}.json`);
-    await this.#write(`${name}.kv`, bytes);
-    await this.#write(`${name}.json`, JSON.stringify(record));
+    await withWebLock(name, async () => {
+      await this.#remove(`${name}.json`);
+      await this.#write(`${name}.kv`, bytes);
+      await this.#write(`${name}.json`, JSON.stringify(record));
+    });
   }
   async get(key, maxBytes = Infinity) {
     const name = await keyOf(key);
+    return withWebLock(name, () => this.#get(key, name, maxBytes));
+  }
+  async #get(key, name, maxBytes) {
     const record = await this.#readRecord(name);
     if (!validRecord(record, key)) return null;
     let f;
@@ -110,9 +151,11 @@ class OpfsSessions {
   }
   async delete(key) {
     const name = await keyOf(key);
-    const had = await this.#remove(`${name}.json`);
-    await this.#remove(`${name}.kv`);
-    return had;
+    return withWebLock(name, async () => {
+      const had = await this.#remove(`${name}.json`);
+      await this.#remove(`${name}.kv`);
+      return had;
+    });
   }
 }
 
@@ -146,13 +189,19 @@ class FsSessions {
       return null;
     }
   }
+  #locked(name, fn) {
+    return withLockFile(this.fs.promises, this.#file(`${name}.lock`), fn);
+  }
   async put(key, bytes, record) {
     const name = await keyOf(key);
+    await this.fs.promises.mkdir(this.dir, { recursive: true });
+    await this.#locked(name, () => this.#put(name, bytes, record));
+  }
+  async #put(name, bytes, record) {
     const p = this.fs.promises;
-    await p.mkdir(this.dir, { recursive: true });
     // The record goes first and comes back last, so it always describes complete bytes; each
-    // file is written under a name of its own and renamed into place (two engines saving one
-    // key at once: the last rename wins, never a half-written file).
+    // file is written under a name of its own and renamed into place (never a half-written
+    // file, should the lock's wait run out).
     await p.rm(this.#file(`${name}.json`), { force: true });
     for (const [file, data] of [[`${name}.kv`, bytes], [`${name}.json`, JSON.stringify(record)]]) {
       const tmp = this.#file(tmpName(file));
@@ -166,6 +215,11 @@ class FsSessions {
   }
   async get(key, maxBytes = Infinity) {
     const name = await keyOf(key);
+    // No directory yet: nothing saved (and no lock file to make there).
+    if ((await this.fs.promises.stat(this.dir).catch(() => null)) === null) return null;
+    return this.#locked(name, () => this.#get(key, name, maxBytes));
+  }
+  async #get(key, name, maxBytes) {
     const record = await this.#readRecord(name);
     if (!validRecord(record, key)) return null;
     const file = this.#file(`${name}.kv`);
@@ -192,11 +246,14 @@ class FsSessions {
   }
   async delete(key) {
     const name = await keyOf(key);
-    const had = (await this.#readRecord(name)) !== null;
-    // Whatever stands under these names goes (a directory too: it is not ours, and it would
-    // keep the entry on disk); a symlink is removed, not what it points to.
-    for (const f of [`${name}.json`, `${name}.kv`]) await this.fs.promises.rm(this.#file(f), { force: true, recursive: true });
-    return had;
+    if ((await this.fs.promises.stat(this.dir).catch(() => null)) === null) return false;
+    return this.#locked(name, async () => {
+      const had = (await this.#readRecord(name)) !== null;
+      // Whatever stands under these names goes (a directory too: it is not ours, and it would
+      // keep the entry on disk); a symlink is removed, not what it points to.
+      for (const f of [`${name}.json`, `${name}.kv`]) await this.fs.promises.rm(this.#file(f), { force: true, recursive: true });
+      return had;
+    });
   }
 }
 
