@@ -46,7 +46,8 @@ function withWebLock(name, fn) {
 
 /** Runs `fn` holding the lock file `lock` (fs promises `p`): made with 'wx', so one holder at a
  * time; a lock older than STALE_LOCK_MS is removed (its writer crashed); the wait is bounded
- * (after it, `fn` runs unlocked rather than never). */
+ * (after it, `fn` runs unlocked rather than never), and where no lock can be made (a read-only
+ * directory) `fn` runs unlocked, as a read there always could. */
 async function withLockFile(p, lock, fn) {
   const deadline = Date.now() + STALE_LOCK_MS + 5_000;
   let held = false;
@@ -55,7 +56,7 @@ async function withLockFile(p, lock, fn) {
       await (await p.open(lock, 'wx')).close();
       held = true;
     } catch (e) {
-      if (e.code !== 'EEXIST') throw e;
+      if (e.code !== 'EEXIST') break;
       const st = await p.stat(lock).catch(() => null);
       if (st && Date.now() - st.mtimeMs > STALE_LOCK_MS) await p.rm(lock, { force: true, recursive: true });
       else await new Promise((r) => setTimeout(r, 5 + Math.random() * 20));
