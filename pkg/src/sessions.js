@@ -190,6 +190,11 @@ class FsSessions {
       return null;
     }
   }
+  /** Whether the directory exists (before it does, nothing is saved, and no lock file can be
+   * made there). */
+  async #hasDir() {
+    return (await this.fs.promises.stat(this.dir).catch(() => null)) !== null;
+  }
   #locked(name, fn) {
     return withLockFile(this.fs.promises, this.#file(`${name}.lock`), fn);
   }
@@ -216,8 +221,7 @@ class FsSessions {
   }
   async get(key, maxBytes = Infinity) {
     const name = await keyOf(key);
-    // No directory yet: nothing saved (and no lock file to make there).
-    if ((await this.fs.promises.stat(this.dir).catch(() => null)) === null) return null;
+    if (!(await this.#hasDir())) return null;
     return this.#locked(name, () => this.#get(key, name, maxBytes));
   }
   async #get(key, name, maxBytes) {
@@ -247,7 +251,7 @@ class FsSessions {
   }
   async delete(key) {
     const name = await keyOf(key);
-    if ((await this.fs.promises.stat(this.dir).catch(() => null)) === null) return false;
+    if (!(await this.#hasDir())) return false;
     return this.#locked(name, async () => {
       const had = (await this.#readRecord(name)) !== null;
       // Whatever stands under these names goes (a directory too: it is not ours, and it would

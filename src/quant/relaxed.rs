@@ -42,8 +42,8 @@ use super::q6_k::Q6_K_BYTES;
 use super::q8::Q8_0_BYTES;
 use super::q8_k::{Q8KBlock, BSUMS_AT, Q8_K_BYTES, QK_K, QS_AT};
 use super::simd128::{
-    blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dmin4, dot_i8, f16x4_at, f16x4_at_k, high_nibbles, hsum, ld, ld_f32x4, opaque, q6_k_unsigned_k,
-    qh_at, qh_bits16_k, reduce4, rows4_of, store4, swizzle, NibMasks, F16K, QhK,
+    blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, f16x4_at_k, high_nibbles, hsum, ld, ld_f32x4, opaque, q6_k_unsigned_k,
+    qh_at, qh_bits16_k, reduce4, rows4_of, rows4_q4_k_with, rows4_q6_k_with, store4, swizzle, NibMasks, F16K, QhK,
 };
 
 const QK: usize = 32;
@@ -404,24 +404,11 @@ pub(super) fn vec_dot_q4_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
 /// `streams::STREAMS` streams): per block each row's [`q4_k_isum`], the four rows' sums then
 /// totalled together (lane k = row k: `reduce4`, where the one-row kernel takes two `hsum`s
 /// per row), and the one-row kernel's float expression in four lanes, each row's `d` and
-/// `dmin` gathered by one `load32_lane` and converted together (`simd128::dmin4`) — exact integers and the same
+/// `dmin` gathered by one `load32_lane` and converted together (`simd128::rows4_q4_k_with`) — exact integers and the same
 /// float operations in the same order, so the same bits as the one-row and scalar kernels.
 pub(super) fn rows4_q4_k(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
-    let nb = n / QK_K;
-    let a = &p[..nb * Q8_K_BYTES];
-    let rows = rows4_of(w, rb, nb * Q4_K_BYTES);
     let k = Q4KK::new();
-    let mut sumf = f32x4_splat(0.0);
-    for (b, yb) in a.chunks_exact(Q8_K_BYTES).enumerate() {
-        let x = blocks4(&rows, b, Q4_K_BYTES);
-        let s: [(v128, v128); 4] = core::array::from_fn(|r| q4_k_isum(x[r], yb, &k));
-        let isum = reduce4(s[0].0, s[1].0, s[2].0, s[3].0);
-        let summs = reduce4(s[0].1, s[1].1, s[2].1, s[3].1);
-        let (d, dmin) = dmin4(&x, Q8KBlock::new(yb).d);
-        // scalar: sumf += d * isum as f32 - dmin * summs as f32
-        sumf = f32x4_add(sumf, f32x4_sub(f32x4_mul(d, f32x4_convert_i32x4(isum)), f32x4_mul(dmin, f32x4_convert_i32x4(summs))));
-    }
-    store4(sumf)
+    rows4_q4_k_with(w, rb, p, n, |x, yb| q4_k_isum(x, yb, &k))
 }
 
 /// The constants of the relaxed Q6_K kernel, made once per call (`simd128::opaque`): the
@@ -481,21 +468,10 @@ fn q6_k_isum(x: &[u8], k: &Q6KK, yb: &[u8]) -> v128 {
 /// Q6_K × Q8_K, four rows (`w`, `rb` bytes apart, from the four streams): each row's
 /// [`q6_k_isum`] per block, the four rows' sums totalled together (`reduce4`) and the one-row
 /// kernel's float expression in four lanes, each row's `d` gathered by `load16_lane`
-/// (`f16x4_at_k`) — the same integers and float operations per row, so the same bits.
+/// (`simd128::rows4_q6_k_with`) — the same integers and float operations per row, so the same bits.
 pub(super) fn rows4_q6_k(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
-    let nb = n / QK_K;
-    let a = &p[..nb * Q8_K_BYTES];
-    let rows = rows4_of(w, rb, nb * Q6_K_BYTES);
-    let (k, f16k) = (Q6KK::new(), F16K::hoisted());
-    let mut sumf = f32x4_splat(0.0);
-    for (b, yb) in a.chunks_exact(Q8_K_BYTES).enumerate() {
-        let x = blocks4(&rows, b, Q6_K_BYTES);
-        let isum = reduce4(q6_k_isum(x[0], &k, yb), q6_k_isum(x[1], &k, yb), q6_k_isum(x[2], &k, yb), q6_k_isum(x[3], &k, yb));
-        let d = f32x4_mul(f16x4_at_k(x[0], x[1], x[2], x[3], 208, &f16k), f32x4_splat(Q8KBlock::new(yb).d));
-        // scalar: sumf += (read_f16(x, 208) * y.d) * isum as f32
-        sumf = f32x4_add(sumf, f32x4_mul(d, f32x4_convert_i32x4(isum)));
-    }
-    store4(sumf)
+    let k = Q6KK::new();
+    rows4_q6_k_with(w, rb, p, n, |x, yb| q6_k_isum(x, &k, yb))
 }
 
 /// Q6_K × Q8_K, one row: [`q6_k_isum`] per block, the scalar kernel's float expression (in

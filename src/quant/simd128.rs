@@ -499,16 +499,25 @@ fn q45_k_isum(x: &[u8], yb: &[u8], qs_at: usize, high: &impl Fn(&[u8], usize) ->
 // The relaxed build dispatches `relaxed::rows4_q4_k` instead.
 #[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
 pub(super) fn rows4_q4_k(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
-    let nb = n / QK_K;
-    let a = &p[..nb * Q8_K_BYTES];
-    let rows = rows4_of(w, rb, nb * Q4_K_BYTES);
     let m4 = opaque(u8x16_splat(0x0f));
     let zero = i32x4_splat(0);
     let high = |_: &[u8], _: usize| [zero; 4];
+    rows4_q4_k_with(w, rb, p, n, |x, yb| q45_k_isum(x, yb, 16, &high, m4))
+}
+
+/// The four-row Q4_K kernel of either tier around its block sums `isum(x, yb)` (a Q4_K block
+/// × a Q8_K block: the scaled quant sums and the mins' sums, i32x4 partial sums): per block the
+/// four rows' sums totalled together (`reduce4`), then the one-row kernel's float expression
+/// in four lanes with `d` and `dmin` from [`dmin4`].
+#[inline(always)]
+pub(super) fn rows4_q4_k_with(w: &[u8], rb: usize, p: &[u8], n: usize, isum: impl Fn(&[u8], &[u8]) -> (v128, v128)) -> [f32; 4] {
+    let nb = n / QK_K;
+    let a = &p[..nb * Q8_K_BYTES];
+    let rows = rows4_of(w, rb, nb * Q4_K_BYTES);
     let mut sumf = f32x4_splat(0.0);
     for (b, yb) in a.chunks_exact(Q8_K_BYTES).enumerate() {
         let x = blocks4(&rows, b, Q4_K_BYTES);
-        let s: [(v128, v128); 4] = core::array::from_fn(|r| q45_k_isum(x[r], yb, 16, &high, m4));
+        let s: [(v128, v128); 4] = core::array::from_fn(|r| isum(x[r], yb));
         let isum = reduce4(s[0].0, s[1].0, s[2].0, s[3].0);
         let summs = reduce4(s[0].1, s[1].1, s[2].1, s[3].1);
         let (d, dmin) = dmin4(&x, Q8KBlock::new(yb).d);
@@ -522,7 +531,7 @@ pub(super) fn rows4_q4_k(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
 /// block's scale): each block's first four bytes gathered by one `load32_lane`, both f16
 /// converted as `read_f16` does.
 #[inline(always)]
-pub(super) fn dmin4(x: &[&[u8]; 4], yd: f32) -> (v128, v128) {
+fn dmin4(x: &[&[u8]; 4], yd: f32) -> (v128, v128) {
     let (x0, x1, x2, x3) = (&x[0][..4], &x[1][..4], &x[2][..4], &x[3][..4]);
     // SAFETY: each slice is 4 readable bytes.
     let dd = unsafe {
@@ -638,14 +647,24 @@ fn q6_k_isum(x: &[u8], yb: &[u8], e32: v128, k: &NibMasks) -> v128 {
 // The relaxed build dispatches `relaxed::rows4_q6_k` instead.
 #[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
 pub(super) fn rows4_q6_k(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    let (e32, k) = (opaque(i8x16_splat(32)), NibMasks::hoisted());
+    rows4_q6_k_with(w, rb, p, n, |x, yb| q6_k_isum(x, yb, e32, &k))
+}
+
+/// The four-row Q6_K kernel of either tier around its block sums `isum(x, yb)` (a Q6_K block
+/// × a Q8_K block, i32x4 partial sums): per block the four rows' sums totalled together
+/// (`reduce4`), then the one-row kernel's float expression in four lanes with each row's `d`
+/// gathered by [`f16x4_at_k`].
+#[inline(always)]
+pub(super) fn rows4_q6_k_with(w: &[u8], rb: usize, p: &[u8], n: usize, isum: impl Fn(&[u8], &[u8]) -> v128) -> [f32; 4] {
     let nb = n / QK_K;
     let a = &p[..nb * Q8_K_BYTES];
     let rows = rows4_of(w, rb, nb * Q6_K_BYTES);
-    let (e32, k, f16k) = (opaque(i8x16_splat(32)), NibMasks::hoisted(), F16K::hoisted());
+    let f16k = F16K::hoisted();
     let mut sumf = f32x4_splat(0.0);
     for (b, yb) in a.chunks_exact(Q8_K_BYTES).enumerate() {
         let x = blocks4(&rows, b, Q6_K_BYTES);
-        let isum = reduce4(q6_k_isum(x[0], yb, e32, &k), q6_k_isum(x[1], yb, e32, &k), q6_k_isum(x[2], yb, e32, &k), q6_k_isum(x[3], yb, e32, &k));
+        let isum = reduce4(isum(x[0], yb), isum(x[1], yb), isum(x[2], yb), isum(x[3], yb));
         let d = f32x4_mul(f16x4_at_k(x[0], x[1], x[2], x[3], 208, &f16k), f32x4_splat(Q8KBlock::new(yb).d));
         // scalar: sumf += (read_f16(x, 208) * y.d) * isum as f32
         sumf = f32x4_add(sumf, f32x4_mul(d, f32x4_convert_i32x4(isum)));
