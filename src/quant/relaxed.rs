@@ -408,7 +408,7 @@ pub(super) fn vec_dot_q4_k_q8_k(w: &[u8], a: &[u8], n: usize) -> f32 {
 /// float operations in the same order, so the same bits as the one-row and scalar kernels.
 pub(super) fn rows4_q4_k(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
     let k = Q4KK::new();
-    rows4_q4_k_with(w, rb, p, n, |x, yb| q4_k_isum(x, yb, &k))
+    rows4_q4_k_with(w, rb, p, n, #[inline(always)] |x, yb| q4_k_isum(x, yb, &k))
 }
 
 /// The constants of the relaxed Q6_K kernel, made once per call (`simd128::opaque`): the
@@ -471,7 +471,7 @@ fn q6_k_isum(x: &[u8], k: &Q6KK, yb: &[u8]) -> v128 {
 /// (`simd128::rows4_q6_k_with`) — the same integers and float operations per row, so the same bits.
 pub(super) fn rows4_q6_k(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
     let k = Q6KK::new();
-    rows4_q6_k_with(w, rb, p, n, |x, yb| q6_k_isum(x, &k, yb))
+    rows4_q6_k_with(w, rb, p, n, #[inline(always)] |x, yb| q6_k_isum(x, &k, yb))
 }
 
 /// Q6_K × Q8_K, one row: [`q6_k_isum`] per block, the scalar kernel's float expression (in

@@ -502,7 +502,7 @@ pub(super) fn rows4_q4_k(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
     let m4 = opaque(u8x16_splat(0x0f));
     let zero = i32x4_splat(0);
     let high = |_: &[u8], _: usize| [zero; 4];
-    rows4_q4_k_with(w, rb, p, n, |x, yb| q45_k_isum(x, yb, 16, &high, m4))
+    rows4_q4_k_with(w, rb, p, n, #[inline(always)] |x, yb| q45_k_isum(x, yb, 16, &high, m4))
 }
 
 /// The four-row Q4_K kernel of either tier around its block sums `isum(x, yb)` (a Q4_K block
@@ -648,7 +648,7 @@ fn q6_k_isum(x: &[u8], yb: &[u8], e32: v128, k: &NibMasks) -> v128 {
 #[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
 pub(super) fn rows4_q6_k(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
     let (e32, k) = (opaque(i8x16_splat(32)), NibMasks::hoisted());
-    rows4_q6_k_with(w, rb, p, n, |x, yb| q6_k_isum(x, yb, e32, &k))
+    rows4_q6_k_with(w, rb, p, n, #[inline(always)] |x, yb| q6_k_isum(x, yb, e32, &k))
 }
 
 /// The four-row Q6_K kernel of either tier around its block sums `isum(x, yb)` (a Q6_K block
