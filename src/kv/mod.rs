@@ -805,6 +805,16 @@ impl KvRead for LayerView<'_> {
             decode_row(self.c.dtype, self.row(start + i, &self.l.v, &self.c.stage_v, vr), out);
         }
     }
+
+    fn k_f16(&self, idx: usize) -> Option<&[u8]> {
+        // A rotated sink key is not its stored row (`read_k` rotates it as it reads).
+        let rotated = idx < self.sinks && self.rot.is_some();
+        (matches!(self.c.dtype, KvDtype::F16) && !rotated).then(|| self.row(idx, &self.l.k, &self.c.stage_k, self.c.dtype.row_bytes(self.c.layout.shape.k_width)))
+    }
+
+    fn v_f16(&self, idx: usize) -> Option<&[u8]> {
+        matches!(self.c.dtype, KvDtype::F16).then(|| self.row(idx, &self.l.v, &self.c.stage_v, self.c.dtype.row_bytes(self.c.layout.shape.v_width)))
+    }
 }
 
 #[cfg(test)]

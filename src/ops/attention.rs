@@ -10,9 +10,13 @@
 //! Scores are materialized for a tile of queries at a time, sized so the tile's scores fit in
 //! [`SCORE_BUDGET`] floats; keys and values are read through [`KvRead`] in chunks of
 //! [`KV_CHUNK`] positions, converted to f32 once per tile and shared by every query and every
-//! head of their group.
+//! head of their group. A tile of one query (decode) reads f16 rows in place instead
+//! ([`KvRead::k_f16`], `quant::f16_rows`): converting a row and writing it out cost more than
+//! its use by one query's heads (in Chromium, the conversion alone was about 5 % of a decode
+//! step at 400 tokens of context). The same operations in the same order: the same bits.
 
 use crate::exec::{Exec, SharedMut};
+use crate::quant::f16_rows::{axpy_f16_heads, dot, dot_f16_heads};
 use crate::quant::{f16_to_f32, f32_to_f16};
 
 /// Positions of K/V fetched (and converted to f32) at a time.
@@ -32,6 +36,15 @@ pub trait KvRead: Sync {
     fn read_k(&self, start: usize, n: usize, dst: &mut [f32]);
     /// Writes values of positions `start..start + n` as f32 rows of `n_head_kv * head_dim_v`.
     fn read_v(&self, start: usize, n: usize, dst: &mut [f32]);
+    /// The key row of position `idx` as stored f16 halves, where `read_k` would only convert
+    /// them (decode then reads it in place: `quant::f16_rows`); `None` otherwise.
+    fn k_f16(&self, _idx: usize) -> Option<&[u8]> {
+        None
+    }
+    /// The value row of position `idx` as stored f16 halves, as [`KvRead::k_f16`].
+    fn v_f16(&self, _idx: usize) -> Option<&[u8]> {
+        None
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -82,8 +95,13 @@ pub fn attention(p: &AttentionParams, q: &[f32], q_pos0: usize, kv: &dyn KvRead,
 /// [`attention`] with the heads split over `exec`'s threads: every (query, head) row is
 /// computed exactly as on one thread (its scores, softmax and weighted values never mix heads).
 pub fn attention_on(exec: &Exec, p: &AttentionParams, q: &[f32], q_pos0: usize, kv: &dyn KvRead, out: &mut [f32], s: &mut AttentionScratch) {
-    attention_tiled(exec, p, q, q_pos0, kv, out, s, SCORE_BUDGET)
+    attention_tiled(exec, p, q, q_pos0, kv, out, s, SCORE_BUDGET, IN_PLACE)
 }
+
+/// Whether one-query tiles read f16 rows in place: where the f16 row kernels are SIMD (wasm32
+/// with SIMD128). Natively the chunked path stays: its conversion (F16C) and dot (AVX2) are
+/// vectorized, the in-place kernels there are the scalar reference.
+const IN_PLACE: bool = cfg!(all(target_arch = "wasm32", target_feature = "simd128"));
 
 #[allow(clippy::too_many_arguments)]
 fn attention_tiled(
@@ -95,6 +113,7 @@ fn attention_tiled(
     out: &mut [f32],
     s: &mut AttentionScratch,
     budget: usize,
+    in_place: bool,
 ) {
     let (hk, hv, nh) = (p.head_dim_k, p.head_dim_v, p.n_head);
     let q_stride = nh * hk;
@@ -120,8 +139,28 @@ fn attention_tiled(
     exec.for_ranges(nh, 1, |part, heads| {
         // Safety: part `part` is the only user of its scratch, and writes only its heads' columns.
         let ps = unsafe { &mut shared_parts.slice(part..part + 1)[0] };
-        heads_pass(&HeadsJob { p, sq, q_pos0, n_q, tile, kv, heads }, ps, &shared_out);
+        heads_pass(&HeadsJob { p, sq, q_pos0, n_q, tile, kv, heads, in_place }, ps, &shared_out);
     });
+}
+
+/// Most heads of one group handled by one call of the f16 row kernels.
+const MAX_GROUP_RUN: usize = 64;
+
+/// Keys whose f16 value rows one call of `axpy_f16_heads` adds (decode): each output slice
+/// stays in registers across them.
+const V_BLOCK: usize = 16;
+
+/// Calls `f(g, hs)` for each run `hs` of consecutive heads of `heads` that share K/V head
+/// `g` (`group` query heads per K/V head), at most [`MAX_GROUP_RUN`] heads a run.
+#[inline(always)]
+fn for_group_runs(heads: std::ops::Range<usize>, group: usize, mut f: impl FnMut(usize, std::ops::Range<usize>)) {
+    let mut h = heads.start;
+    while h < heads.end {
+        let g = h / group;
+        let end = ((g + 1) * group).min(heads.end).min(h + MAX_GROUP_RUN);
+        f(g, h..end);
+        h = end;
+    }
 }
 
 fn lo_of(window: Option<usize>, pos: usize) -> usize {
@@ -142,6 +181,8 @@ struct HeadsJob<'a> {
     tile: usize,
     kv: &'a dyn KvRead,
     heads: std::ops::Range<usize>,
+    /// One-query tiles read f16 rows in place ([`IN_PLACE`]; tests force either way).
+    in_place: bool,
 }
 
 /// The attention of one [`HeadsJob`], tile by tile of queries: on x86-64 CPUs
@@ -166,7 +207,7 @@ unsafe fn heads_pass_avx2(job: &HeadsJob<'_>, s: &mut PartScratch, out: &SharedM
 
 #[inline(always)]
 fn heads_pass_body(job: &HeadsJob<'_>, s: &mut PartScratch, out: &SharedMut<'_, f32>) {
-    let HeadsJob { p, sq, q_pos0, n_q, tile, kv, ref heads } = *job;
+    let HeadsJob { p, sq, q_pos0, n_q, tile, kv, ref heads, in_place } = *job;
     let (hk, hv, nh) = (p.head_dim_k, p.head_dim_v, p.n_head);
     let (q_stride, o_stride) = (nh * hk, nh * hv);
     let group = nh / p.n_head_kv;
@@ -187,8 +228,31 @@ fn heads_pass_body(job: &HeadsJob<'_>, s: &mut PartScratch, out: &SharedMut<'_, 
         scores.clear();
         scores.resize((t1 - t0) * nhp * span, f32::NEG_INFINITY);
 
-        // Scores, chunk by chunk of keys.
+        // Scores, chunk by chunk of keys (one query: row by row, f16 rows read in place).
         let mut j0 = k_lo;
+        if in_place && t1 - t0 == 1 {
+            let pos = q_pos0 + t0;
+            let ks = &mut s.k[..kv_k];
+            let mut dots = [0f32; MAX_GROUP_RUN];
+            for j in lo(pos)..pos + 1 {
+                let row_k = kv.k_f16(j);
+                if row_k.is_none() {
+                    kv.read_k(j, 1, ks);
+                }
+                for_group_runs(heads.clone(), group, |g, hs| {
+                    let qs = &sq[t0 * q_stride + hs.start * hk..t0 * q_stride + hs.end * hk];
+                    let d = &mut dots[..hs.len()];
+                    match row_k {
+                        Some(r) => dot_f16_heads(&r[2 * g * hk..], qs, hk, d),
+                        None => d.iter_mut().enumerate().for_each(|(m, d)| *d = dot(&qs[m * hk..(m + 1) * hk], &ks[g * hk..(g + 1) * hk])),
+                    }
+                    for (h, &d) in hs.zip(d.iter()) {
+                        scores[(h - h0) * span + j - k_lo] = d * p.scale;
+                    }
+                });
+            }
+            j0 = k_hi;
+        }
         while j0 < k_hi {
             let n = KV_CHUNK.min(k_hi - j0);
             kv.read_k(j0, n, &mut s.k[..n * kv_k]);
@@ -210,7 +274,10 @@ fn heads_pass_body(job: &HeadsJob<'_>, s: &mut PartScratch, out: &SharedMut<'_, 
 
         // Softmax per (query, head) row; masked entries are -inf and become 0.
         for row in scores.chunks_exact_mut(span) {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            // `>` rather than `f32::max` (a libm call per score in wasm): the same maximum, as
+            // no score is NaN-skipped differently from −∞'s start and `x − max` is the same for
+            // either zero.
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, |m, x| if x > m { x } else { m });
             let mut sum = 0.0f64;
             for x in row.iter_mut() {
                 let e = if *x == f32::NEG_INFINITY { 0.0 } else { super::math::exp_f32(*x - max) };
@@ -221,8 +288,52 @@ fn heads_pass_body(job: &HeadsJob<'_>, s: &mut PartScratch, out: &SharedMut<'_, 
             row.iter_mut().for_each(|x| *x = round_f16(*x * inv));
         }
 
-        // Weighted values.
+        // Weighted values (one query: f16 rows read in place a block of keys at a time, a row
+        // that cannot be alone; each output element still sums its keys in ascending order).
         let mut j0 = k_lo;
+        if in_place && t1 - t0 == 1 {
+            let pos = q_pos0 + t0;
+            let vs = &mut s.v[..kv_v];
+            let mut ws = [0f32; V_BLOCK * MAX_GROUP_RUN];
+            let mut j = lo(pos);
+            while j <= pos {
+                let mut rows: [&[u8]; V_BLOCK] = [&[]; V_BLOCK];
+                let mut nb = 0;
+                while nb < V_BLOCK && j + nb <= pos {
+                    let Some(r) = kv.v_f16(j + nb) else { break };
+                    rows[nb] = r;
+                    nb += 1;
+                }
+                if nb == 0 {
+                    kv.read_v(j, 1, vs);
+                }
+                for_group_runs(heads.clone(), group, |g, hs| {
+                    let m = hs.len();
+                    // Safety: heads are split between parts, so these (query, head) rows are ours.
+                    let o = unsafe { out.slice(t0 * o_stride + hs.start * hv..t0 * o_stride + hs.end * hv) };
+                    if nb == 0 {
+                        for (k, h) in hs.enumerate() {
+                            let wm = scores[(h - h0) * span + j - k_lo];
+                            if wm != 0.0 {
+                                let oh = &mut o[k * hv..(k + 1) * hv];
+                                oh.iter_mut().zip(&vs[g * hv..(g + 1) * hv]).for_each(|(o, &x)| *o += wm * x);
+                            }
+                        }
+                        return;
+                    }
+                    let w = &mut ws[..nb * m];
+                    for b in 0..nb {
+                        for (k, h) in hs.clone().enumerate() {
+                            w[b * m + k] = scores[(h - h0) * span + j + b - k_lo];
+                        }
+                    }
+                    let segs: [&[u8]; V_BLOCK] = core::array::from_fn(|b| if b < nb { &rows[b][2 * g * hv..] } else { &[] });
+                    axpy_f16_heads(&segs[..nb], w, o, hv);
+                });
+                j += nb.max(1);
+            }
+            j0 = k_hi;
+        }
         while j0 < k_hi {
             let n = KV_CHUNK.min(k_hi - j0);
             kv.read_v(j0, n, &mut s.v[..n * kv_v]);
@@ -250,24 +361,6 @@ fn heads_pass_body(job: &HeadsJob<'_>, s: &mut PartScratch, out: &SharedMut<'_, 
         }
         t0 = t1;
     }
-}
-
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    // Eight independent partial sums: lets the compiler vectorize without -ffast-math.
-    let mut acc = [0.0f32; 8];
-    let (ca, ra) = (a.chunks_exact(8), a.len() % 8);
-    for (x, y) in ca.zip(b.chunks_exact(8)) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    let base = a.len() - ra;
-    for k in base..a.len() {
-        s += a[k] * b[k];
-    }
-    s
 }
 
 #[cfg(test)]
@@ -370,15 +463,15 @@ mod tests {
             let q = pseudo(50 * n_head * hk, 9);
             let mut one = vec![0.0; 50 * n_head * hv];
             let mut many = one.clone();
-            attention_tiled(&Exec::Serial, &p, &q, 40, &kv, &mut one, &mut AttentionScratch::default(), SCORE_BUDGET);
+            attention_tiled(&Exec::Serial, &p, &q, 40, &kv, &mut one, &mut AttentionScratch::default(), SCORE_BUDGET, IN_PLACE);
             // A budget of 1000 scores: tiles of a few queries.
-            attention_tiled(&Exec::Serial, &p, &q, 40, &kv, &mut many, &mut AttentionScratch::default(), 1000);
+            attention_tiled(&Exec::Serial, &p, &q, 40, &kv, &mut many, &mut AttentionScratch::default(), 1000, IN_PLACE);
             assert_eq!(one, many);
             // Heads split over 2 and 3 threads (4 heads, 2 KV groups): bit for bit the same.
             for threads in [2, 3] {
                 let mut split = vec![f32::NAN; one.len()];
                 let e = Exec::with_threads(threads).unwrap();
-                attention_tiled(&e, &p, &q, 40, &kv, &mut split, &mut AttentionScratch::default(), 1000);
+                attention_tiled(&e, &p, &q, 40, &kv, &mut split, &mut AttentionScratch::default(), 1000, IN_PLACE);
                 assert_eq!(one.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), split.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
             }
         }
@@ -409,7 +502,7 @@ mod tests {
                 let mut ps = PartScratch::default();
                 let shared = SharedMut::new(&mut out[..]);
                 let tile = 17.min(n_q);
-                let job = HeadsJob { p: &p, sq: &q, q_pos0, n_q, tile, kv: &kv, heads: 0..n_head };
+                let job = HeadsJob { p: &p, sq: &q, q_pos0, n_q, tile, kv: &kv, heads: 0..n_head, in_place: IN_PLACE };
                 if avx2 {
                     // Safety: the CPU has AVX2 (checked above).
                     unsafe { heads_pass_avx2(&job, &mut ps, &shared) };
@@ -419,6 +512,67 @@ mod tests {
                 out.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
             };
             assert_eq!(run(true), run(false), "heads {n_head}/{n_head_kv} dims {hk}/{hv} window {window:?} n_q {n_q}");
+        }
+    }
+
+    /// A cache of f16 rows, as the K/V cache holds them: read converted, or in place
+    /// (`k_f16`, `v_f16`) but for every `no_place`-th row (as a rotated sink key is not).
+    struct Halves {
+        k: Vec<u8>,
+        v: Vec<u8>,
+        kw: usize,
+        vw: usize,
+        no_place: usize,
+    }
+    impl KvRead for Halves {
+        fn len(&self) -> usize {
+            self.k.len() / (2 * self.kw)
+        }
+        fn read_k(&self, start: usize, n: usize, dst: &mut [f32]) {
+            crate::quant::dequantize_f16(&self.k[2 * start * self.kw..2 * (start + n) * self.kw], &mut dst[..n * self.kw]);
+        }
+        fn read_v(&self, start: usize, n: usize, dst: &mut [f32]) {
+            crate::quant::dequantize_f16(&self.v[2 * start * self.vw..2 * (start + n) * self.vw], &mut dst[..n * self.vw]);
+        }
+        fn k_f16(&self, idx: usize) -> Option<&[u8]> {
+            (idx % self.no_place != 0).then(|| &self.k[2 * idx * self.kw..2 * (idx + 1) * self.kw])
+        }
+        fn v_f16(&self, idx: usize) -> Option<&[u8]> {
+            (idx % self.no_place != 1).then(|| &self.v[2 * idx * self.vw..2 * (idx + 1) * self.vw])
+        }
+    }
+
+    /// Decode's one-query tiles (f16 rows read in place, row by row) against the same queries
+    /// in one batch (rows converted a chunk at a time), bit for bit: GQA shapes, head widths
+    /// with and without a remainder past the dot's eight lanes, windows, rows that cannot be
+    /// read in place, heads split over threads (runs of a group cut between parts).
+    #[test]
+    fn decode_tiles_equal_the_batch_bit_for_bit() {
+        let halves = |v: Vec<f32>| v.iter().flat_map(|&x| f32_to_f16(x * 3.0).to_le_bytes()).collect::<Vec<u8>>();
+        for &(n_head, n_head_kv, hk, hv, window, n_ctx, n_q) in &[
+            (4usize, 1usize, 256usize, 256usize, None, 140usize, 6usize),
+            (6, 3, 20, 13, Some(30usize), 100, 5),
+            (9, 3, 7, 9, None, 75, 4),
+            (4, 4, 64, 64, Some(50), 130, 3),
+        ] {
+            let p = AttentionParams { n_head, n_head_kv, head_dim_k: hk, head_dim_v: hv, scale: 0.125, window };
+            let (kw, vw) = (n_head_kv * hk, n_head_kv * hv);
+            for no_place in [usize::MAX, 7] {
+                let kv = Halves { k: halves(pseudo(n_ctx * kw, 21)), v: halves(pseudo(n_ctx * vw, 22)), kw, vw, no_place };
+                let q = pseudo(n_q * n_head * hk, 23);
+                let q_pos0 = n_ctx - n_q;
+                let mut batch = vec![0.0f32; n_q * n_head * hv];
+                attention_tiled(&Exec::Serial, &p, &q, q_pos0, &kv, &mut batch, &mut AttentionScratch::default(), SCORE_BUDGET, true);
+                for threads in [1, 2, 3] {
+                    let e = Exec::with_threads(threads).unwrap();
+                    for i in 0..n_q {
+                        let mut one = vec![f32::NAN; n_head * hv];
+                        attention_tiled(&e, &p, &q[i * n_head * hk..(i + 1) * n_head * hk], q_pos0 + i, &kv, &mut one, &mut AttentionScratch::default(), SCORE_BUDGET, true);
+                        let want = &batch[i * n_head * hv..(i + 1) * n_head * hv];
+                        assert_eq!(one.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "heads {n_head}/{n_head_kv} dims {hk}/{hv} window {window:?} query {i} threads {threads} no_place {no_place}");
+                    }
+                }
+            }
         }
     }
 

@@ -24,6 +24,7 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+pub mod f16_rows;
 mod float;
 pub mod planes;
 #[cfg(target_arch = "x86_64")]
