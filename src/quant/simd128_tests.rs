@@ -481,7 +481,11 @@ fn kernel_throughput() {
 }
 
 /// Benchmark, not a test (prints, asserts nothing about speed; ignored by default, run with
-/// `cargo test --target wasm32-unknown-unknown --lib -- --include-ignored rows4_stream`): the
+/// `cargo test --target wasm32-unknown-unknown --lib --release -- --include-ignored
+/// rows4_stream`, in Chromium for the relaxed tier (README, "Where a decode step's time goes"):
+/// `--release` builds the kernels as the package ships them, with LTO and one codegen unit;
+/// the test profile's build of the same source kept bounds checks and stack round trips in
+/// their loops and ran Q5_0 ~40 % slower in cache): the
 /// decode kernels (`rows4`) over 64 MB of weights (beyond every cache), their calls taking
 /// consecutive rows (one stream) or a row of each of `streams::STREAMS` streams (as
 /// `ops::matmul` does, `streams::schedule`), and over the first 256 KB again and again (in
@@ -583,7 +587,8 @@ fn rows4_stream_throughput() {
     }
 }
 
-/// Benchmark, not a test (ignored; `--include-ignored pass1_stream`): the screen's pass 1 over
+/// Benchmark, not a test (ignored; `--release -- --include-ignored pass1_stream`, as
+/// `rows4_stream_throughput`): the screen's pass 1 over
 /// a plane-layout head 640 wide streamed from memory (85 MB, beyond every cache) and over two
 /// groups read again and again (in cache): whether pass 1 waits on memory or on its
 /// instructions; and over rows 2560 wide in cache: the part of a row's time that does not grow
