@@ -274,9 +274,10 @@ fn heads_pass_body(job: &HeadsJob<'_>, s: &mut PartScratch, out: &SharedMut<'_, 
 
         // Softmax per (query, head) row; masked entries are -inf and become 0.
         for row in scores.chunks_exact_mut(span) {
-            // `>` rather than `f32::max` (a libm call per score in wasm): the same maximum, as
-            // no score is NaN-skipped differently from −∞'s start and `x − max` is the same for
-            // either zero.
+            // `>` rather than `f32::max` (a libm call per score in wasm): both skip a NaN score
+            // and start from −∞, so they find the same maximum but for the sign of a zero one,
+            // and `exp(x − max)` is the same for either zero (x − ±0 differs only in a zero's
+            // sign, and exp(±0) = 1).
             let max = row.iter().copied().fold(f32::NEG_INFINITY, |m, x| if x > m { x } else { m });
             let mut sum = 0.0f64;
             for x in row.iter_mut() {
@@ -289,7 +290,8 @@ fn heads_pass_body(job: &HeadsJob<'_>, s: &mut PartScratch, out: &SharedMut<'_, 
         }
 
         // Weighted values (one query: f16 rows read in place a block of keys at a time, a row
-        // that cannot be alone; each output element still sums its keys in ascending order).
+        // that cannot be read in place alone through `read_v`; each output element still sums
+        // its keys in ascending order).
         let mut j0 = k_lo;
         if in_place && t1 - t0 == 1 {
             let pos = q_pos0 + t0;
