@@ -317,8 +317,7 @@ fn heads_pass_body(job: &HeadsJob<'_>, s: &mut PartScratch, out: &SharedMut<'_, 
                         for (k, h) in hs.enumerate() {
                             let wm = scores[(h - h0) * span + j - k_lo];
                             if wm != 0.0 {
-                                let oh = &mut o[k * hv..(k + 1) * hv];
-                                oh.iter_mut().zip(&vs[g * hv..(g + 1) * hv]).for_each(|(o, &x)| *o += wm * x);
+                                add_weighted(&mut o[k * hv..(k + 1) * hv], wm, &vs[g * hv..(g + 1) * hv]);
                             }
                         }
                         return;
@@ -352,16 +351,21 @@ fn heads_pass_body(job: &HeadsJob<'_>, s: &mut PartScratch, out: &SharedMut<'_, 
                         if w == 0.0 {
                             continue;
                         }
-                        let vh = &s.v[(j - j0) * kv_v + g * hv..][..hv];
-                        for (o, &x) in oh.iter_mut().zip(vh) {
-                            *o += w * x;
-                        }
+                        add_weighted(oh, w, &s.v[(j - j0) * kv_v + g * hv..][..hv]);
                     }
                 }
             }
             j0 += n;
         }
         t0 = t1;
+    }
+}
+
+/// `o += w · v`, element by element: a value row's part in a head's output.
+#[inline(always)]
+fn add_weighted(o: &mut [f32], w: f32, v: &[f32]) {
+    for (o, &x) in o.iter_mut().zip(v) {
+        *o += w * x;
     }
 }
 

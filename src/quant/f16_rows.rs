@@ -8,7 +8,7 @@
 //! reading it back once per head. On wasm32 with SIMD128 the row is converted eight halves at
 //! a time into registers (`simd128::f16x4_low_to_f32x4_k`) and used there by every head.
 
-use super::float::f16_to_f32;
+use super::float::read_f16;
 
 /// Partial sums of [`dot`]: lane `k` sums the products at `k`, `k + 8`, ...
 const LANES: usize = 8;
@@ -33,12 +33,6 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
-/// The f32 of the `i`-th little-endian f16 of `row`.
-#[inline(always)]
-fn half(row: &[u8], i: usize) -> f32 {
-    f16_to_f32(u16::from_le_bytes([row[2 * i], row[2 * i + 1]]))
-}
-
 /// `out[m] = dot(q_m, k)` for each query row `q_m = q[m·hk..(m + 1)·hk]` (`m < out.len()`) and
 /// the f16 row `k` (`hk` halves) converted to f32: bit-identical to converting `k` and calling
 /// [`dot`] per query.
@@ -52,7 +46,7 @@ pub fn dot_f16_heads(k: &[u8], q: &[f32], hk: usize, out: &mut [f32]) {
 
 /// [`dot_f16_heads`]' reference: the row converted, then [`dot`] per query.
 pub fn dot_f16_heads_scalar(k: &[u8], q: &[f32], hk: usize, out: &mut [f32]) {
-    let row: Vec<f32> = (0..hk).map(|i| half(k, i)).collect();
+    let row: Vec<f32> = (0..hk).map(|i| read_f16(k, 2 * i)).collect();
     for (m, o) in out.iter_mut().enumerate() {
         *o = dot(&q[m * hk..(m + 1) * hk], &row);
     }
@@ -76,7 +70,7 @@ pub fn axpy_f16_heads(v: &[&[u8]], w: &[f32], o: &mut [f32], hv: usize) {
 pub fn axpy_f16_heads_scalar(v: &[&[u8]], w: &[f32], o: &mut [f32], hv: usize) {
     let heads = o.len() / hv;
     for (b, vb) in v.iter().enumerate() {
-        let row: Vec<f32> = (0..hv).map(|i| half(vb, i)).collect();
+        let row: Vec<f32> = (0..hv).map(|i| read_f16(vb, 2 * i)).collect();
         for m in 0..heads {
             let wm = w[b * heads + m];
             if wm == 0.0 {
@@ -93,21 +87,14 @@ pub fn axpy_f16_heads_scalar(v: &[&[u8]], w: &[f32], o: &mut [f32], hv: usize) {
 mod simd {
     use core::arch::wasm32::*;
 
-    use super::super::simd128::{f16x4_low_to_f32x4_k, ld, F16K};
-    use super::{half, LANES};
+    use super::super::simd128::{f16x8_at, ld_f32x4 as ld4, F16K};
+    use super::super::float::read_f16;
+    use super::LANES;
 
     /// Halves `8c..8c + 8` of `row` as two f32x4 (the exact conversion, Inf and NaN included).
     #[inline(always)]
     fn eight(row: &[u8], c: usize, k: &F16K) -> (v128, v128) {
-        let v = ld(row, 16 * c);
-        (f16x4_low_to_f32x4_k(v, k), f16x4_low_to_f32x4_k(i64x2_shuffle::<1, 1>(v, v), k))
-    }
-
-    #[inline(always)]
-    fn ld4(x: &[f32], at: usize) -> v128 {
-        let s = &x[at..at + 4];
-        // SAFETY: `s` is four readable f32; v128.load has no alignment requirement.
-        unsafe { v128_load(s.as_ptr() as *const v128) }
+        f16x8_at(row, 16 * c, k)
     }
 
     #[inline(always)]
@@ -135,7 +122,7 @@ mod simd {
             let p = f32x4_add(acc[m][0], acc[m][1]);
             let mut s = (f32x4_extract_lane::<0>(p) + f32x4_extract_lane::<1>(p)) + (f32x4_extract_lane::<2>(p) + f32x4_extract_lane::<3>(p));
             for i in whole * LANES..hk {
-                s += q[m][i] * half(k, i);
+                s += q[m][i] * read_f16(k, 2 * i);
             }
             s
         })
@@ -210,7 +197,7 @@ mod simd {
                 let wm = w[b * heads + m];
                 if wm != 0.0 {
                     for i in hv / LANES * LANES..hv {
-                        o[m * hv + i] += wm * half(vb, i);
+                        o[m * hv + i] += wm * read_f16(vb, 2 * i);
                     }
                 }
             }
@@ -263,7 +250,7 @@ mod tests {
                     let (mut got, mut want) = (vec![0.0; heads], vec![0.0; heads]);
                     dot_f16_heads(&k, &q, hk, &mut got);
                     dot_f16_heads_scalar(&k, &q, hk, &mut want);
-                    let row: Vec<f32> = (0..hk).map(|i| half(&k, i)).collect();
+                    let row: Vec<f32> = (0..hk).map(|i| read_f16(&k, 2 * i)).collect();
                     for m in 0..heads {
                         assert!(same(got[m], want[m]) && same(want[m], dot(&q[m * hk..(m + 1) * hk], &row)), "dot hk {hk} heads {heads} m {m}");
                     }

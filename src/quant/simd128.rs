@@ -256,6 +256,14 @@ pub(super) fn f16x4_at_k(x0: &[u8], x1: &[u8], x2: &[u8], x3: &[u8], at: usize, 
     f16x4_low_to_f32x4_k(h, k)
 }
 
+/// The eight little-endian f16 at `b[at..at + 16]` as two f32x4 (halves 0..4, 4..8), the
+/// exact conversion (a group with an Inf or NaN through `f16_bits_to_f32x4`).
+#[inline(always)]
+pub(super) fn f16x8_at(b: &[u8], at: usize, k: &F16K) -> (v128, v128) {
+    let v = ld(b, at);
+    (f16x4_low_to_f32x4_k(v, k), f16x4_low_to_f32x4_k(i64x2_shuffle::<1, 1>(v, v), k))
+}
+
 /// `float::dequantize_f16`, eight values at a time: the same bits (the conversion is exact; a
 /// group with an Inf or NaN goes through `f16_bits_to_f32x4`, as `f16x4_low_to_f32x4_k` does).
 /// The K/V cache's f16 rows are read this way at every decode step.
@@ -264,8 +272,7 @@ pub(super) fn dequantize_f16(src: &[u8], dst: &mut [f32]) {
     let (body, tail) = dst[..n].split_at_mut(n / 8 * 8);
     let k = F16K::hoisted();
     for (s, d) in src.chunks_exact(16).zip(body.chunks_exact_mut(8)) {
-        let v = ld(s, 0);
-        let (lo, hi) = (f16x4_low_to_f32x4_k(v, &k), f16x4_low_to_f32x4_k(i64x2_shuffle::<1, 1>(v, v), &k));
+        let (lo, hi) = f16x8_at(s, 0, &k);
         // SAFETY: `d` is 8 writable f32s; v128.store has no alignment requirement.
         unsafe {
             v128_store(d.as_mut_ptr() as *mut v128, lo);
@@ -514,13 +521,14 @@ pub(super) fn rows4_q4_k_with(w: &[u8], rb: usize, p: &[u8], n: usize, isum: imp
     let nb = n / QK_K;
     let a = &p[..nb * Q8_K_BYTES];
     let rows = rows4_of(w, rb, nb * Q4_K_BYTES);
+    let low16 = opaque(u32x4_splat(0xffff));
     let mut sumf = f32x4_splat(0.0);
     for (b, yb) in a.chunks_exact(Q8_K_BYTES).enumerate() {
         let x = blocks4(&rows, b, Q4_K_BYTES);
         let s: [(v128, v128); 4] = core::array::from_fn(|r| isum(x[r], yb));
         let isum = reduce4(s[0].0, s[1].0, s[2].0, s[3].0);
         let summs = reduce4(s[0].1, s[1].1, s[2].1, s[3].1);
-        let (d, dmin) = dmin4(&x, Q8KBlock::new(yb).d);
+        let (d, dmin) = dmin4(&x, Q8KBlock::new(yb).d, low16);
         // scalar: sumf += d * isum as f32 - dmin * summs as f32
         sumf = f32x4_add(sumf, f32x4_sub(f32x4_mul(d, f32x4_convert_i32x4(isum)), f32x4_mul(dmin, f32x4_convert_i32x4(summs))));
     }
@@ -529,9 +537,9 @@ pub(super) fn rows4_q4_k_with(w: &[u8], rb: usize, p: &[u8], n: usize, isum: imp
 
 /// Four Q4_K blocks' `d · yd` and `dmin · yd` (lane r = block r's; `yd`: the activation
 /// block's scale): each block's first four bytes gathered by one `load32_lane`, both f16
-/// converted as `read_f16` does.
+/// converted as `read_f16` does (`low16`: `u32x4_splat(0xffff)`, made once by the caller).
 #[inline(always)]
-fn dmin4(x: &[&[u8]; 4], yd: f32) -> (v128, v128) {
+fn dmin4(x: &[&[u8]; 4], yd: f32, low16: v128) -> (v128, v128) {
     let (x0, x1, x2, x3) = (&x[0][..4], &x[1][..4], &x[2][..4], &x[3][..4]);
     // SAFETY: each slice is 4 readable bytes.
     let dd = unsafe {
@@ -541,7 +549,7 @@ fn dmin4(x: &[&[u8]; 4], yd: f32) -> (v128, v128) {
         v128_load32_lane::<3>(v, x3.as_ptr() as *const u32)
     };
     let yd = f32x4_splat(yd);
-    (f32x4_mul(f16_bits_to_f32x4(v128_and(dd, u32x4_splat(0xffff))), yd), f32x4_mul(f16_bits_to_f32x4(u32x4_shr(dd, 16)), yd))
+    (f32x4_mul(f16_bits_to_f32x4(v128_and(dd, low16)), yd), f32x4_mul(f16_bits_to_f32x4(u32x4_shr(dd, 16)), yd))
 }
 
 // The relaxed build dispatches `relaxed::vec_dot_q4_k_q8_k` instead.
