@@ -87,14 +87,55 @@ pub fn axpy_f16_heads_scalar(v: &[&[u8]], w: &[f32], o: &mut [f32], hv: usize) {
 mod simd {
     use core::arch::wasm32::*;
 
-    use super::super::simd128::{f16x8_at, ld_f32x4 as ld4, F16K};
     use super::super::float::read_f16;
+    use super::super::simd128::{f16x4_finite_low_to_f32x4_k, f16x8_at, ld, ld_f32x4 as ld4, opaque, F16K};
     use super::LANES;
 
-    /// Halves `8c..8c + 8` of `row` as two f32x4 (the exact conversion, Inf and NaN included).
-    #[inline(always)]
-    fn eight(row: &[u8], c: usize, k: &F16K) -> (v128, v128) {
-        f16x8_at(row, 16 * c, k)
+    /// How a kernel converts a row's halves: `CHECKED`, each group of four tested for Inf and
+    /// NaN as it is converted (`f16x8_at`); otherwise converted without the test, the caller
+    /// knowing (or finding out afterwards, [`Finite::bad`]) that no half is Inf or NaN. The
+    /// test was two compares, a vector test and a branch per four halves, and its two constants
+    /// held registers the loops spilled for.
+    #[derive(Clone, Copy)]
+    struct Conv<const CHECKED: bool> {
+        k: F16K,
+    }
+
+    impl<const CHECKED: bool> Conv<CHECKED> {
+        #[inline(always)]
+        fn new() -> Self {
+            Conv { k: if CHECKED { F16K::hoisted() } else { F16K::hoisted_finite() } }
+        }
+
+        /// Halves `8c..8c + 8` of `row` as two f32x4: the exact conversion (unchecked: for
+        /// finite halves, the same bits).
+        #[inline(always)]
+        fn eight(&self, row: &[u8], c: usize) -> (v128, v128) {
+            if CHECKED {
+                f16x8_at(row, 16 * c, &self.k)
+            } else {
+                let raw = ld(row, 16 * c);
+                (f16x4_finite_low_to_f32x4_k(raw, &self.k), f16x4_finite_low_to_f32x4_k(i64x2_shuffle::<1, 1>(raw, raw), &self.k))
+            }
+        }
+    }
+
+    /// Finds an Inf or NaN among halves: its exponent bits all set.
+    struct Finite {
+        exp: v128,
+    }
+
+    impl Finite {
+        #[inline(always)]
+        fn new() -> Finite {
+            Finite { exp: opaque(u16x8_splat(0x7c00)) }
+        }
+
+        /// `seen` with lanes set where halves `8c..8c + 8` of `row` hold an Inf or NaN.
+        #[inline(always)]
+        fn bad(&self, seen: v128, row: &[u8], c: usize) -> v128 {
+            v128_or(seen, i16x8_eq(v128_and(ld(row, 16 * c), self.exp), self.exp))
+        }
     }
 
     #[inline(always)]
@@ -105,19 +146,28 @@ mod simd {
     }
 
     /// `M` queries at a time: the row's eight halves converted once per step and used by every
-    /// query; lanes 0..4 and 4..8 of `dot`'s partial sums are the two accumulators.
+    /// query; lanes 0..4 and 4..8 of `dot`'s partial sums are the two accumulators. Unchecked
+    /// (`CHECKED` false), the halves are tested for Inf and NaN alongside (three instructions
+    /// per eight) and `None` returned if one was, for the caller to run the checked kernel.
     #[inline(always)]
-    fn dots<const M: usize>(k: &[u8], q: [&[f32]; M], hk: usize, f16k: &F16K) -> [f32; M] {
+    fn dots<const M: usize, const CHECKED: bool>(k: &[u8], q: [&[f32]; M], hk: usize, conv: &Conv<CHECKED>, fin: &Finite) -> Option<[f32; M]> {
         let whole = hk / LANES;
         let mut acc = [[f32x4_splat(0.0); 2]; M];
+        let mut bad = i16x8_splat(0);
         for c in 0..whole {
-            let (lo, hi) = eight(k, c, f16k);
+            if !CHECKED {
+                bad = fin.bad(bad, k, c);
+            }
+            let (lo, hi) = conv.eight(k, c);
             for m in 0..M {
                 acc[m][0] = f32x4_add(acc[m][0], f32x4_mul(ld4(q[m], 8 * c), lo));
                 acc[m][1] = f32x4_add(acc[m][1], f32x4_mul(ld4(q[m], 8 * c + 4), hi));
             }
         }
-        core::array::from_fn(|m| {
+        if !CHECKED && v128_any_true(bad) {
+            return None;
+        }
+        Some(core::array::from_fn(|m| {
             // Lanes (s0 + s4, s1 + s5, s2 + s6, s3 + s7), then `dot`'s pairs.
             let p = f32x4_add(acc[m][0], acc[m][1]);
             let mut s = (f32x4_extract_lane::<0>(p) + f32x4_extract_lane::<1>(p)) + (f32x4_extract_lane::<2>(p) + f32x4_extract_lane::<3>(p));
@@ -125,19 +175,28 @@ mod simd {
                 s += q[m][i] * read_f16(k, 2 * i);
             }
             s
-        })
+        }))
+    }
+
+    /// [`dots`] unchecked, then checked where the row held an Inf or NaN.
+    #[inline(always)]
+    fn dots_of<const M: usize>(k: &[u8], q: [&[f32]; M], hk: usize, fast: &Conv<false>, checked: &Conv<true>, fin: &Finite) -> [f32; M] {
+        match dots::<M, false>(k, q, hk, fast, fin) {
+            Some(s) => s,
+            None => dots::<M, true>(k, q, hk, checked, fin).expect("the checked kernel always returns"),
+        }
     }
 
     pub(super) fn dot_f16_heads(k: &[u8], q: &[f32], hk: usize, out: &mut [f32]) {
-        let f16k = F16K::hoisted();
+        let (fast, checked, fin) = (Conv::<false>::new(), Conv::<true>::new(), Finite::new());
         let row = |m: usize| &q[m * hk..(m + 1) * hk];
         let mut m0 = 0;
         while m0 < out.len() {
             match out.len() - m0 {
-                1 => out[m0..m0 + 1].copy_from_slice(&dots::<1>(k, [row(m0)], hk, &f16k)),
-                2 => out[m0..m0 + 2].copy_from_slice(&dots::<2>(k, [row(m0), row(m0 + 1)], hk, &f16k)),
-                3 => out[m0..m0 + 3].copy_from_slice(&dots::<3>(k, [row(m0), row(m0 + 1), row(m0 + 2)], hk, &f16k)),
-                _ => out[m0..m0 + 4].copy_from_slice(&dots::<4>(k, [row(m0), row(m0 + 1), row(m0 + 2), row(m0 + 3)], hk, &f16k)),
+                1 => out[m0..m0 + 1].copy_from_slice(&dots_of::<1>(k, [row(m0)], hk, &fast, &checked, &fin)),
+                2 => out[m0..m0 + 2].copy_from_slice(&dots_of::<2>(k, [row(m0), row(m0 + 1)], hk, &fast, &checked, &fin)),
+                3 => out[m0..m0 + 3].copy_from_slice(&dots_of::<3>(k, [row(m0), row(m0 + 1), row(m0 + 2)], hk, &fast, &checked, &fin)),
+                _ => out[m0..m0 + 4].copy_from_slice(&dots_of::<4>(k, [row(m0), row(m0 + 1), row(m0 + 2), row(m0 + 3)], hk, &fast, &checked, &fin)),
             }
             m0 += 4;
         }
@@ -146,11 +205,11 @@ mod simd {
     /// `M` heads at a time: each eight-element slice of their outputs held in registers while
     /// every row of the block adds to it (the row's slice converted once for the `M` heads).
     #[inline(always)]
-    fn axpy<const M: usize>(v: &[&[u8]], w: &[f32], heads: usize, m0: usize, o: &mut [f32], hv: usize, f16k: &F16K) {
+    fn axpy<const M: usize, const CHECKED: bool>(v: &[&[u8]], w: &[f32], heads: usize, m0: usize, o: &mut [f32], hv: usize, conv: &Conv<CHECKED>) {
         for c in 0..hv / LANES {
             let mut acc: [[v128; 2]; M] = core::array::from_fn(|m| [ld4(o, (m0 + m) * hv + 8 * c), ld4(o, (m0 + m) * hv + 8 * c + 4)]);
             for (b, vb) in v.iter().enumerate() {
-                let (lo, hi) = eight(vb, c, f16k);
+                let (lo, hi) = conv.eight(vb, c);
                 for (m, a) in acc.iter_mut().enumerate() {
                     let wm = w[b * heads + m0 + m];
                     if wm != 0.0 {
@@ -167,29 +226,42 @@ mod simd {
         }
     }
 
-    pub(super) fn axpy_f16_heads(v: &[&[u8]], w: &[f32], o: &mut [f32], hv: usize) {
-        let f16k = F16K::hoisted();
+    /// [`axpy`] over every head, `M` at a time.
+    #[inline(always)]
+    fn axpy_heads<const CHECKED: bool>(v: &[&[u8]], w: &[f32], o: &mut [f32], hv: usize) {
+        let conv = Conv::<CHECKED>::new();
         let heads = o.len() / hv;
-        // The block's rows touched line by line, in address order, before `axpy` reads them
-        // slice by slice across the rows: wasm has no prefetch, and read column-wise the rows'
-        // lines were demand misses in a stride the hardware prefetcher did not follow (a third
-        // of this kernel's samples in Chromium at 1,000 tokens of context).
-        let mut touch = 0u8;
-        for vb in v {
-            for at in (0..2 * hv).step_by(64) {
-                touch ^= vb[at];
-            }
-        }
-        core::hint::black_box(touch);
         let mut m0 = 0;
         while m0 < heads {
             match heads - m0 {
-                1 => axpy::<1>(v, w, heads, m0, o, hv, &f16k),
-                2 => axpy::<2>(v, w, heads, m0, o, hv, &f16k),
-                3 => axpy::<3>(v, w, heads, m0, o, hv, &f16k),
-                _ => axpy::<4>(v, w, heads, m0, o, hv, &f16k),
+                1 => axpy::<1, CHECKED>(v, w, heads, m0, o, hv, &conv),
+                2 => axpy::<2, CHECKED>(v, w, heads, m0, o, hv, &conv),
+                3 => axpy::<3, CHECKED>(v, w, heads, m0, o, hv, &conv),
+                _ => axpy::<4, CHECKED>(v, w, heads, m0, o, hv, &conv),
             }
             m0 += 4;
+        }
+    }
+
+    pub(super) fn axpy_f16_heads(v: &[&[u8]], w: &[f32], o: &mut [f32], hv: usize) {
+        let heads = o.len() / hv;
+        // The block's rows read in address order, before `axpy` reads them slice by slice
+        // across the rows: wasm has no prefetch, and read column-wise the rows' lines were
+        // demand misses in a stride the hardware prefetcher did not follow (a third of this
+        // kernel's samples in Chromium at 1,000 tokens of context). The same reads find
+        // whether a half is Inf or NaN, so that the block is converted without the test
+        // where none is (nearly always).
+        let fin = Finite::new();
+        let mut bad = i16x8_splat(0);
+        for vb in v {
+            for c in 0..hv / LANES {
+                bad = fin.bad(bad, vb, c);
+            }
+        }
+        if v128_any_true(bad) {
+            axpy_heads::<true>(v, w, o, hv);
+        } else {
+            axpy_heads::<false>(v, w, o, hv);
         }
         // The elements past the last whole eight, row after row.
         for (b, vb) in v.iter().enumerate() {
@@ -215,15 +287,20 @@ mod tests {
         ((*seed >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
     }
 
-    /// A row of f16 halves, some special (Inf, NaN, subnormal, ±0) when `special`.
-    fn halves(n: usize, seed: &mut u64, special: bool) -> Vec<u8> {
+    /// A row of f16 halves: `special` 1, some special (Inf, NaN, subnormal, ±0) throughout; 2,
+    /// one Inf or NaN at a random place (the kernels' unchecked conversion must notice it
+    /// wherever it is); 0, none.
+    fn halves(n: usize, seed: &mut u64, special: u8) -> Vec<u8> {
+        let lone = (rng(seed).abs() * n as f32) as usize;
+        let odd = [0x7c00, 0xfc00, 0x7e00, 0xfd21][(rng(seed).abs() * 4.0) as usize % 4];
         (0..n)
             .flat_map(|i| {
                 let h = match (special, i % 11) {
-                    (true, 3) => 0x7c00,
-                    (true, 5) => 0xfe01,
-                    (true, 7) => 0x0003,
-                    (true, 9) => 0x8000,
+                    (1, 3) => 0x7c00,
+                    (1, 5) => 0xfe01,
+                    (1, 7) => 0x0003,
+                    (1, 9) => 0x8000,
+                    (2, _) if i == lone => odd,
                     _ => f32_to_f16(rng(seed) * 4.0),
                 };
                 h.to_le_bytes()
@@ -244,7 +321,7 @@ mod tests {
         let mut seed = 7u64;
         for hk in [1usize, 7, 8, 9, 64, 100, 256] {
             for heads in 1..=9 {
-                for special in [false, true] {
+                for special in [0, 1, 2] {
                     let k = halves(hk, &mut seed, special);
                     let q: Vec<f32> = (0..heads * hk).map(|_| rng(&mut seed)).collect();
                     let (mut got, mut want) = (vec![0.0; heads], vec![0.0; heads]);
@@ -255,7 +332,9 @@ mod tests {
                         assert!(same(got[m], want[m]) && same(want[m], dot(&q[m * hk..(m + 1) * hk], &row)), "dot hk {hk} heads {heads} m {m}");
                     }
                     for rows in [1usize, 5, 16] {
-                        let vs: Vec<Vec<u8>> = (0..rows).map(|_| halves(hk, &mut seed, special)).collect();
+                        // Special 2: one row of the block holds the lone Inf or NaN.
+                        let odd_row = (rng(&mut seed).abs() * rows as f32) as usize;
+                        let vs: Vec<Vec<u8>> = (0..rows).map(|r| halves(hk, &mut seed, if special == 2 && r != odd_row { 0 } else { special })).collect();
                         let v: Vec<&[u8]> = vs.iter().map(|r| &r[..]).collect();
                         let w: Vec<f32> = (0..rows * heads).map(|i| if i % 3 == 1 { 0.0 } else { rng(&mut seed) }).collect();
                         // −0.0 starts stay −0.0 under a zero weight (skipped), not +0.0.
