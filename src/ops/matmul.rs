@@ -27,6 +27,9 @@ pub struct Weight {
     /// Set when the Q8_0 bytes were re-laid out as two 4-bit planes (`quant::planes`) for the
     /// screened output head; every result stays bit-identical to the Q8_0 layout's.
     planes: Option<Box<PlaneLayout>>,
+    /// Every block scale is finite (`quant::block_scales_finite`): decode takes the four-row
+    /// kernel's `dot_finite`.
+    finite_scales: bool,
 }
 
 impl std::fmt::Debug for Weight {
@@ -48,7 +51,8 @@ impl Weight {
             return Err(QuantError::BadLength { ty, what: "weight bytes", expected: want, got: data.len() });
         }
         quant::check_vec_dot(ty, row_bytes, act_row_bytes, n_in)?;
-        Ok(Weight { ty, n_in, n_out, data, row_bytes, act_ty, act_row_bytes, kernel, planes: None })
+        let finite_scales = quant::block_scales_finite(ty, &data);
+        Ok(Weight { ty, n_in, n_out, data, row_bytes, act_ty, act_row_bytes, kernel, planes: None, finite_scales })
     }
 
     /// The stored bytes of row `r` in the file's layout. A weight re-laid out by
@@ -156,6 +160,7 @@ pub fn matmul_on(exec: &Exec, w: &Weight, x: &[f32], out: &mut [f32], s: &mut Ma
         // are consecutive it can prefetch the next call's (`VecDotRows4`).
         let act = rows4.prepare(&s.act[..ab], n_in, &mut s.prep);
         let act1 = &s.act[..ab];
+        let dot = if w.finite_scales { rows4.dot_finite } else { rows4.dot };
         let shared = SharedMut::new(out);
         exec.for_ranges(n_out, 4, |_, rows| {
             // Safety: the ranges are disjoint.
@@ -165,7 +170,7 @@ pub fn matmul_on(exec: &Exec, w: &Weight, x: &[f32], out: &mut [f32], s: &mut Ma
                 // One row per stream (or four consecutive rows): equally spaced.
                 let stride = set[1] - set[0];
                 debug_assert!(set.windows(2).all(|p| p[1] - p[0] == stride));
-                let v = (rows4.dot)(&w.data[set[0] * rb..n_out * rb], stride * rb, act, n_in);
+                let v = dot(&w.data[set[0] * rb..n_out * rb], stride * rb, act, n_in);
                 for (r, v) in set.into_iter().zip(v) {
                     out[r - rows.start] = v;
                 }

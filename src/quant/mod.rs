@@ -148,6 +148,20 @@ pub fn vec_dot_type(ty: GgmlType) -> GgmlType {
     }
 }
 
+/// Whether every block of `data` (whole blocks of `ty`) has a finite scale, for the types
+/// whose block starts with its one f16 scale (Q4_0, Q5_0, Q8_0; `false` for every other type):
+/// their four-row decode kernels then convert the scales without testing for Inf and NaN
+/// (`Rows4Kernel::dot_finite`). Read once per weight at load.
+pub fn block_scales_finite(ty: GgmlType, data: &[u8]) -> bool {
+    use GgmlType::*;
+    if !matches!(ty, Q4_0 | Q5_0 | Q8_0) {
+        return false;
+    }
+    let bb = ty.type_size() as usize;
+    // An f16 is Inf or NaN when its five exponent bits are all set.
+    data.chunks_exact(bb).all(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7c00 != 0x7c00)
+}
+
 /// Bytes of `n` elements of `ty`, or the typed error saying why there is no such size.
 pub fn row_bytes(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
     let block = ty.block_size() as usize;
@@ -308,11 +322,14 @@ pub fn activation_scales4_at(scales: &[f32], t: usize, n: usize) -> &[f32] {
 /// against one activation row: the quantized row itself, or, where `prep`
 /// is set, what `prep` made of it once per matmul (work every group of rows would otherwise
 /// repeat: the relaxed tier's 7-bit split, offset sums, f32 scales). Lane k is bit-identical to
-/// `vec_dot` of row k.
+/// `vec_dot` of row k. `dot_finite` is `dot` for weights whose block scales are all finite
+/// ([`block_scales_finite`]): where the build has such a variant (wasm Q4_0, Q5_0, Q8_0), the
+/// same bits without testing each scale for Inf and NaN.
 #[derive(Clone, Copy)]
 pub struct Rows4Kernel {
     pub prep: Option<fn(act: &[u8], n: usize, out: &mut Vec<u8>)>,
     pub dot: VecDotRows4,
+    pub dot_finite: VecDotRows4,
 }
 
 impl Rows4Kernel {
@@ -334,33 +351,33 @@ impl Rows4Kernel {
 pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<Rows4Kernel> {
     #[cfg(target_arch = "x86_64")]
     if let Some(k) = avx2_kernels(w_ty) {
-        return Some(Rows4Kernel { prep: None, dot: k.rows4 });
+        return Some(Rows4Kernel { prep: None, dot: k.rows4, dot_finite: k.rows4 });
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
     {
         use GgmlType::*;
-        let k = |prep, dot| Some(Rows4Kernel { prep, dot });
+        let k = |prep, dot, dot_finite| Some(Rows4Kernel { prep, dot, dot_finite });
         match w_ty {
-            Q4_0 => return k(Some(relaxed::prep_q4_0), relaxed::rows4_q4_0),
-            Q5_0 => return k(Some(relaxed::prep_q5_0), relaxed::rows4_q5_0),
-            Q8_0 => return k(Some(relaxed::prep_q8_0), relaxed::rows4_q8_0),
-            Q4_K => return k(None, relaxed::rows4_q4_k),
-            Q6_K => return k(None, relaxed::rows4_q6_k),
+            Q4_0 => return k(Some(relaxed::prep_q4_0), relaxed::rows4_q4_0, relaxed::rows4_q4_0_finite),
+            Q5_0 => return k(Some(relaxed::prep_q5_0), relaxed::rows4_q5_0, relaxed::rows4_q5_0_finite),
+            Q8_0 => return k(Some(relaxed::prep_q8_0), relaxed::rows4_q8_0, relaxed::rows4_q8_0_finite),
+            Q4_K => return k(None, relaxed::rows4_q4_k, relaxed::rows4_q4_k),
+            Q6_K => return k(None, relaxed::rows4_q6_k, relaxed::rows4_q6_k),
             _ => {}
         }
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
         use GgmlType::*;
-        let dot: VecDotRows4 = match w_ty {
-            Q4_0 => simd128::rows4_q4_0,
-            Q5_0 => simd128::rows4_q5_0,
-            Q8_0 => simd128::rows4_q8_0,
-            Q4_K => simd128::rows4_q4_k,
-            Q6_K => simd128::rows4_q6_k,
+        let (dot, dot_finite): (VecDotRows4, VecDotRows4) = match w_ty {
+            Q4_0 => (simd128::rows4_q4_0, simd128::rows4_q4_0_finite),
+            Q5_0 => (simd128::rows4_q5_0, simd128::rows4_q5_0_finite),
+            Q8_0 => (simd128::rows4_q8_0, simd128::rows4_q8_0_finite),
+            Q4_K => (simd128::rows4_q4_k, simd128::rows4_q4_k),
+            Q6_K => (simd128::rows4_q6_k, simd128::rows4_q6_k),
             _ => return None,
         };
-        Some(Rows4Kernel { prep: None, dot })
+        Some(Rows4Kernel { prep: None, dot, dot_finite })
     }
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     {
@@ -609,6 +626,31 @@ mod tests {
                 SUPPORTED.contains(&ty) && ty != Q8_1 && ty != Q8_K,
                 "{ty}"
             );
+        }
+    }
+
+    /// Every f16 exponent-31 pattern (±Inf, NaN) in any block's scale is seen; the largest
+    /// finite, subnormal and zero scales are finite; types without a leading f16 scale answer
+    /// false (their kernels keep the test).
+    #[test]
+    fn block_scales_finite_sees_every_inf_and_nan() {
+        for ty in [Q4_0, Q5_0, Q8_0] {
+            let bb = ty.type_size() as usize;
+            let mut data: Vec<u8> = (0..5 * bb).map(|i| (i * 37 % 251) as u8).collect();
+            for (blk, d) in [0x7bffu16, 0xfbff, 0x0001, 0x8000, 0x3c00].into_iter().enumerate() {
+                data[blk * bb..blk * bb + 2].copy_from_slice(&d.to_le_bytes());
+            }
+            assert!(block_scales_finite(ty, &data), "{ty}");
+            for d in [0x7c00u16, 0xfc00, 0x7c01, 0xfe00, 0x7fff, 0xffff] {
+                for blk in 0..5 {
+                    let mut bad = data.clone();
+                    bad[blk * bb..blk * bb + 2].copy_from_slice(&d.to_le_bytes());
+                    assert!(!block_scales_finite(ty, &bad), "{ty} {d:#x} in block {blk}");
+                }
+            }
+        }
+        for ty in [Q4_1, Q5_1, Q4_K, Q6_K, F16] {
+            assert!(!block_scales_finite(ty, &[0u8; 512]), "{ty}");
         }
     }
 

@@ -42,7 +42,7 @@ use super::q6_k::Q6_K_BYTES;
 use super::q8::Q8_0_BYTES;
 use super::q8_k::{Q8KBlock, BSUMS_AT, Q8_K_BYTES, QK_K, QS_AT};
 use super::simd128::{
-    blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at, f16x4_at_k, high_nibbles, hsum, ld, ld_f32x4, opaque, q6_k_unsigned_k,
+    blocks4, comb_q4_0, comb_q5_0, comb_q8_0, dot_i8, f16x4_at_conv, high_nibbles, hsum, ld, ld_f32x4, opaque, q6_k_unsigned_k,
     qh_at, qh_bits16_k, reduce4, rows4_of, rows4_q4_k_with, rows4_q6_k_with, store4, swizzle, NibMasks, F16K, QhK,
 };
 
@@ -89,6 +89,17 @@ pub(super) fn prep_q8_0(a: &[u8], n: usize, out: &mut Vec<u8>) {
 
 /// Q8_0 weights × one prepared Q8_0 activation row (`prep_q8_0`), four rows at a time.
 pub(super) fn rows4_q8_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    rows4_q8_0_with::<false>(w, rb, p, n)
+}
+/// [`rows4_q8_0`] for weights whose block scales are all finite (`Weight`'s `finite_scales`):
+/// the same bits, the scales converted without the Inf/NaN test.
+pub(super) fn rows4_q8_0_finite(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    rows4_q8_0_with::<true>(w, rb, p, n)
+}
+
+#[inline(always)]
+fn rows4_q8_0_with<const FINITE: bool>(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    let f16k = F16K::for_scales::<FINITE>();
     let (nb, wb) = (n / QK, Q8_0_BYTES);
     let r = rows4_of(w, rb, nb * wb);
     let p = &p[..nb * PREP_Q8_0];
@@ -110,7 +121,7 @@ pub(super) fn rows4_q8_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
             };
             reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3]))
         };
-        let dx = f16x4_at(x[0], x[1], x[2], x[3], 0);
+        let dx = f16x4_at_conv::<FINITE>(x[0], x[1], x[2], x[3], 0, &f16k);
         let dy = f32x4_splat(read_f32(y, 64));
         acc = f32x4_add(acc, comb_q8_0(f32x4_convert_i32x4(s), dx, dy));
     }
@@ -204,7 +215,7 @@ pub(super) fn prep_q4_0(a: &[u8], n: usize, out: &mut Vec<u8>) {
 /// each row's Σ a·u in i16 lanes (`pair_dot`), widened once, the four rows' lanes reduced
 /// together, then the block's offset term, the same for all four rows, added once.
 #[inline(always)]
-fn rows4_unsigned_family<const WB: usize>(
+fn rows4_unsigned_family<const WB: usize, const FINITE: bool>(
     w: &[u8],
     rb: usize,
     p: &[u8],
@@ -212,7 +223,7 @@ fn rows4_unsigned_family<const WB: usize>(
     unpack: impl Fn(&[u8], &NibK) -> (v128, v128),
     comb: impl Fn(v128, v128, v128) -> v128,
 ) -> [f32; 4] {
-    let (k, f16k) = (NibK::new(), F16K::hoisted());
+    let (k, f16k) = (NibK::new(), F16K::for_scales::<FINITE>());
     let r = rows4_of(w, rb, nb * WB);
     let p = &p[..nb * PREP_UNSIGNED];
     let mut acc = f32x4_splat(0.0);
@@ -226,7 +237,7 @@ fn rows4_unsigned_family<const WB: usize>(
         };
         // The offset term (the i32 at 32, in every lane) is the same for the four rows.
         let s = i32x4_add(reduce4(d(x[0]), d(x[1]), d(x[2]), d(x[3])), qh_at(y, 32));
-        let dx = f16x4_at_k(x[0], x[1], x[2], x[3], 0, &f16k);
+        let dx = f16x4_at_conv::<FINITE>(x[0], x[1], x[2], x[3], 0, &f16k);
         let dy = f32x4_splat(read_f32(y, 36));
         acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
     }
@@ -273,10 +284,19 @@ fn toks_unsigned_family<const T: usize>(
 }
 
 pub(super) fn rows4_q5_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
-    rows4_unsigned_family::<Q5_0_BYTES>(w, rb, p, n / QK, unsigned_q5_0, comb_q5_0)
+    rows4_unsigned_family::<Q5_0_BYTES, false>(w, rb, p, n / QK, unsigned_q5_0, comb_q5_0)
 }
 pub(super) fn rows4_q4_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
-    rows4_unsigned_family::<Q4_0_BYTES>(w, rb, p, n / QK, unsigned_q4_0, comb_q4_0)
+    rows4_unsigned_family::<Q4_0_BYTES, false>(w, rb, p, n / QK, unsigned_q4_0, comb_q4_0)
+}
+/// The two above for weights whose block scales are all finite (`Weight`'s `finite_scales`):
+/// the same bits, the scales converted without the Inf/NaN test (one compare, a vector test
+/// and a branch per block, and two constants the loop spilled registers for).
+pub(super) fn rows4_q5_0_finite(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    rows4_unsigned_family::<Q5_0_BYTES, true>(w, rb, p, n / QK, unsigned_q5_0, comb_q5_0)
+}
+pub(super) fn rows4_q4_0_finite(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    rows4_unsigned_family::<Q4_0_BYTES, true>(w, rb, p, n / QK, unsigned_q4_0, comb_q4_0)
 }
 pub(super) fn toks4_q5_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 4] {
     toks_unsigned_family::<4>(w, a, ab, dy, n / QK, Q5_0_BYTES, 16, unsigned_q5_0, comb_q5_0)

@@ -197,6 +197,16 @@ impl F16K {
         F16K { mask: opaque(k.mask), scale: opaque(k.scale), ..k }
     }
 
+    /// [`F16K::hoisted_finite`] for `FINITE` scales, else [`F16K::hoisted`].
+    #[inline(always)]
+    pub(super) fn for_scales<const FINITE: bool>() -> F16K {
+        if FINITE {
+            F16K::hoisted_finite()
+        } else {
+            F16K::hoisted()
+        }
+    }
+
     #[inline(always)]
     fn plain() -> F16K {
         F16K { mask: u32x4_splat(0x8fff_ffff), scale: f32x4_splat(f32::from_bits(0x7780_0000)), abs: u32x4_splat(0x7fff_ffff), limit: f32x4_splat(65536.0) }
@@ -244,6 +254,13 @@ pub(super) fn f16x4_at(x0: &[u8], x1: &[u8], x2: &[u8], x3: &[u8], at: usize) ->
 /// [`f16x4_at`] with the conversion's constants made by the caller ([`F16K::hoisted`]).
 #[inline(always)]
 pub(super) fn f16x4_at_k(x0: &[u8], x1: &[u8], x2: &[u8], x3: &[u8], at: usize, k: &F16K) -> v128 {
+    f16x4_at_conv::<false>(x0, x1, x2, x3, at, k)
+}
+
+/// [`f16x4_at_k`], or with `FINITE` (the caller knows that no such half is Inf or NaN:
+/// `quant::block_scales_finite`) converted without the test (`k` from [`F16K::for_scales`]).
+#[inline(always)]
+pub(super) fn f16x4_at_conv<const FINITE: bool>(x0: &[u8], x1: &[u8], x2: &[u8], x3: &[u8], at: usize, k: &F16K) -> v128 {
     let (s0, s1, s2, s3) = (&x0[at..at + 2], &x1[at..at + 2], &x2[at..at + 2], &x3[at..at + 2]);
     // SAFETY: each `s_k` is two readable bytes; the lane loads have no alignment requirement.
     let h = unsafe {
@@ -253,7 +270,11 @@ pub(super) fn f16x4_at_k(x0: &[u8], x1: &[u8], x2: &[u8], x3: &[u8], at: usize, 
         let v = v128_load16_lane::<2>(v, s2.as_ptr() as *const u16);
         v128_load16_lane::<3>(v, s3.as_ptr() as *const u16)
     };
-    f16x4_low_to_f32x4_k(h, k)
+    if FINITE {
+        f16x4_finite_low_to_f32x4_k(h, k)
+    } else {
+        f16x4_low_to_f32x4_k(h, k)
+    }
 }
 
 /// The eight little-endian f16 at `b[at..at + 16]` as two f32x4 (halves 0..4, 4..8), the
@@ -803,7 +824,7 @@ pub(super) fn blocks4<'a>(r: &[&'a [u8]; 4], i: usize, wb: usize) -> [&'a [u8]; 
 /// Q8_0 activation row. `unpack(block)` gives the block's 32 weight quants as two i8x16
 /// (elements 0..16, 16..32); `WB` is the block's size.
 #[inline(always)]
-fn rows4_q8_0_family<const WB: usize>(
+fn rows4_q8_0_family<const WB: usize, const FINITE: bool>(
     w: &[u8],
     rb: usize,
     a: &[u8],
@@ -813,7 +834,7 @@ fn rows4_q8_0_family<const WB: usize>(
 ) -> [f32; 4] {
     let r = rows4_of(w, rb, nb * WB);
     let a = &a[..nb * Q8_0_BYTES];
-    let f16k = F16K::hoisted();
+    let f16k = F16K::for_scales::<FINITE>();
     let mut acc = f32x4_splat(0.0);
     for i in 0..nb {
         let y = &a[i * Q8_0_BYTES..(i + 1) * Q8_0_BYTES];
@@ -824,7 +845,7 @@ fn rows4_q8_0_family<const WB: usize>(
             dot_w(&p, l, h)
         };
         let s = reduce4(d(x0), d(x1), d(x2), d(x3));
-        let dx = f16x4_at_k(x0, x1, x2, x3, 0, &f16k);
+        let dx = f16x4_at_conv::<FINITE>(x0, x1, x2, x3, 0, &f16k);
         let dy = f32x4_splat(read_f16(y, 0));
         acc = f32x4_add(acc, comb(f32x4_convert_i32x4(s), dx, dy));
     }
@@ -963,15 +984,28 @@ pub(super) fn comb_q5_0(s: v128, dx: v128, dy: v128) -> v128 {
 }
 
 pub(super) fn rows4_q8_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
-    rows4_q8_0_family::<Q8_0_BYTES>(w, rb, a, n / QK, unpack_q8_0, comb_q8_0)
+    rows4_q8_0_family::<Q8_0_BYTES, false>(w, rb, a, n / QK, unpack_q8_0, comb_q8_0)
 }
 pub(super) fn rows4_q4_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let k = UnpackK::hoisted();
-    rows4_q8_0_family::<Q4_0_BYTES>(w, rb, a, n / QK, |x| unpack_q4_0_k(x, &k), comb_q4_0)
+    rows4_q8_0_family::<Q4_0_BYTES, false>(w, rb, a, n / QK, |x| unpack_q4_0_k(x, &k), comb_q4_0)
 }
 pub(super) fn rows4_q5_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let k = UnpackK::hoisted();
-    rows4_q8_0_family::<Q5_0_BYTES>(w, rb, a, n / QK, |x| unpack_q5_0_k(x, &k), comb_q5_0)
+    rows4_q8_0_family::<Q5_0_BYTES, false>(w, rb, a, n / QK, |x| unpack_q5_0_k(x, &k), comb_q5_0)
+}
+/// The three above for weights whose block scales are all finite (`Weight`'s
+/// `finite_scales`): the same bits, converted without the Inf/NaN test.
+pub(super) fn rows4_q8_0_finite(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+    rows4_q8_0_family::<Q8_0_BYTES, true>(w, rb, a, n / QK, unpack_q8_0, comb_q8_0)
+}
+pub(super) fn rows4_q4_0_finite(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+    let k = UnpackK::hoisted();
+    rows4_q8_0_family::<Q4_0_BYTES, true>(w, rb, a, n / QK, |x| unpack_q4_0_k(x, &k), comb_q4_0)
+}
+pub(super) fn rows4_q5_0_finite(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+    let k = UnpackK::hoisted();
+    rows4_q8_0_family::<Q5_0_BYTES, true>(w, rb, a, n / QK, |x| unpack_q5_0_k(x, &k), comb_q5_0)
 }
 pub(super) fn toks4_q8_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 4] {
     toks4_q8_0_family(w, a, ab, dy, n / QK, Q8_0_BYTES, unpack_q8_0, comb_q8_0)

@@ -188,11 +188,19 @@ fn nonfinite_scales_match_scalar() {
             if let Some(rows4) = vec_dot_rows4_kernel(ty) {
                 let mut buf = Vec::new();
                 let act = rows4.prepare(&a, n, &mut buf);
+                // The weight's non-finite scales are seen; with finite ones (Inf and NaN in the
+                // activation only), `dot_finite` computes the same bits as well.
+                let finite = super::block_scales_finite(ty, &w);
+                assert!(!(on_w && finite), "{ty} {what}: a non-finite scale not seen");
                 for r0 in [0, 4, X4_ROWS - 4] {
                     let got = (rows4.dot)(&w[r0 * rb..], rb, act, n);
+                    let got_f = finite.then(|| (rows4.dot_finite)(&w[r0 * rb..], rb, act, n));
                     for (k, g) in got.iter().enumerate() {
                         let want = scalar(&w[(r0 + k) * rb..(r0 + k + 1) * rb], &a, n);
                         assert_eq!(bits(*g), bits(want), "{ty} rows4 {what} rows {r0}.. k={k}: {g} vs {want}");
+                        if let Some(f) = got_f {
+                            assert_eq!(bits(f[k]), bits(want), "{ty} rows4 finite {what} rows {r0}.. k={k}: {} vs {want}", f[k]);
+                        }
                     }
                 }
             }
@@ -272,11 +280,15 @@ fn x4_kernels_match_scalar_bits() {
             if let Some(rows4) = rows4 {
                 let mut buf = Vec::new();
                 let act = rows4.prepare(&a[..ab], n, &mut buf);
-                for r0 in [0, 4, X4_ROWS - 4] {
-                    let r = (rows4.dot)(&w[r0 * rb..], rb, act, n);
-                    for k in 0..4 {
-                        let want = scalar(&w[(r0 + k) * rb..(r0 + k + 1) * rb], &a[..ab], n);
-                        assert_eq!(r[k].to_bits(), want.to_bits(), "{ty} rows4 {what} n={n} rows {r0}.. k={k}: {} vs {want}", r[k]);
+                // Finite scales (every weight here): `dot_finite`, as decode runs it, too.
+                assert!(super::block_scales_finite(ty, w) == matches!(ty, Q4_0 | Q5_0 | Q8_0), "{ty} {what}");
+                for dot in [rows4.dot, rows4.dot_finite] {
+                    for r0 in [0, 4, X4_ROWS - 4] {
+                        let r = dot(&w[r0 * rb..], rb, act, n);
+                        for k in 0..4 {
+                            let want = scalar(&w[(r0 + k) * rb..(r0 + k + 1) * rb], &a[..ab], n);
+                            assert_eq!(r[k].to_bits(), want.to_bits(), "{ty} rows4 {what} n={n} rows {r0}.. k={k}: {} vs {want}", r[k]);
+                        }
                     }
                 }
             }
@@ -513,6 +525,9 @@ fn rows4_stream_throughput() {
         quantize_activation(vec_dot_type(ty), &x, &mut a).unwrap();
         let mut prep = Vec::new();
         let act = rows4.as_ref().map(|k| k.prepare(&a, n, &mut prep));
+        // The kernel decode runs on this weight (`ops::matmul`).
+        let finite = super::block_scales_finite(ty, &w);
+        let dot = rows4.as_ref().map(|k| if finite { k.dot_finite } else { k.dot });
         let (mut t_on, mut t_off, mut t_cache, mut t_probe, mut t_one) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut t_one4 = Vec::new();
         let one = vec_dot_kernel(ty).unwrap();
@@ -530,27 +545,27 @@ fn rows4_stream_throughput() {
             }
             t_one4.push(now() - t0);
             for streamed in [true, false] {
-                let (Some(rows4), Some(act)) = (&rows4, act) else { break };
+                let (Some(dot), Some(act)) = (dot, act) else { break };
                 let t0 = now();
                 if streamed {
                     for set in super::streams::ordered::<4>(0..rows).0 {
-                        sink += (rows4.dot)(&w[set[0] * rb..], (set[1] - set[0]) * rb, act, n)[0];
+                        sink += dot(&w[set[0] * rb..], (set[1] - set[0]) * rb, act, n)[0];
                     }
                 } else {
                     for r in (0..rows).step_by(4) {
-                        sink += (rows4.dot)(&w[r * rb..], rb, act, n)[0];
+                        sink += dot(&w[r * rb..], rb, act, n)[0];
                     }
                 }
                 let dt = now() - t0;
                 if streamed { t_on.push(dt) } else { t_off.push(dt) }
             }
-            if let (Some(rows4), Some(act)) = (&rows4, act) {
+            if let (Some(dot), Some(act)) = (dot, act) {
                 // In cache: the first 256 KB's rows again and again, as many bytes in all.
                 let small = (256 << 10) / rb / 4 * 4;
                 let t0 = now();
                 for _ in 0..rows / small {
                     for r in (0..small).step_by(4) {
-                        sink += (rows4.dot)(&w[r * rb..], rb, act, n)[0];
+                        sink += dot(&w[r * rb..], rb, act, n)[0];
                     }
                 }
                 t_cache.push((now() - t0) * rows as f64 / (rows / small * small) as f64);
