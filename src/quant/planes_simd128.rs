@@ -65,9 +65,9 @@ pub(super) fn pass1_row(a: &[u8], x: &PlanesAct) -> Pass1 {
     assert!(x.nb > 0 && a.len() >= x.a_part_bytes(), "a whole A part");
     // SAFETY: `a` holds a whole A part (asserted above).
     let [a2, e] = if x.finite_scales {
-        unsafe { row_sums_of::<true>(a.as_ptr(), x, &Pass1Consts::new::<true>()) }
+        unsafe { row_sums_of::<1, true>([a.as_ptr()], x, &Pass1Consts::new::<true>())[0] }
     } else {
-        unsafe { row_sums_of::<false>(a.as_ptr(), x, &Pass1Consts::new::<false>()) }
+        unsafe { row_sums_of::<1, false>([a.as_ptr()], x, &Pass1Consts::new::<false>())[0] }
     };
     Pass1 { a2: lanes_total(store4(a2)), e: lanes_total(store4(e)) }
 }
@@ -103,87 +103,99 @@ impl Pass1Consts {
 /// # Safety
 /// As [`row_sums`].
 #[inline(always)]
-unsafe fn row_sums_of<const FINITE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1Consts) -> [v128; 2] {
+unsafe fn row_sums_of<const R: usize, const FINITE: bool>(p: [*const u8; R], x: &PlanesAct, k: &Pass1Consts) -> [[v128; 2]; R] {
     debug_assert!(!FINITE || x.finite_scales);
     if x.simd_blockwise {
-        row_sums::<true, FINITE>(p, x, k)
+        row_sums::<R, true, FINITE>(p, x, k)
     } else {
-        row_sums::<false, FINITE>(p, x, k)
+        row_sums::<R, false, FINITE>(p, x, k)
     }
 }
 
-/// Pass 1's two sums of the row whose A part starts at `p`, in four lanes each (lane `j`:
-/// blocks `j, j + 4, ...`, `planes::Pass1`), before [`lanes_total`]. `BLOCKWISE`: some block
-/// reads its known bytes through its own window (`Pass1Block::known_at`) rather than its
-/// group's (`Pass1Quad::known`): two loops, so the usual one tests nothing per block.
+/// Pass 1's two sums of each of `R` rows (row `i`'s A part starts at `p[i]`), in four lanes
+/// each (lane `j`: blocks `j, j + 4, ...`, `planes::Pass1`), before [`lanes_total`]. The rows
+/// go block by block together, so that a block's activation operands and a group's scalars
+/// are loaded once for all of them (each row's own arithmetic is unchanged: the same bits).
+/// `BLOCKWISE`: some block reads its known bytes through its own window
+/// (`Pass1Block::known_at`) rather than its group's (`Pass1Quad::known`): two loops, so the
+/// usual one tests nothing per block.
 ///
 /// # Safety
-/// `p` starts a whole A part of `x`'s layout: `x.a_part_bytes()` readable bytes (`x.nb > 0`).
+/// Each `p[i]` starts a whole A part of `x`'s layout: `x.a_part_bytes()` readable bytes
+/// (`x.nb > 0`).
 #[inline(always)]
-unsafe fn row_sums<const BLOCKWISE: bool, const FINITE: bool>(p: *const u8, x: &PlanesAct, k: &Pass1Consts) -> [v128; 2] {
+unsafe fn row_sums<const R: usize, const BLOCKWISE: bool, const FINITE: bool>(p: [*const u8; R], x: &PlanesAct, k: &Pass1Consts) -> [[v128; 2]; R] {
     let nb = x.nb;
     let groups = nb.div_ceil(4);
     let (blocks, quads) = (&x.simd[..nb], &x.quads[..groups]);
     let (s32, s2, nib, neg0) = (k.s32, k.s2, k.nib, k.neg0);
-    // Block `blk`'s integer sums: its h plane, and its own known window where it has known
-    // bytes and the row's known bytes are not read a group at a time (`Pass1Quad::known`):
-    // the 16 bytes ending at its last known byte, the operand zero at the others.
-    // SAFETY (the loads): block `blk < nb`'s h plane is at 2·nb + 16·blk, inside the A part,
+    // Block `blk`'s integer sums in each row: its h plane, and its own known window where it
+    // has known bytes and the row's known bytes are not read a group at a time
+    // (`Pass1Quad::known`): the 16 bytes ending at its last known byte, the operand zero at
+    // the others.
+    // SAFETY (the loads): block `blk < nb`'s h plane is at 2·nb + 16·blk, inside each A part,
     // and its known window ends inside it (at most at the A part's end); `blk < nb =
     // blocks.len()` at every call.
-    let block = |blk: usize| -> v128 {
+    let block = |blk: usize| -> [v128; R] {
         let b = unsafe { blocks.get_unchecked(blk) };
-        let h = unsafe { v128_load(p.add(nb * 2 + blk * 16) as *const v128) };
+        let h = p.map(|p| unsafe { v128_load(p.add(nb * 2 + blk * 16) as *const v128) });
         // Relaxed, without own windows: the i16 sums, weighted four blocks at a time (`add`).
         #[cfg(target_feature = "relaxed-simd")]
         if !BLOCKWISE {
-            return nib_pairs(h, &b.h, nib);
+            return h.map(|h| nib_pairs(h, &b.h, nib));
         }
-        let s = nibs(h, &b.h, s32, nib);
-        if !BLOCKWISE || b.known_at == 0 {
-            s
-        } else {
-            i32x4_add(s, nibs(unsafe { v128_load(p.add(b.known_at as usize) as *const v128) }, &b.l, s2, nib))
-        }
+        core::array::from_fn(|i| {
+            let s = nibs(h[i], &b.h, s32, nib);
+            if !BLOCKWISE || b.known_at == 0 {
+                s
+            } else {
+                i32x4_add(s, nibs(unsafe { v128_load(p[i].add(b.known_at as usize) as *const v128) }, &b.l, s2, nib))
+            }
+        })
     };
-    let (mut a2, mut e) = (neg0, neg0);
-    // One group: `pass1_block_int` in lane j (block 4g + j) from its sums `v`, then the float
-    // terms; in a short last group (`tail`), lanes without a block (`live`) add −0.0, the
-    // exact identity of f32 addition.
-    let add = |g: usize, v: [v128; 4], tail: bool, a2: &mut v128, e: &mut v128| {
+    let mut acc = [[neg0; 2]; R];
+    // One group: `pass1_block_int` in lane j (block 4g + j) from each row's sums `v[i]`, then
+    // the float terms; in a short last group (`tail`), lanes without a block (`live`) add
+    // −0.0, the exact identity of f32 addition.
+    let add = |g: usize, v: [[v128; R]; 4], tail: bool, acc: &mut [[v128; 2]; R]| {
         // SAFETY: g < groups = quads.len() at every call.
         let q = unsafe { quads.get_unchecked(g) };
-        #[cfg(target_feature = "relaxed-simd")]
-        let sums = if BLOCKWISE { reduce4(v[0], v[1], v[2], v[3]) } else { pairs_total4(v, s32) };
-        #[cfg(not(target_feature = "relaxed-simd"))]
-        let sums = reduce4(v[0], v[1], v[2], v[3]);
-        let mut ai = i32x4_add(sums, q.cst);
-        if !BLOCKWISE && q.known_at != 0 {
-            // The group's known bytes in one window, each block's moved into its lane's four
-            // bytes (`Pass1Quad::known_idx`): the window's i32 lanes are the blocks' sums.
-            // SAFETY: the window ends at the group's last known byte, inside the A part, and
-            // starts after the scales (`prepare_pass1_blocks`).
-            let w = swizzle(unsafe { v128_load(p.add(q.known_at as usize) as *const v128) }, q.known_idx);
-            ai = i32x4_add(ai, nibs(w, &q.known, s2, nib));
+        for (i, [a2, e]) in acc.iter_mut().enumerate() {
+            let v = [v[0][i], v[1][i], v[2][i], v[3][i]];
+            #[cfg(target_feature = "relaxed-simd")]
+            let sums = if BLOCKWISE { reduce4(v[0], v[1], v[2], v[3]) } else { pairs_total4(v, s32) };
+            #[cfg(not(target_feature = "relaxed-simd"))]
+            let sums = reduce4(v[0], v[1], v[2], v[3]);
+            let mut ai = i32x4_add(sums, q.cst);
+            let p = p[i];
+            if !BLOCKWISE && q.known_at != 0 {
+                // The group's known bytes in one window, each block's moved into its lane's
+                // four bytes (`Pass1Quad::known_idx`): the window's i32 lanes are the blocks'
+                // sums.
+                // SAFETY: the window ends at the group's last known byte, inside the A part,
+                // and starts after the scales (`prepare_pass1_blocks`).
+                let w = swizzle(unsafe { v128_load(p.add(q.known_at as usize) as *const v128) }, q.known_idx);
+                ai = i32x4_add(ai, nibs(w, &q.known, s2, nib));
+            }
+            // SAFETY: 8 bytes at 8·g ≤ 2·nb + 6 ≤ 18·nb: inside the A part (the scales, and
+            // for lanes past the row's last block h-plane bytes, discarded by `live`).
+            let raw = unsafe { v128_load64_zero(p.add(8 * g) as *const u64) };
+            let dw = if FINITE { f16x4_finite_low_to_f32x4_k(raw, &k.f16) } else { f16x4_low_to_f32x4_k(raw, &k.f16) };
+            let keep = |v: v128| if tail { v128_bitselect(v, neg0, q.live) } else { v };
+            *a2 = f32x4_add(*a2, keep(f32x4_mul(f32x4_convert_i32x4(ai), f32x4_mul(dw, q.dx))));
+            // |dw| (`f32x4_abs`, its mask made once).
+            *e = f32x4_add(*e, keep(f32x4_mul(v128_and(dw, k.abs), q.w)));
         }
-        // SAFETY: 8 bytes at 8·g ≤ 2·nb + 6 ≤ 18·nb: inside the A part (the scales, and for
-        // lanes past the row's last block h-plane bytes, discarded by `live`).
-        let raw = unsafe { v128_load64_zero(p.add(8 * g) as *const u64) };
-        let dw = if FINITE { f16x4_finite_low_to_f32x4_k(raw, &k.f16) } else { f16x4_low_to_f32x4_k(raw, &k.f16) };
-        let keep = |v: v128| if tail { v128_bitselect(v, neg0, q.live) } else { v };
-        *a2 = f32x4_add(*a2, keep(f32x4_mul(f32x4_convert_i32x4(ai), f32x4_mul(dw, q.dx))));
-        // |dw| (`f32x4_abs`, its mask made once).
-        *e = f32x4_add(*e, keep(f32x4_mul(v128_and(dw, k.abs), q.w)));
     };
     for g in 0..nb / 4 {
-        add(g, [block(4 * g), block(4 * g + 1), block(4 * g + 2), block(4 * g + 3)], false, &mut a2, &mut e);
+        add(g, [block(4 * g), block(4 * g + 1), block(4 * g + 2), block(4 * g + 3)], false, &mut acc);
     }
     if nb % 4 != 0 {
         let g = nb / 4;
-        let v = core::array::from_fn(|j| if 4 * g + j < nb { block(4 * g + j) } else { i32x4_splat(0) });
-        add(g, v, true, &mut a2, &mut e);
+        let v = core::array::from_fn(|j| if 4 * g + j < nb { block(4 * g + j) } else { [i32x4_splat(0); R] });
+        add(g, v, true, &mut acc);
     }
-    [a2, e]
+    acc
 }
 
 /// [`lanes_total`] of four rows' lane sums at once, lane k = row k's: the 4×4 transpose, then
@@ -421,6 +433,9 @@ pub(super) fn pass1_rows(rows: &[&[u8]; PASS1_ROWS], _ahead: usize, x: &PlanesAc
     }
 }
 
+/// Rows [`pass1_rows`] takes through [`row_sums`] together (a divisor of 4).
+const PASS1_TOGETHER: usize = 2;
+
 /// [`pass1_rows`] after its check, for `FINITE` = `x.finite_scales`.
 #[inline(always)]
 fn pass1_rows_with<const FINITE: bool>(rows: &[*const u8; PASS1_ROWS], x: &PlanesAct) -> [Pass1; PASS1_ROWS] {
@@ -428,9 +443,10 @@ fn pass1_rows_with<const FINITE: bool>(rows: &[*const u8; PASS1_ROWS], x: &Plane
     let mut out = [Pass1 { a2: 0.0, e: 0.0 }; PASS1_ROWS];
     for (r4, o) in out.chunks_exact_mut(4).enumerate() {
         let mut s = [[i32x4_splat(0); 2]; 4];
-        for (i, si) in s.iter_mut().enumerate() {
+        for (i, si) in s.chunks_exact_mut(PASS1_TOGETHER).enumerate() {
+            let at = 4 * r4 + PASS1_TOGETHER * i;
             // SAFETY: every row starts a whole A part (asserted by `pass1_rows`).
-            *si = unsafe { row_sums_of::<FINITE>(rows[4 * r4 + i], x, &k) };
+            si.copy_from_slice(&unsafe { row_sums_of::<PASS1_TOGETHER, FINITE>(core::array::from_fn(|j| rows[at + j]), x, &k) });
         }
         let [a2, e] = [0, 1].map(|f| store4(lanes_total4(s[0][f], s[1][f], s[2][f], s[3][f])));
         for (i, oi) in o.iter_mut().enumerate() {
