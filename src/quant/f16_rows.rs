@@ -178,25 +178,26 @@ mod simd {
         }))
     }
 
-    /// [`dots`] unchecked, then checked where the row held an Inf or NaN.
+    /// [`dots`] unchecked, then checked where the row held an Inf or NaN (the checked
+    /// conversion's constants made only then: this runs once per key row).
     #[inline(always)]
-    fn dots_of<const M: usize>(k: &[u8], q: [&[f32]; M], hk: usize, fast: &Conv<false>, checked: &Conv<true>, fin: &Finite) -> [f32; M] {
+    fn dots_of<const M: usize>(k: &[u8], q: [&[f32]; M], hk: usize, fast: &Conv<false>, fin: &Finite) -> [f32; M] {
         match dots::<M, false>(k, q, hk, fast, fin) {
             Some(s) => s,
-            None => dots::<M, true>(k, q, hk, checked, fin).expect("the checked kernel always returns"),
+            None => dots::<M, true>(k, q, hk, &Conv::<true>::new(), fin).expect("the checked kernel always returns"),
         }
     }
 
     pub(super) fn dot_f16_heads(k: &[u8], q: &[f32], hk: usize, out: &mut [f32]) {
-        let (fast, checked, fin) = (Conv::<false>::new(), Conv::<true>::new(), Finite::new());
+        let (fast, fin) = (Conv::<false>::new(), Finite::new());
         let row = |m: usize| &q[m * hk..(m + 1) * hk];
         let mut m0 = 0;
         while m0 < out.len() {
             match out.len() - m0 {
-                1 => out[m0..m0 + 1].copy_from_slice(&dots_of::<1>(k, [row(m0)], hk, &fast, &checked, &fin)),
-                2 => out[m0..m0 + 2].copy_from_slice(&dots_of::<2>(k, [row(m0), row(m0 + 1)], hk, &fast, &checked, &fin)),
-                3 => out[m0..m0 + 3].copy_from_slice(&dots_of::<3>(k, [row(m0), row(m0 + 1), row(m0 + 2)], hk, &fast, &checked, &fin)),
-                _ => out[m0..m0 + 4].copy_from_slice(&dots_of::<4>(k, [row(m0), row(m0 + 1), row(m0 + 2), row(m0 + 3)], hk, &fast, &checked, &fin)),
+                1 => out[m0..m0 + 1].copy_from_slice(&dots_of::<1>(k, [row(m0)], hk, &fast, &fin)),
+                2 => out[m0..m0 + 2].copy_from_slice(&dots_of::<2>(k, [row(m0), row(m0 + 1)], hk, &fast, &fin)),
+                3 => out[m0..m0 + 3].copy_from_slice(&dots_of::<3>(k, [row(m0), row(m0 + 1), row(m0 + 2)], hk, &fast, &fin)),
+                _ => out[m0..m0 + 4].copy_from_slice(&dots_of::<4>(k, [row(m0), row(m0 + 1), row(m0 + 2), row(m0 + 3)], hk, &fast, &fin)),
             }
             m0 += 4;
         }

@@ -435,8 +435,9 @@ pub(super) fn pass1_rows(rows: &[&[u8]; PASS1_ROWS], _ahead: usize, x: &PlanesAc
 }
 
 /// Rows [`pass1_rows`] takes through [`row_sums`] together (a divisor of 4). Two rows from
-/// two streams streamed 8.3 → 10.1–10.4 GB/s in Chromium (release micro-benchmark, 85 MB);
-/// four spilled registers in V8's code and were slower than two, in cache as well.
+/// two streams streamed 8.3 → 10.1–10.4 GB/s in Chromium (relaxed; release micro-benchmark,
+/// 85 MB); four spilled registers in V8's code and were slower than two, in cache as well. The
+/// SIMD128 tier under Node: 76–78 → 63 ns a row streamed, 64–68 → 57 in cache.
 const PASS1_TOGETHER: usize = 2;
 
 /// [`pass1_rows`] after its check, for `FINITE` = `x.finite_scales`.
