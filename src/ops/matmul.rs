@@ -84,7 +84,7 @@ impl Weight {
             return false;
         }
         let mut layout = PlaneLayout::new(self.n_in, self.n_out, outliers);
-        layout.relayout_in_place(&mut self.data);
+        layout.relayout_in_place(&mut self.data, self.finite_scales);
         self.planes = Some(Box::new(layout));
         true
     }

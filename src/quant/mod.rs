@@ -358,9 +358,9 @@ pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<Rows4Kernel> {
         use GgmlType::*;
         let k = |prep, dot, dot_finite| Some(Rows4Kernel { prep, dot, dot_finite });
         match w_ty {
-            Q4_0 => return k(Some(relaxed::prep_q4_0), relaxed::rows4_q4_0, relaxed::rows4_q4_0_finite),
-            Q5_0 => return k(Some(relaxed::prep_q5_0), relaxed::rows4_q5_0, relaxed::rows4_q5_0_finite),
-            Q8_0 => return k(Some(relaxed::prep_q8_0), relaxed::rows4_q8_0, relaxed::rows4_q8_0_finite),
+            Q4_0 => return k(Some(relaxed::prep_q4_0), relaxed::rows4_q4_0::<false>, relaxed::rows4_q4_0::<true>),
+            Q5_0 => return k(Some(relaxed::prep_q5_0), relaxed::rows4_q5_0::<false>, relaxed::rows4_q5_0::<true>),
+            Q8_0 => return k(Some(relaxed::prep_q8_0), relaxed::rows4_q8_0::<false>, relaxed::rows4_q8_0::<true>),
             Q4_K => return k(None, relaxed::rows4_q4_k, relaxed::rows4_q4_k),
             Q6_K => return k(None, relaxed::rows4_q6_k, relaxed::rows4_q6_k),
             _ => {}
@@ -370,9 +370,9 @@ pub fn vec_dot_rows4_kernel(w_ty: GgmlType) -> Option<Rows4Kernel> {
     {
         use GgmlType::*;
         let (dot, dot_finite): (VecDotRows4, VecDotRows4) = match w_ty {
-            Q4_0 => (simd128::rows4_q4_0, simd128::rows4_q4_0_finite),
-            Q5_0 => (simd128::rows4_q5_0, simd128::rows4_q5_0_finite),
-            Q8_0 => (simd128::rows4_q8_0, simd128::rows4_q8_0_finite),
+            Q4_0 => (simd128::rows4_q4_0::<false>, simd128::rows4_q4_0::<true>),
+            Q5_0 => (simd128::rows4_q5_0::<false>, simd128::rows4_q5_0::<true>),
+            Q8_0 => (simd128::rows4_q8_0::<false>, simd128::rows4_q8_0::<true>),
             Q4_K => (simd128::rows4_q4_k, simd128::rows4_q4_k),
             Q6_K => (simd128::rows4_q6_k, simd128::rows4_q6_k),
             _ => return None,

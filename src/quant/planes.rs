@@ -165,26 +165,25 @@ impl PlaneLayout {
 
     /// Re-lays out `data` (this matrix in Q8_0, row-major) in place, one group at a time
     /// through a scratch buffer of one group (`GROUP` rows): no second copy of the matrix.
-    /// Notes whether every scale is finite (`finite_scales`).
-    pub fn relayout_in_place(&mut self, data: &mut [u8]) {
+    /// `finite_scales`: whether every scale is finite, `quant::block_scales_finite` of these
+    /// Q8_0 bytes (the weight found it at load); noted for the pass-1 kernels, which then skip
+    /// the Inf/NaN test.
+    pub fn relayout_in_place(&mut self, data: &mut [u8], finite_scales: bool) {
         let row = self.nb * Q8_0_BYTES;
         assert_eq!(data.len(), self.n_out * row);
         let mut tmp = Vec::new();
-        let mut finite = true;
         for g0 in (0..self.n_out).step_by(GROUP) {
             let rows = GROUP.min(self.n_out - g0);
             let base = g0 * row;
             tmp.clear();
             tmp.extend_from_slice(&data[base..base + rows * row]);
-            // The group's scales while it is in cache (no second pass over the matrix).
-            finite &= tmp.chunks_exact(Q8_0_BYTES).all(|b| read_f16(b, 0).is_finite());
             let (a_all, b_all) = data[base..base + rows * row].split_at_mut(rows * self.ra);
             for i in 0..rows {
                 let (a, b) = (&mut a_all[i * self.ra..(i + 1) * self.ra], &mut b_all[i * self.rb..(i + 1) * self.rb]);
                 self.split_row(&tmp[i * row..(i + 1) * row], a, b);
             }
         }
-        self.finite_scales = finite;
+        self.finite_scales = finite_scales;
     }
 
     /// Row `r` back in Q8_0 (`dst`: `34 × nb` bytes): the bytes it was made from.
@@ -622,7 +621,7 @@ mod tests {
             };
             let mut layout = PlaneLayout::new(n_in, n_out, &outl);
             let mut planes = q8.clone();
-            layout.relayout_in_place(&mut planes);
+            layout.relayout_in_place(&mut planes, crate::quant::block_scales_finite(crate::gguf::GgmlType::Q8_0, &q8));
             // The edge scales reach their first Inf at a row's eighth block.
             assert_eq!(layout.finite_scales(), !(n_out > 5 && edge_scales && n_in / QK >= 8), "case {case}");
             for k in 0..4 {
@@ -690,7 +689,7 @@ mod tests {
             let q8 = q8_matrix(n_in, n_out, n_in as u32);
             let mut layout = PlaneLayout::new(n_in, n_out, &outl);
             let mut planes = q8.clone();
-            layout.relayout_in_place(&mut planes);
+            layout.relayout_in_place(&mut planes, crate::quant::block_scales_finite(crate::gguf::GgmlType::Q8_0, &q8));
             assert_eq!(layout.bytes(), q8.len());
             let row = n_in / QK * Q8_0_BYTES;
             let mut back = vec![0u8; row];

@@ -87,18 +87,10 @@ pub(super) fn prep_q8_0(a: &[u8], n: usize, out: &mut Vec<u8>) {
     }
 }
 
-/// Q8_0 weights × one prepared Q8_0 activation row (`prep_q8_0`), four rows at a time.
-pub(super) fn rows4_q8_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
-    rows4_q8_0_with::<false>(w, rb, p, n)
-}
-/// [`rows4_q8_0`] for weights whose block scales are all finite (`Weight`'s `finite_scales`):
-/// the same bits, the scales converted without the Inf/NaN test.
-pub(super) fn rows4_q8_0_finite(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
-    rows4_q8_0_with::<true>(w, rb, p, n)
-}
-
-#[inline(always)]
-fn rows4_q8_0_with<const FINITE: bool>(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+/// Q8_0 weights × one prepared Q8_0 activation row (`prep_q8_0`), four rows at a time;
+/// `FINITE` for weights whose block scales are all finite (`Weight`'s `finite_scales`): the
+/// same bits, the scales converted without the Inf/NaN test.
+pub(super) fn rows4_q8_0<const FINITE: bool>(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
     let f16k = F16K::for_scales::<FINITE>();
     let (nb, wb) = (n / QK, Q8_0_BYTES);
     let r = rows4_of(w, rb, nb * wb);
@@ -283,20 +275,15 @@ fn toks_unsigned_family<const T: usize>(
     core::array::from_fn(|k| store4(acc[k / 4])[k % 4])
 }
 
-pub(super) fn rows4_q5_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
-    rows4_unsigned_family::<Q5_0_BYTES, false>(w, rb, p, n / QK, unsigned_q5_0, comb_q5_0)
+/// The four-row kernels; `FINITE` for weights whose block scales are all finite (`Weight`'s
+/// `finite_scales`): the same bits, the scales converted without the Inf/NaN test (one
+/// compare, a vector test and a branch per block, and two constants the loop spilled
+/// registers for).
+pub(super) fn rows4_q5_0<const FINITE: bool>(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    rows4_unsigned_family::<Q5_0_BYTES, FINITE>(w, rb, p, n / QK, unsigned_q5_0, comb_q5_0)
 }
-pub(super) fn rows4_q4_0(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
-    rows4_unsigned_family::<Q4_0_BYTES, false>(w, rb, p, n / QK, unsigned_q4_0, comb_q4_0)
-}
-/// The two above for weights whose block scales are all finite (`Weight`'s `finite_scales`):
-/// the same bits, the scales converted without the Inf/NaN test (one compare, a vector test
-/// and a branch per block, and two constants the loop spilled registers for).
-pub(super) fn rows4_q5_0_finite(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
-    rows4_unsigned_family::<Q5_0_BYTES, true>(w, rb, p, n / QK, unsigned_q5_0, comb_q5_0)
-}
-pub(super) fn rows4_q4_0_finite(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
-    rows4_unsigned_family::<Q4_0_BYTES, true>(w, rb, p, n / QK, unsigned_q4_0, comb_q4_0)
+pub(super) fn rows4_q4_0<const FINITE: bool>(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
+    rows4_unsigned_family::<Q4_0_BYTES, FINITE>(w, rb, p, n / QK, unsigned_q4_0, comb_q4_0)
 }
 pub(super) fn toks4_q5_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 4] {
     toks_unsigned_family::<4>(w, a, ab, dy, n / QK, Q5_0_BYTES, 16, unsigned_q5_0, comb_q5_0)

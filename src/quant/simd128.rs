@@ -983,29 +983,18 @@ pub(super) fn comb_q5_0(s: v128, dx: v128, dy: v128) -> v128 {
     f32x4_mul(f32x4_mul(dx, dy), s)
 }
 
-pub(super) fn rows4_q8_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
-    rows4_q8_0_family::<Q8_0_BYTES, false>(w, rb, a, n / QK, unpack_q8_0, comb_q8_0)
+/// The four-row kernels; `FINITE` for weights whose block scales are all finite (`Weight`'s
+/// `finite_scales`): the same bits, the scales converted without the Inf/NaN test.
+pub(super) fn rows4_q8_0<const FINITE: bool>(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+    rows4_q8_0_family::<Q8_0_BYTES, FINITE>(w, rb, a, n / QK, unpack_q8_0, comb_q8_0)
 }
-pub(super) fn rows4_q4_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+pub(super) fn rows4_q4_0<const FINITE: bool>(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let k = UnpackK::hoisted();
-    rows4_q8_0_family::<Q4_0_BYTES, false>(w, rb, a, n / QK, |x| unpack_q4_0_k(x, &k), comb_q4_0)
+    rows4_q8_0_family::<Q4_0_BYTES, FINITE>(w, rb, a, n / QK, |x| unpack_q4_0_k(x, &k), comb_q4_0)
 }
-pub(super) fn rows4_q5_0(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
+pub(super) fn rows4_q5_0<const FINITE: bool>(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
     let k = UnpackK::hoisted();
-    rows4_q8_0_family::<Q5_0_BYTES, false>(w, rb, a, n / QK, |x| unpack_q5_0_k(x, &k), comb_q5_0)
-}
-/// The three above for weights whose block scales are all finite (`Weight`'s
-/// `finite_scales`): the same bits, converted without the Inf/NaN test.
-pub(super) fn rows4_q8_0_finite(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
-    rows4_q8_0_family::<Q8_0_BYTES, true>(w, rb, a, n / QK, unpack_q8_0, comb_q8_0)
-}
-pub(super) fn rows4_q4_0_finite(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
-    let k = UnpackK::hoisted();
-    rows4_q8_0_family::<Q4_0_BYTES, true>(w, rb, a, n / QK, |x| unpack_q4_0_k(x, &k), comb_q4_0)
-}
-pub(super) fn rows4_q5_0_finite(w: &[u8], rb: usize, a: &[u8], n: usize) -> [f32; 4] {
-    let k = UnpackK::hoisted();
-    rows4_q8_0_family::<Q5_0_BYTES, true>(w, rb, a, n / QK, |x| unpack_q5_0_k(x, &k), comb_q5_0)
+    rows4_q8_0_family::<Q5_0_BYTES, FINITE>(w, rb, a, n / QK, |x| unpack_q5_0_k(x, &k), comb_q5_0)
 }
 pub(super) fn toks4_q8_0(w: &[u8], a: &[u8], ab: usize, dy: &[f32], n: usize) -> [f32; 4] {
     toks4_q8_0_family(w, a, ab, dy, n / QK, Q8_0_BYTES, unpack_q8_0, comb_q8_0)

@@ -631,7 +631,8 @@ fn pass1_stream_throughput() {
             b[0..2].copy_from_slice(&f32_to_f16(rng.scale().abs().clamp(1.0 / 4096.0, 1.0 / 16.0)).to_le_bytes());
         }
         let mut layout = PlaneLayout::new(n_in, rows, &outl);
-        layout.relayout_in_place(&mut w);
+        let finite = super::block_scales_finite(Q8_0, &w);
+        layout.relayout_in_place(&mut w, finite);
         let mut xp = PlanesAct::default();
         xp.prepare(&layout, &a);
         let ra = layout.pass1_row_bytes();
