@@ -454,20 +454,26 @@ impl Q6KK {
 fn q6_k_isum(x: &[u8], k: &Q6KK, yb: &[u8]) -> v128 {
     let sc16 = ld(x, 192);
     let (sl, sh) = (i16x8_extend_low_i8x16(sc16), i16x8_extend_high_i8x16(sc16));
-    let mut acc = i32x4_splat(0);
-    for (h, scales) in [sl, sh].into_iter().enumerate() {
-        for (j, l0) in [0usize, 16].into_iter().enumerate() {
-            // element e = 128h + 32s + l0 + l (l < 16) lies in group e / 16 = 8h + 2s + j
-            let u = q6_k_unsigned_k(x, h, l0, &k.nib);
-            for s in [0usize, 2] {
-                let g = 8 * h + 2 * s + j;
-                let p0 = i16x8_relaxed_dot_i8x16_i7x16(ld(yb, QS_AT + 16 * g), u[s]);
-                let p1 = i16x8_relaxed_dot_i8x16_i7x16(ld(yb, QS_AT + 16 * (g + 2)), u[s + 1]);
-                let pair = i16x8_add(i32x4_shuffle::<0, 4, 1, 5>(p0, p1), i32x4_shuffle::<2, 6, 3, 7>(p0, p1));
-                acc = i32x4_add(acc, i32x4_dot_i16x8(pair, swizzle(scales, k.pair[s + j])));
-            }
+    // Half-block h, elements 16j..16j+16 of each 32: element e = 128h + 32s + 16j + l (l < 16)
+    // lies in group e / 16 = 8h + 2s + j. Written out call by call: as loops over [sl, sh] and
+    // [0, 16], LLVM kept them rolled, the scales and indices in stack memory.
+    #[inline(always)]
+    fn quarter(x: &[u8], yb: &[u8], k: &Q6KK, h: usize, j: usize, scales: v128, acc: v128) -> v128 {
+        let u = q6_k_unsigned_k(x, h, 16 * j, &k.nib);
+        let mut acc = acc;
+        for s in [0usize, 2] {
+            let g = 8 * h + 2 * s + j;
+            let p0 = i16x8_relaxed_dot_i8x16_i7x16(ld(yb, QS_AT + 16 * g), u[s]);
+            let p1 = i16x8_relaxed_dot_i8x16_i7x16(ld(yb, QS_AT + 16 * (g + 2)), u[s + 1]);
+            let pair = i16x8_add(i32x4_shuffle::<0, 4, 1, 5>(p0, p1), i32x4_shuffle::<2, 6, 3, 7>(p0, p1));
+            acc = i32x4_add(acc, i32x4_dot_i16x8(pair, swizzle(scales, k.pair[s + j])));
         }
+        acc
     }
+    let acc = quarter(x, yb, k, 0, 0, sl, i32x4_splat(0));
+    let acc = quarter(x, yb, k, 0, 1, sl, acc);
+    let acc = quarter(x, yb, k, 1, 0, sh, acc);
+    let acc = quarter(x, yb, k, 1, 1, sh, acc);
     let off = i32x4_add(i32x4_dot_i16x8(sl, ld(yb, BSUMS_AT)), i32x4_dot_i16x8(sh, ld(yb, BSUMS_AT + 16)));
     i32x4_sub(acc, i32x4_shl(off, 5))
 }

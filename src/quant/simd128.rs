@@ -546,7 +546,9 @@ pub(super) fn rows4_q4_k_with(w: &[u8], rb: usize, p: &[u8], n: usize, isum: imp
     let mut sumf = f32x4_splat(0.0);
     for (b, yb) in a.chunks_exact(Q8_K_BYTES).enumerate() {
         let x = blocks4(&rows, b, Q4_K_BYTES);
-        let s: [(v128, v128); 4] = core::array::from_fn(|r| isum(x[r], yb));
+        // Four calls written out: as `array::from_fn` LLVM kept a loop over the rows, their
+        // slices on the stack (bounds-checked at every load) and one row's loads at a time.
+        let s = [isum(x[0], yb), isum(x[1], yb), isum(x[2], yb), isum(x[3], yb)];
         let isum = reduce4(s[0].0, s[1].0, s[2].0, s[3].0);
         let summs = reduce4(s[0].1, s[1].1, s[2].1, s[3].1);
         let (d, dmin) = dmin4(&x, Q8KBlock::new(yb).d, low16);
