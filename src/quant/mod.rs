@@ -399,6 +399,8 @@ pub fn vec_dot_toks4_kernel(w_ty: GgmlType) -> Option<VecDotToks4> {
         match w_ty {
             Q4_0 => return Some(relaxed::toks4_q4_0 as VecDotToks4),
             Q5_0 => return Some(relaxed::toks4_q5_0),
+            Q4_K => return Some(relaxed::toks4_q4_k),
+            Q6_K => return Some(relaxed::toks4_q6_k),
             _ => {}
         }
     }

@@ -1033,6 +1033,8 @@ fn dot16(w: (v128, v128), y: &[u8], at: usize) -> v128 {
 /// One Q4_K weight row × four Q8_K activation rows. The nibbles (0..15) times their 6-bit
 /// sub-block scale (≤ 945) are formed once per block in i16 and shared by the four tokens;
 /// each token's isum is the same exact i32 as the one-row kernel's, its float term the same.
+// The relaxed build dispatches `relaxed::toks4_q4_k` instead.
+#[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
 pub(super) fn toks4_q4_k(w: &[u8], a: &[u8], ab: usize, _dy: &[f32], n: usize) -> [f32; 4] {
     let nb = n / QK_K;
     let w = &w[..nb * Q4_K_BYTES];
@@ -1085,6 +1087,8 @@ pub(super) fn toks4_q4_k(w: &[u8], a: &[u8], ab: usize, _dy: &[f32], n: usize) -
 
 /// One Q6_K weight row × four Q8_K activation rows: the quants (-32..31) times their i8
 /// sub-block scale (|·| ≤ 4096) formed once per block in i16, shared by the four tokens.
+// The relaxed build dispatches `relaxed::toks4_q6_k` instead.
+#[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
 pub(super) fn toks4_q6_k(w: &[u8], a: &[u8], ab: usize, _dy: &[f32], n: usize) -> [f32; 4] {
     let nb = n / QK_K;
     let w = &w[..nb * Q6_K_BYTES];
