@@ -4,7 +4,7 @@
 
 use crate::exec::Exec;
 use crate::kv::KvCache;
-use crate::ops::{attention_on, gelu_tanh_f16, matmul_on, rms_norm_in_place, rms_norm_into, silu, AttentionParams};
+use crate::ops::{attention_on, gelu_mul_in_place, matmul_on, rms_norm_in_place, rms_norm_into, silu, AttentionParams};
 use crate::ops::screen::{screened_head, Ask, ScreenScratch, Screened};
 use crate::ops::{AttentionScratch, MatmulScratch};
 
@@ -283,7 +283,7 @@ impl Model {
             add_bias(up, &l.ffn_up_b);
             match self.cfg.act {
                 Activation::Silu => gate.iter_mut().zip(up.iter()).for_each(|(g, &u)| *g = silu(*g) * u),
-                Activation::GeluTanh => gate.iter_mut().zip(up.iter()).for_each(|(g, &u)| *g = gelu_tanh_f16(*g) * u),
+                Activation::GeluTanh => gelu_mul_in_place(gate, up),
             }
             matmul_on(exec, &l.ffn_down, gate, tmp, mm)?;
             add_bias(tmp, &l.ffn_down_b);

@@ -14,7 +14,7 @@ pub mod norm;
 pub mod rope;
 pub mod screen;
 
-pub use act::{gelu_tanh, gelu_tanh_f16, silu, softmax_in_place};
+pub use act::{gelu_mul_in_place, gelu_tanh, gelu_tanh_f16, silu, softmax_in_place};
 pub use attention::{attention, attention_on, AttentionParams, AttentionScratch};
 pub use matmul::{matmul, matmul_on, MatmulScratch, Weight};
 pub use norm::{rms_norm_in_place, rms_norm_into};
