@@ -14,14 +14,17 @@ pub fn gelu_tanh(x: f32) -> f32 {
     0.5 * x * (1.0 + tanh_f32(SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)))
 }
 
+/// [`gelu_tanh_f16`] takes its table only strictly inside ±this (llama.cpp's bounds).
+const GELU_TABLE_RANGE: f32 = 10.0;
+
 /// GELU as llama.cpp's CPU backend computes it (`GGML_GELU_FP16`): `x ≤ -10 → 0`,
 /// `x ≥ 10 → x`, otherwise `f16(gelu_tanh(f16(x)))` from a 65536-entry table indexed by the f16
 /// bits of `x` (built on first use).
 #[inline]
 pub fn gelu_tanh_f16(x: f32) -> f32 {
-    if x <= -10.0 {
+    if x <= -GELU_TABLE_RANGE {
         0.0
-    } else if x >= 10.0 {
+    } else if x >= GELU_TABLE_RANGE {
         x
     } else {
         f16_to_f32(gelu_table()[f32_to_f16(x) as usize])
@@ -44,36 +47,12 @@ pub fn gelu_mul_in_place(g: &mut [f32], u: &[f32]) {
 mod simd {
     use core::arch::wasm32::*;
 
-    use super::gelu_tanh_f16;
-
-    /// The f16 bits of four f32 in (−10, 10) (not NaN), rounded to nearest even as
-    /// `quant::f32_to_f16`: normal results by adding the rounding bias to the bits; subnormal
-    /// ones (|x| < 2^−14) by an f32 addition of 0.5, which rounds at the f16 subnormal step.
-    #[inline(always)]
-    fn f16_bits(x: v128) -> v128 {
-        let sign = v128_and(x, u32x4_splat(0x8000_0000));
-        let a = v128_xor(x, sign);
-        let normal = {
-            let odd = v128_and(u32x4_shr(a, 13), u32x4_splat(1));
-            u32x4_shr(i32x4_add(i32x4_add(a, u32x4_splat((15u32.wrapping_sub(127) << 23).wrapping_add(0xfff))), odd), 13)
-        };
-        let magic = u32x4_splat(126 << 23);
-        let sub = i32x4_sub(f32x4_add(a, magic), magic);
-        let bits = v128_bitselect(sub, normal, u32x4_lt(a, u32x4_splat(113 << 23)));
-        v128_or(bits, u32x4_shr(sign, 16))
-    }
-
-    /// Four finite f16 (bits in the low half of each u32 lane) as f32, exactly: the magnitude's
-    /// bits moved into place and rescaled by 2^112 (subnormals included), the sign put back.
-    #[inline(always)]
-    fn f16_finite_to_f32(h: v128) -> v128 {
-        let mag = f32x4_mul(i32x4_shl(v128_and(h, u32x4_splat(0x7fff)), 13), f32x4_splat(f32::from_bits(0x7780_0000)));
-        v128_or(mag, i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16))
-    }
+    use super::{gelu_tanh_f16, GELU_TABLE_RANGE};
+    use crate::quant::{f16_bits_to_f32x4, f32x4_to_f16_bits};
 
     pub(super) fn gelu_mul(g: &mut [f32], u: &[f32], table: &[u16]) {
         let table = &table[..1 << 16];
-        let (lo, hi) = (f32x4_splat(-10.0), f32x4_splat(10.0));
+        let (lo, hi) = (f32x4_splat(-GELU_TABLE_RANGE), f32x4_splat(GELU_TABLE_RANGE));
         let mut gc = g.chunks_exact_mut(4);
         let mut uc = u.chunks_exact(4);
         for (g4, u4) in (&mut gc).zip(&mut uc) {
@@ -87,11 +66,12 @@ mod simd {
                 continue;
             }
             let (below, above) = (f32x4_le(x, lo), f32x4_ge(x, hi));
-            // Lanes outside (−10, 10) look up a valid index too (±10's), then take their own value.
-            let h = f16_bits(f32x4_pmax(f32x4_pmin(x, hi), lo));
+            // Lanes outside the table's range look up a valid index too (the bound's), then take
+            // their own value.
+            let h = f32x4_to_f16_bits(f32x4_pmax(f32x4_pmin(x, hi), lo));
             let t = |bits: u32| table[bits as usize & 0xffff] as u32;
             let looked = u32x4(t(u32x4_extract_lane::<0>(h)), t(u32x4_extract_lane::<1>(h)), t(u32x4_extract_lane::<2>(h)), t(u32x4_extract_lane::<3>(h)));
-            let v = v128_bitselect(f32x4_splat(0.0), v128_bitselect(x, f16_finite_to_f32(looked), above), below);
+            let v = v128_bitselect(f32x4_splat(0.0), v128_bitselect(x, f16_bits_to_f32x4(looked), above), below);
             // SAFETY: as the load.
             unsafe { v128_store(g4.as_mut_ptr() as *mut v128, f32x4_mul(v, uv)) };
         }

@@ -51,6 +51,9 @@ mod simd128_tests;
 use crate::gguf::GgmlType;
 
 pub use float::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+/// The SIMD128 twins of `f16_to_f32` / `f32_to_f16`, for SIMD code outside `quant`.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub(crate) use simd128::{f16_bits_to_f32x4, f32x4_to_f16_bits};
 
 /// Why a quant operation refused its input. `code()` is stable (it reaches JS as `Error.code`).
 #[derive(Clone, Debug, PartialEq, Eq)]

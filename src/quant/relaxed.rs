@@ -487,13 +487,20 @@ pub(super) fn rows4_q6_k(w: &[u8], rb: usize, p: &[u8], n: usize) -> [f32; 4] {
     rows4_q6_k_with(w, rb, p, n, #[inline(always)] |x, yb| q6_k_isum(x, &k, yb))
 }
 
-/// The four Q8_K activation blocks `i` of `ar`'s rows (prefill's tokens), and their scales as
-/// lanes (lane t = token t).
+/// One k-quant weight row (`WB`-byte blocks) × four Q8_K activation rows (prefill's tokens):
+/// `block(x, y, yd)` gives weight block `x`'s float term for the four tokens' activation blocks
+/// `y` (lane t = token t, `yd` their scales), summed block after block as the scalar kernel does.
 #[inline(always)]
-fn tok_blocks4<'a>(ar: &[&'a [u8]; 4], i: usize) -> ([&'a [u8]; 4], v128) {
-    let y = blocks4(ar, i, Q8_K_BYTES);
-    let d = |t: usize| Q8KBlock::new(y[t]).d;
-    (y, f32x4(d(0), d(1), d(2), d(3)))
+fn toks4_k<const WB: usize>(w: &[u8], a: &[u8], ab: usize, n: usize, block: impl Fn(&[u8], [&[u8]; 4], v128) -> v128) -> [f32; 4] {
+    let nb = n / QK_K;
+    let ar = act_rows4(a, ab, nb, Q8_K_BYTES);
+    let mut sumf = f32x4_splat(0.0);
+    for (i, x) in w[..nb * WB].chunks_exact(WB).enumerate() {
+        let y = blocks4(&ar, i, Q8_K_BYTES);
+        let d = |t: usize| Q8KBlock::new(y[t]).d;
+        sumf = f32x4_add(sumf, block(x, y, f32x4(d(0), d(1), d(2), d(3))));
+    }
+    store4(sumf)
 }
 
 /// Q4_K, one weight row × four Q8_K activation rows (prefill): each token's [`q4_k_isum`] (the
@@ -502,36 +509,26 @@ fn tok_blocks4<'a>(ar: &[&'a [u8]; 4], i: usize) -> ([&'a [u8]; 4], v128) {
 /// four times the multiplies), the four tokens' sums totalled together (`reduce4`, lane t =
 /// token t), then the scalar float expression in four lanes: the same bits.
 pub(super) fn toks4_q4_k(w: &[u8], a: &[u8], ab: usize, _dy: &[f32], n: usize) -> [f32; 4] {
-    let nb = n / QK_K;
-    let ar = act_rows4(a, ab, nb, Q8_K_BYTES);
     let k = Q4KK::new();
-    let mut sumf = f32x4_splat(0.0);
-    for (i, x) in w[..nb * Q4_K_BYTES].chunks_exact(Q4_K_BYTES).enumerate() {
-        let (y, yd) = tok_blocks4(&ar, i);
+    toks4_k::<Q4_K_BYTES>(w, a, ab, n, |x, y, yd| {
         let s = [q4_k_isum(x, y[0], &k), q4_k_isum(x, y[1], &k), q4_k_isum(x, y[2], &k), q4_k_isum(x, y[3], &k)];
         let isum = f32x4_convert_i32x4(reduce4(s[0].0, s[1].0, s[2].0, s[3].0));
         let summs = f32x4_convert_i32x4(reduce4(s[0].1, s[1].1, s[2].1, s[3].1));
         let (d, dmin) = (f32x4_mul(f32x4_splat(read_f16(x, 0)), yd), f32x4_mul(f32x4_splat(read_f16(x, 2)), yd));
         // scalar: sumf += d * isum as f32 - dmin * summs as f32
-        sumf = f32x4_add(sumf, f32x4_sub(f32x4_mul(d, isum), f32x4_mul(dmin, summs)));
-    }
-    store4(sumf)
+        f32x4_sub(f32x4_mul(d, isum), f32x4_mul(dmin, summs))
+    })
 }
 
 /// Q6_K, one weight row × four Q8_K activation rows (prefill): each token's [`q6_k_isum`], the
 /// four totalled together, then the scalar float expression in four lanes (as [`toks4_q4_k`]).
 pub(super) fn toks4_q6_k(w: &[u8], a: &[u8], ab: usize, _dy: &[f32], n: usize) -> [f32; 4] {
-    let nb = n / QK_K;
-    let ar = act_rows4(a, ab, nb, Q8_K_BYTES);
     let k = Q6KK::new();
-    let mut sumf = f32x4_splat(0.0);
-    for (i, x) in w[..nb * Q6_K_BYTES].chunks_exact(Q6_K_BYTES).enumerate() {
-        let (y, yd) = tok_blocks4(&ar, i);
+    toks4_k::<Q6_K_BYTES>(w, a, ab, n, |x, y, yd| {
         let isum = reduce4(q6_k_isum(x, &k, y[0]), q6_k_isum(x, &k, y[1]), q6_k_isum(x, &k, y[2]), q6_k_isum(x, &k, y[3]));
         // scalar: sumf += (read_f16(x, 208) * y.d) * isum as f32
-        sumf = f32x4_add(sumf, f32x4_mul(f32x4_mul(f32x4_splat(read_f16(x, 208)), yd), f32x4_convert_i32x4(isum)));
-    }
-    store4(sumf)
+        f32x4_mul(f32x4_mul(f32x4_splat(read_f16(x, 208)), yd), f32x4_convert_i32x4(isum))
+    })
 }
 
 /// Q6_K × Q8_K, one row: [`q6_k_isum`] per block, the scalar kernel's float expression (in

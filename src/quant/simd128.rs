@@ -138,10 +138,29 @@ pub(super) fn reduce4(a: v128, b: v128, c: v128, d: v128) -> v128 {
     i32x4_add(i32x4_shuffle::<0, 1, 4, 5>(ab, cd), i32x4_shuffle::<2, 3, 6, 7>(ab, cd))
 }
 
+/// f32x4 -> f16 bits (zero-extended in u32 lanes), rounded to nearest even: the same bits as
+/// `float::f32_to_f16` lane by lane for values that are neither NaN nor beyond the f16 range
+/// (|x| < 65520; the caller keeps them out). Normal results by adding the rounding bias to the
+/// bits; subnormal ones (|x| < 2^−14) by an f32 addition of 0.5, which rounds at the f16
+/// subnormal step.
+#[inline(always)]
+pub(crate) fn f32x4_to_f16_bits(x: v128) -> v128 {
+    let sign = v128_and(x, u32x4_splat(0x8000_0000));
+    let a = v128_xor(x, sign);
+    let normal = {
+        let odd = v128_and(u32x4_shr(a, 13), u32x4_splat(1));
+        u32x4_shr(i32x4_add(i32x4_add(a, u32x4_splat((15u32.wrapping_sub(127) << 23).wrapping_add(0xfff))), odd), 13)
+    };
+    let magic = u32x4_splat(126 << 23);
+    let sub = i32x4_sub(f32x4_add(a, magic), magic);
+    let bits = v128_bitselect(sub, normal, u32x4_lt(a, u32x4_splat(113 << 23)));
+    v128_or(bits, u32x4_shr(sign, 16))
+}
+
 /// f16 bits (zero-extended in u32 lanes) -> f32x4, the same bits as `float::f16_to_f32` lane by
 /// lane: the same exact rescale by 2^112 for finite values, the same payload shift for Inf/NaN.
 #[inline(always)]
-pub(super) fn f16_bits_to_f32x4(h: v128) -> v128 {
+pub(crate) fn f16_bits_to_f32x4(h: v128) -> v128 {
     let em = v128_and(h, u32x4_splat(0x7fff));
     let sign = i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
     let mag = f32x4_mul(i32x4_shl(em, 13), f32x4_splat(f32::from_bits(0x7780_0000)));
