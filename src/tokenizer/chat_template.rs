@@ -750,6 +750,14 @@ mod tests {
         // The wrapped filters and methods still do their work.
         let t = jinja("{{ [3, 1, 2] | sort | join('-') }} {{ ' a b '.strip().split(' ') | list | length }} {{ 'abc' | replace('b', 'BB') | upper }} {{ {'k': 1} | tojson }}");
         assert_eq!(t.apply(&m, false).unwrap(), "1-2-3 2 ABBC {\"k\": 1}");
+        // `count` of an empty string: Python's answer (one more than the characters), at once,
+        // on a 1 MB content too; pycompat's own loop never ended (a hung render).
+        let t = jinja("{{ 'aaa'.count('') }} {{ 'éé'.count('') }} {{ 'aaaa'.count('aa') }} {{ 'abab'.count('ab') }} {{ ''.count('') }} {{ 'x'.count('y') }}");
+        assert_eq!(t.apply(&m, false).unwrap(), "4 3 2 2 1 0");
+        let t0 = std::time::Instant::now();
+        let t = jinja("{% for m in messages %}{{ m.content.count('') }}{% endfor %}");
+        assert_eq!(t.apply(&[ChatMessage::new("user", &"w".repeat(1_000_000))], false).unwrap(), "1000001");
+        assert!(t0.elapsed() < std::time::Duration::from_secs(2), "{:?}", t0.elapsed());
         // Keyword arguments pass through the wrappers as they are (real templates use them).
         let t = jinja("{{ [{'x': 2}, {'x': 1}] | sort(attribute='x') | map(attribute='x') | join(',') }} {{ messages | selectattr('role', 'equalto', 'user') | list | length }} {{ {'b': [1]} | tojson(indent=2) }}");
         assert_eq!(t.apply(&m, false).unwrap(), "1,2 1 {\n  \"b\": [\n    1\n  ]\n}");

@@ -254,8 +254,8 @@ pub fn is_iterable(value: &Value) -> bool {
     !value.is_undefined() && !value.is_none() && value.try_iter().is_ok()
 }
 
-/// The Python string and list methods: `strip`/`lstrip`/`rstrip` without arguments here,
-/// everything else by `minijinja_contrib::pycompat`.
+/// The Python string and list methods: `strip`/`lstrip`/`rstrip` without arguments and a
+/// string's `count` here, everything else by `minijinja_contrib::pycompat`.
 pub fn methods(state: &State, value: &Value, method: &str, args: &[Value]) -> Result<Value, Error> {
     if let (Some(s), true) = (value.as_str(), args.is_empty() || args.iter().all(Value::is_none)) {
         match method {
@@ -265,7 +265,24 @@ pub fn methods(state: &State, value: &Value, method: &str, args: &[Value]) -> Re
             _ => {}
         }
     }
+    if let (Some(s), "count", [what]) = (value.as_str(), method, args) {
+        if let Some(what) = what.as_str() {
+            return Ok(Value::from(count_str(s, what)));
+        }
+    }
     minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
+}
+
+/// Python's `str.count(sub)`: non-overlapping occurrences, and for an empty `sub` one more than
+/// the characters (every position between them). pycompat's own loop never advances past an
+/// empty match: a template calling `.count('')` would hang its render, which no work budget
+/// can stop from outside the call.
+fn count_str(s: &str, what: &str) -> usize {
+    if what.is_empty() {
+        s.chars().count() + 1
+    } else {
+        s.matches(what).count()
+    }
 }
 
 /// `tojson(indent=None, ensure_ascii=False, sort_keys=False, separators=None)`, as Python's

@@ -33,6 +33,7 @@ pub const CASES: &[(&str, &str)] = &[
     ("{{ '%1000000000d' | format(1) }}", "CHAT_TEMPLATE_TOO_COSTLY"),
     ("{{ '{:>1000000000}'.format(1) }}", "CHAT_TEMPLATE_TOO_COSTLY"),
     ("{% set big = '<' * 1000000 %}{% for i in range(20) %}{% set x = big | e %}{% endfor %}", "CHAT_TEMPLATE_TOO_COSTLY"),
+    ("{{ 'aaa'.count('') }}{{ messages[0].content.count('') }}{% for m in messages %}{{ m.content.count('') }}{% endfor %}", ""),
     ("{{ 'a\nb' | indent(2) }}|{{ [1, 2, 3] | batch(2) | list | length }}|{{ '%05d' | format(42) }}|{{ '{:>4}'.format(7) }}|{{ '<' | e }}", ""),
     ("{% macro m() %}x{% endmacro %}{% set ns = namespace(f=none, i=0, r=none) %}{% for x in [1, 2] %}{% set ns.i = loop.index %}{% set ns.f = m %}{% set ns.r = range(3) %}{% endfor %}{{ ns.f() }}{{ ns.i }}{{ ns.r | sum }}", ""),
     ("{{ 1700000000 | string }}|{{ 1700000000 | tojson }}|{{ '%d' | format(1700000000) }}|{{ messages | selectattr('role', 'equalto', 1700000000) | list | length }}|{{ [1700000000, 1] | sum }}", ""),
