@@ -415,7 +415,7 @@ export class Router {
   #stream(run, ctx, includeUsage) {
     const route = ctx.route;
     const kind = ctx.kind;
-    const out = this.#hooks.makeStream(() => run.abort());
+    const out = this.#hooks.makeStream(() => run.abort(), ctx.signal);
     (async () => {
       let meta = null;
       try {

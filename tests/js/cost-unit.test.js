@@ -70,7 +70,7 @@ function hooks(state) {
   return {
     localState: () => state,
     countTokens: async () => ({ prompt_tokens: 5, max_context: 100, fits: true }),
-    makeStream: (onCancel) => new CompletionStream(onCancel),
+    makeStream: (onCancel, signal) => new CompletionStream(onCancel, signal),
     local: async () => {
       const s = new CompletionStream(() => {});
       const ch = (delta, fin = null) => ({ id: 'l', object: 'chat.completion.chunk', created: 1, model: 'x', choices: [{ index: 0, delta, logprobs: null, finish_reason: fin }] });

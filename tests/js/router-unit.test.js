@@ -169,7 +169,7 @@ function fakeHooks(state, behaviour = 'ok') {
   return {
     localState: () => state,
     countTokens: async () => ({ prompt_tokens: 5, max_context: 100, fits: true }),
-    makeStream: (onCancel) => new CompletionStream(onCancel),
+    makeStream: (onCancel, signal) => new CompletionStream(onCancel, signal),
     local: async () => {
       if (behaviour === 'crash-before') throw new EdgeLLMError('ENGINE_CRASHED', 'the wasm engine crashed');
       const s = new CompletionStream(() => {});
@@ -396,6 +396,17 @@ test('remote client: a stream that breaks the protocol or its bounds is a typed 
   assert.deepEqual(x.got.at(-1).usage, { extra: 1 });
   x = await read(server([tok('a'), fin(), { choices: [], usage: 'lots' }, '[DONE]']));
   assert.equal(x.got.at(-1).usage, null);
+  // A choice ends at its finish_reason: text a server sends for it afterwards is dropped, so
+  // an answer (streamed or collected) never runs past its finish nor ends on a non-final chunk.
+  const text = (got, i = 0) => got.map((c) => (c.choices || []).filter((ch) => (ch.index ?? 0) === i).map((ch) => ch.delta.content || '').join('')).join('');
+  x = await read(server([role, tok('A'), fin(), tok('B'), tok('C'), '[DONE]']));
+  assert.equal(x.e, undefined, String(x.e));
+  assert.equal(text(x.got), 'A');
+  assert.equal(x.got.at(-1).choices[0].finish_reason, 'stop');
+  x = await read(server([tok('a', 0), fin(0), { choices: [{ index: 0, delta: { content: 'late' } }, { index: 1, delta: { content: 'b' } }] }, fin(1), { choices: [], usage: { prompt_tokens: 1 } }, '[DONE]']), { n: 2 });
+  assert.equal(x.e, undefined, String(x.e));
+  assert.deepEqual([text(x.got, 0), text(x.got, 1)], ['a', 'b']);
+  assert.deepEqual(x.got.at(-1).usage, { prompt_tokens: 1 }, 'a usage-only chunk after the finishes still arrives');
   // Redirects are never followed: they would send the prompt to another origin.
   const seen = [];
   await read(server([tok('a'), fin()], false, seen));

@@ -200,6 +200,24 @@ test('CompletionStream: chunks, end, abort', async () => {
     break; // leaving the loop cancels
   }
   assert.equal(cancelled, 2);
+
+  // The request's own signal ends the stream at once, as abort() does: chunks already queued
+  // are dropped and the very next read rejects ABORTED (it used to deliver one more chunk,
+  // ending only when the worker confirmed).
+  const ac = new AbortController();
+  const s4 = new CompletionStream(() => cancelled++, ac.signal);
+  s4._push(1);
+  s4._push(2);
+  const it4 = s4[Symbol.asyncIterator]();
+  assert.deepEqual(await it4.next(), { value: 1, done: false });
+  ac.abort();
+  assert.equal(cancelled, 3);
+  await assert.rejects(it4.next(), (e) => e.code === 'ABORTED');
+  assert.deepEqual(await it4.next(), { value: undefined, done: true });
+  // A signal aborted before the stream exists ends it before any read.
+  const s5 = new CompletionStream(() => cancelled++, AbortSignal.abort());
+  s5._push(1);
+  await assert.rejects(s5[Symbol.asyncIterator]().next(), (e) => e.code === 'ABORTED');
 });
 
 test('readUrl: a body that goes silent without closing resumes after idleTimeoutMs', async () => {

@@ -401,7 +401,7 @@ export class Engine {
       }),
       deviceSignals: () => this.#device,
       sustained: () => this.#sustained,
-      makeStream: (onCancel) => new CompletionStream(onCancel),
+      makeStream: (onCancel, signal) => new CompletionStream(onCancel, signal),
     };
   }
 

@@ -95,7 +95,7 @@ async function createOnce(local, kind, params, options, release) {
   let opId = null;
   const stream = new CompletionStream(() => {
     if (opId !== null) link.abortOp(opId, abortedError('generation'));
-  });
+  }, signal);
   return new Promise((resolve, reject) => {
     let started = false;
     const onEvent = (ev) => {

@@ -18,11 +18,18 @@ export class CompletionStream {
   #error = null;
   #onCancel;
 
-  constructor(onCancel) {
+  /** `signal`: the request's own AbortSignal, if any: aborting it ends the stream at once, as
+   * `abort()` does (chunks already queued are dropped; the next read rejects ABORTED), rather
+   * than when the worker or the network confirms. */
+  constructor(onCancel, signal) {
     this.#onCancel = onCancel;
     // The openai SDK's handle: `stream.controller.abort()` stops the generation like abort().
     this.controller = new AbortController();
     this.controller.signal.addEventListener('abort', () => this.abort(), { once: true });
+    if (signal) {
+      if (signal.aborted) this.abort();
+      else signal.addEventListener('abort', () => this.abort(), { once: true });
+    }
   }
 
   /** @internal */ _push(chunk) {

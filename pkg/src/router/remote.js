@@ -381,6 +381,14 @@ export class RemoteClient {
             throw new EdgeLLMError(ErrorCode.REMOTE_INTERRUPTED, msg, { detail });
           }
           const seen = readChunk(obj, n);
+          // A choice ends at its finish_reason (OpenAI sends nothing more for it): what a server
+          // sends for it afterwards is dropped, not delivered past the choice's end.
+          if (seen.choices.some((c) => finished.has(c.index))) {
+            const keep = seen.choices.map((c) => !finished.has(c.index));
+            obj.choices = obj.choices.filter((_, k) => keep[k]);
+            seen.choices = seen.choices.filter((_, k) => keep[k]);
+            if (!obj.choices.length && !('usage' in obj)) continue;
+          }
           if ('usage' in obj) obj.usage = cleanUsage(obj.usage);
           chars += seen.chars;
           if (chars > MAX_REMOTE_OUTPUT_CHARS) throw new StreamBroken(`the server sent more than ${MAX_REMOTE_OUTPUT_CHARS} characters`, 'TOO_LONG');
