@@ -125,6 +125,40 @@ fn deep_or_cyclic_schemas_are_request_errors() {
     assert!(!e.contains('\n'), "one line, not the parser's state: {e}");
 }
 
+/// A schema as deep as the grammar check allows (128 levels of nested values: 63 nested
+/// objects, each a schema and its `properties`) arrives as JSON and compiles; one object more
+/// gets the check's message. serde_json's own 128-level limit for the whole body refused both
+/// as "not valid JSON" (from 62 nested objects on). On a 1 MiB stack, the wasm engine's.
+#[test]
+fn schemas_as_deep_as_the_check_allows_arrive_as_json() {
+    use edgellm::protocol::{deep_json::MAX_JSON_DEPTH, parse_request_json, Kind, RequestLimits};
+    let run = || {
+        let nested = |k: usize| {
+            let mut s = serde_json::json!({"type": "integer"});
+            for _ in 0..k {
+                s = serde_json::json!({"type": "object", "properties": {"a": s}, "required": ["a"]});
+            }
+            s
+        };
+        let v = tiny_vocabulary();
+        for (k, fits) in [(63, true), (64, false)] {
+            let body = serde_json::json!({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "deep", "schema": nested(k)}}}).to_string();
+            let req = parse_request_json(Kind::Chat, body.as_bytes(), RequestLimits::default()).unwrap_or_else(|e| panic!("{k} objects: {e}"));
+            let c = v.constraint(req.gen.response_format.as_ref().unwrap());
+            if fits {
+                c.unwrap_or_else(|e| panic!("{k} objects: {e}"));
+            } else {
+                assert!(c.err().unwrap().contains("at most 128"), "{k} objects");
+            }
+        }
+        // Past the body's own limit: refused as too deep, not as bad JSON.
+        let deep = format!(r#"{{"messages": [{{"role": "user", "content": "hi"}}], "x": {}1{}}}"#, "[".repeat(MAX_JSON_DEPTH), "]".repeat(MAX_JSON_DEPTH));
+        let e = parse_request_json(Kind::Chat, deep.as_bytes(), RequestLimits::default()).unwrap_err();
+        assert_eq!(e.code, "too_deep", "{e}");
+    };
+    std::thread::Builder::new().stack_size(1 << 20).spawn(run).unwrap().join().unwrap();
+}
+
 /// Integer bounds and values past 2^53 are refused: llguidance compares numbers as f64, which
 /// rounded `minimum: 2^53 + 1` to 2^53 and let 2^53 through (found by a schema probe). At 2^53
 /// and below they compile; past it elsewhere (a description's example) they do not matter.

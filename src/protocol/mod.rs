@@ -3,6 +3,7 @@
 //! export `parse_openai_request`, called by the worker for the JS client and its router) use
 //! the same code, so a request gets the same answer wherever it runs.
 
+pub mod deep_json;
 pub mod error;
 pub mod request;
 pub mod response;

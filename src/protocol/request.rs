@@ -544,6 +544,9 @@ pub fn parse_request(kind: Kind, body: &Value, limits: RequestLimits) -> Result<
 
 /// [`parse_request`] on JSON text (`invalid_json` when it does not parse).
 pub fn parse_request_json(kind: Kind, body: &[u8], limits: RequestLimits) -> Result<OpenAiRequest, ProtocolError> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| ProtocolError::new("invalid_json", "", format!("the body is not valid JSON: {e}")))?;
+    let v: Value = super::deep_json::from_slice(body).map_err(|e| match e {
+        super::deep_json::DeepJsonError::TooDeep => ProtocolError::new("too_deep", "", format!("the body's {e}")),
+        super::deep_json::DeepJsonError::Json(e) => ProtocolError::new("invalid_json", "", format!("the body is not valid JSON: {e}")),
+    })?;
     parse_request(kind, &v, limits)
 }

@@ -298,7 +298,7 @@ impl WasmEngine {
 
     /// Starts a generation from a `GenerateRequest` (JSON); returns `GenerateStarted` JSON.
     pub fn generate_begin(&mut self, request_json: &str) -> Result<String, JsValue> {
-        let req: GenerateRequest = serde_json::from_str(request_json)
+        let req: GenerateRequest = crate::protocol::deep_json::from_slice(request_json.as_bytes())
             .map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad request: {e}"))))?;
         let s = self.host.generate_begin(&req, now_ms()).map_err(js_error)?;
         json(&s)
@@ -307,7 +307,7 @@ impl WasmEngine {
     /// The prompt tokens of a `GenerateRequest` (JSON) as a generation would run them, and
     /// whether it fits; returns `TokenCount` JSON. No model call.
     pub fn count_tokens(&self, request_json: &str) -> Result<String, JsValue> {
-        let req: GenerateRequest = serde_json::from_str(request_json)
+        let req: GenerateRequest = crate::protocol::deep_json::from_slice(request_json.as_bytes())
             .map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad request: {e}"))))?;
         let c = self.host.count_tokens(&req).map_err(js_error)?;
         json(&c)
