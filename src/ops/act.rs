@@ -40,6 +40,11 @@ pub fn gelu_mul_in_place(g: &mut [f32], u: &[f32]) {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     simd::gelu_mul(g, u, gelu_table());
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    gelu_mul_scalar(g, u);
+}
+
+/// [`gelu_mul_in_place`] element by element (the SIMD path's NaN groups and tail too).
+fn gelu_mul_scalar(g: &mut [f32], u: &[f32]) {
     g.iter_mut().zip(u).for_each(|(g, &u)| *g = gelu_tanh_f16(*g) * u);
 }
 
@@ -47,7 +52,7 @@ pub fn gelu_mul_in_place(g: &mut [f32], u: &[f32]) {
 mod simd {
     use core::arch::wasm32::*;
 
-    use super::{gelu_tanh_f16, GELU_TABLE_RANGE};
+    use super::{gelu_mul_scalar, GELU_TABLE_RANGE};
     use crate::quant::{f16_bits_to_f32x4, f32x4_to_f16_bits};
 
     pub(super) fn gelu_mul(g: &mut [f32], u: &[f32], table: &[u16]) {
@@ -60,9 +65,7 @@ mod simd {
             let (x, uv) = unsafe { (v128_load(g4.as_ptr() as *const v128), v128_load(u4.as_ptr() as *const v128)) };
             if v128_any_true(f32x4_ne(x, x)) {
                 // A NaN: its f16 rounding keeps payload bits this conversion does not.
-                for (g, &u) in g4.iter_mut().zip(u4) {
-                    *g = gelu_tanh_f16(*g) * u;
-                }
+                gelu_mul_scalar(g4, u4);
                 continue;
             }
             let (below, above) = (f32x4_le(x, lo), f32x4_ge(x, hi));
@@ -75,9 +78,7 @@ mod simd {
             // SAFETY: as the load.
             unsafe { v128_store(g4.as_mut_ptr() as *mut v128, f32x4_mul(v, uv)) };
         }
-        for (g, &u) in gc.into_remainder().iter_mut().zip(uc.remainder()) {
-            *g = gelu_tanh_f16(*g) * u;
-        }
+        gelu_mul_scalar(gc.into_remainder(), uc.remainder());
     }
 }
 

@@ -142,6 +142,12 @@ fn js_error(e: HostError) -> JsValue {
     err.into()
 }
 
+/// A `GenerateRequest` from the worker's JSON (nested as deep as a request may be,
+/// `protocol::deep_json`).
+fn generate_request(request_json: &str) -> Result<GenerateRequest, JsValue> {
+    crate::protocol::deep_json::from_slice(request_json.as_bytes()).map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad request: {e}"))))
+}
+
 /// Every value crosses the boundary as JSON text, parsed by `JSON.parse` in the worker (pkg/src
 /// runtime.js `json`) — not as JS values built by serde-wasm-bindgen, which the product card
 /// names. Measured with `node bench/wasm_boundary.mjs` (Node 20, SmolLM2-135M, 2 busy shared
@@ -298,8 +304,7 @@ impl WasmEngine {
 
     /// Starts a generation from a `GenerateRequest` (JSON); returns `GenerateStarted` JSON.
     pub fn generate_begin(&mut self, request_json: &str) -> Result<String, JsValue> {
-        let req: GenerateRequest = crate::protocol::deep_json::from_slice(request_json.as_bytes())
-            .map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad request: {e}"))))?;
+        let req = generate_request(request_json)?;
         let s = self.host.generate_begin(&req, now_ms()).map_err(js_error)?;
         json(&s)
     }
@@ -307,8 +312,7 @@ impl WasmEngine {
     /// The prompt tokens of a `GenerateRequest` (JSON) as a generation would run them, and
     /// whether it fits; returns `TokenCount` JSON. No model call.
     pub fn count_tokens(&self, request_json: &str) -> Result<String, JsValue> {
-        let req: GenerateRequest = crate::protocol::deep_json::from_slice(request_json.as_bytes())
-            .map_err(|e| js_error(HostError::new("INVALID_REQUEST", format!("bad request: {e}"))))?;
+        let req = generate_request(request_json)?;
         let c = self.host.count_tokens(&req).map_err(js_error)?;
         json(&c)
     }

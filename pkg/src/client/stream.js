@@ -17,6 +17,8 @@ export class CompletionStream {
   #done = false;
   #error = null;
   #onCancel;
+  /** Removes the listener on the request's signal (a signal may outlive many streams). */
+  #detach = () => {};
 
   /** `signal`: the request's own AbortSignal, if any: aborting it ends the stream at once, as
    * `abort()` does (chunks already queued are dropped; the next read rejects ABORTED), rather
@@ -28,7 +30,11 @@ export class CompletionStream {
     this.controller.signal.addEventListener('abort', () => this.abort(), { once: true });
     if (signal) {
       if (signal.aborted) this.abort();
-      else signal.addEventListener('abort', () => this.abort(), { once: true });
+      else {
+        const onAbort = () => this.abort();
+        signal.addEventListener('abort', onAbort, { once: true });
+        this.#detach = () => signal.removeEventListener('abort', onAbort);
+      }
     }
   }
 
@@ -60,6 +66,7 @@ export class CompletionStream {
   /** @internal */ _end(error) {
     if (this.#done) return;
     this.#done = true;
+    this.#detach();
     this.#error = error || null;
     // Chunks already queued are still delivered, unless the end is an abort (chunks stop at once).
     if (error && error.code === ErrorCode.ABORTED) this.#queue.length = 0;
@@ -102,6 +109,7 @@ export class CompletionStream {
       return: () => {
         if (!this.#done) {
           this.#done = true;
+          this.#detach();
           this.#queue.length = 0;
           this.#wakeProducers();
           // Reads still waiting (another loop over the same stream) end with it.
