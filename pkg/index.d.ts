@@ -35,7 +35,7 @@ export declare class EdgeLLMError extends Error {
   constructor(
     code: ErrorCodeName,
     message: string,
-    extra?: { detail?: string; status?: number; cause?: unknown; terms?: MemoryTerms; budget_bytes?: number; estimate?: MemoryEstimate },
+    extra?: { detail?: string; status?: number; cause?: unknown; terms?: MemoryTerms; budget_bytes?: number; estimate?: MemoryEstimate; kept_model?: ModelInfo },
   );
   readonly name: 'EdgeLLMError';
   /** Stable umbrella code: branch on this. */
@@ -52,6 +52,10 @@ export declare class EdgeLLMError extends Error {
   readonly terms?: MemoryTerms;
   readonly budget_bytes?: number;
   readonly estimate?: MemoryEstimate;
+  /** A load refused before it replaced the loaded model (bad KV options, the source
+   * unreachable, not a GGUF, over the memory budget, aborted while its header was read): the
+   * model still loaded, as `engine.model` says again. */
+  readonly kept_model?: ModelInfo;
   toJSON(): { code: ErrorCodeName; message: string; detail?: string; status?: number };
 }
 

@@ -327,8 +327,10 @@ impl Host {
             l.session = session;
             l.kv_options = kv.clone();
         }
+        // An admission made for exactly these options (a load's, `EstimateRequest::as_loaded`)
+        // still holds.
+        self.forget_admission_unless_for(&kv);
         self.kv_options = kv;
-        self.forget_admission();
         Ok(self.loaded.as_ref().map(|l| &l.info))
     }
 

@@ -84,3 +84,45 @@ fn other_bytes_or_changed_settings_are_admitted_afresh() {
     // Admitted afresh, within no budget: it loads.
     load(&mut h, &gemma, true, None).unwrap();
 }
+
+/// Skims `file`'s header as a load does (`as_loaded` with the load's KV options) and returns the
+/// report's KV term, or None when it does not fit.
+fn estimate_as_loaded(h: &mut Host, file: &[u8], kv: Option<KvOptions>) -> Option<u64> {
+    h.estimate_begin();
+    h.estimate_push(file).unwrap();
+    let req = EstimateRequest { kv, as_loaded: true, ..Default::default() };
+    let r = h.estimate_finish(Some(file.len() as u64), &req).unwrap();
+    r.fits.then_some(r.estimate.kv)
+}
+
+/// A load estimates its model while the previous one is still loaded with its own KV options
+/// (so that a refusal keeps it): the estimate is for the options the load names (none: the
+/// plain context), and setting exactly those afterwards keeps the admission.
+#[test]
+fn a_loads_estimate_is_for_its_own_kv_options() {
+    let file = bytes("tiny_gemma3.gguf");
+    let plain_kv = {
+        let mut fresh = Host::new();
+        assert!(estimate(&mut fresh, &file, None));
+        fresh.last_estimate().unwrap().kv
+    };
+    let mut h = Host::new();
+    let small = Some(KvOptions { tokens: Some(16), ..Default::default() });
+    h.set_kv_options(small.clone()).unwrap();
+    load(&mut h, &file, false, None).unwrap();
+    let loaded_kv = h.last_estimate().unwrap().kv;
+    assert!(loaded_kv < plain_kv, "{loaded_kv} {plain_kv}");
+
+    // The next load names no KV options: estimated for the plain context, not the loaded one's.
+    assert_eq!(estimate_as_loaded(&mut h, &file, None), Some(plain_kv));
+    // Setting the options it was estimated for keeps its admission (the load's budget of one
+    // byte would refuse it otherwise).
+    h.set_kv_options(None).unwrap();
+    load(&mut h, &file, true, Some(1)).unwrap();
+    assert_eq!(h.last_estimate().unwrap().kv, plain_kv);
+
+    // Estimated for some options, then others set: admitted afresh.
+    assert_eq!(estimate_as_loaded(&mut h, &file, small.clone()), Some(loaded_kv));
+    h.set_kv_options(Some(KvOptions { tokens: Some(32), ..Default::default() })).unwrap();
+    assert_eq!(load(&mut h, &file, true, Some(1)).unwrap_err(), "OVER_MEMORY_BUDGET");
+}

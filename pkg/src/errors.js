@@ -57,11 +57,16 @@ export const ErrorCode = Object.freeze({
   SESSION_CORRUPT: 'SESSION_CORRUPT',
 });
 
+/** Fields some errors carry beside `detail`, `status` and `param`, kept across the worker
+ * boundary: OVER_MEMORY_BUDGET's estimate per term and the budget it was checked against; a
+ * refused load's `kept_model`, the model still loaded (what `engine.load()` resolved with). */
+const EXTRA_FIELDS = ['terms', 'budget_bytes', 'estimate', 'kept_model'];
+
 export class EdgeLLMError extends Error {
   /**
    * @param {string} code one of ErrorCode
    * @param {string} message what happened, in words a person can act on
-   * @param {{detail?: string, status?: number, param?: string, cause?: unknown, terms?: object, budget_bytes?: number, estimate?: object}} [extra]
+   * @param {{detail?: string, status?: number, param?: string, cause?: unknown, terms?: object, budget_bytes?: number, estimate?: object, kept_model?: object}} [extra]
    */
   constructor(code, message, extra = {}) {
     super(message, extra.cause !== undefined ? { cause: extra.cause } : undefined);
@@ -71,8 +76,7 @@ export class EdgeLLMError extends Error {
     if (extra.status !== undefined) this.status = extra.status;
     // INVALID_REQUEST: the request parameter at fault (OpenAI's `param`).
     if (extra.param !== undefined) this.param = extra.param;
-    // OVER_MEMORY_BUDGET: the estimate per term and the budget it was checked against.
-    for (const k of ['terms', 'budget_bytes', 'estimate']) if (extra[k] !== undefined) this[k] = extra[k];
+    for (const k of EXTRA_FIELDS) if (extra[k] !== undefined) this[k] = extra[k];
   }
 
   /** The plain object that crosses the worker boundary (see protocol.js, `ErrorPayload`). */
@@ -81,7 +85,7 @@ export class EdgeLLMError extends Error {
     if (this.detail !== undefined) o.detail = this.detail;
     if (this.status !== undefined) o.status = this.status;
     if (this.param !== undefined) o.param = this.param;
-    for (const k of ['terms', 'budget_bytes', 'estimate']) if (this[k] !== undefined) o[k] = this[k];
+    for (const k of EXTRA_FIELDS) if (this[k] !== undefined) o[k] = this[k];
     return o;
   }
 }
@@ -90,7 +94,9 @@ export class EdgeLLMError extends Error {
 export function errorFromPayload(p) {
   if (!p || typeof p !== 'object') return new EdgeLLMError(ErrorCode.INTERNAL, String(p));
   const code = Object.prototype.hasOwnProperty.call(ErrorCode, p.code) ? p.code : ErrorCode.INTERNAL;
-  return new EdgeLLMError(code, p.message || code, { detail: p.detail, status: p.status, param: p.param, terms: p.terms, budget_bytes: p.budget_bytes, estimate: p.estimate });
+  const extra = { detail: p.detail, status: p.status, param: p.param };
+  for (const k of EXTRA_FIELDS) extra[k] = p[k];
+  return new EdgeLLMError(code, p.message || code, extra);
 }
 
 /**

@@ -37,6 +37,8 @@ impl Default for MemoryState {
 #[derive(Clone, Debug)]
 pub(super) struct Admission {
     pub estimate: Estimate,
+    /// The KV options it was estimated with.
+    kv: Option<KvOptions>,
     /// What identifies the header it was made for (checked against the loader's).
     data_offset: u64,
     n_tensors: usize,
@@ -78,6 +80,11 @@ pub struct EstimateRequest {
     /// Budget to check against (default: the engine's).
     #[serde(default)]
     pub budget_bytes: Option<u64>,
+    /// The estimate of a load that will set exactly `kv` (absent: the plain context), not the
+    /// engine's current KV options: a load admits its model before it replaces the loaded one,
+    /// whose options are still set then.
+    #[serde(default)]
+    pub as_loaded: bool,
 }
 
 /// An estimate and the admission decision.
@@ -110,7 +117,7 @@ pub struct SkimProgress {
 /// (`KvConfig::budget_tokens`: `KV_BUDGET_TOO_SMALL` for too few bytes).
 pub fn estimate_options(g: &ModelGeometry, kv: Option<&KvOptions>, threads: usize, req: &EstimateRequest) -> Result<EstimateOptions, HostError> {
     let default_tokens = SessionOptions::default_context(&g.hparams);
-    let kv = req.kv.as_ref().or(if req.ctx.is_some() { None } else { kv });
+    let kv = req.kv.as_ref().or(if req.ctx.is_some() || req.as_loaded { None } else { kv });
     let kv_error = |e: crate::kv::KvError| HostError::new(e.code(), e.to_string());
     let (kv_tokens, kv_dtype) = match kv {
         None => (req.ctx.unwrap_or(default_tokens), KvElem::F16),
@@ -206,6 +213,13 @@ impl Host {
         self.memory.admitted = None;
     }
 
+    /// [`Host::forget_admission`] unless the admission was estimated with the KV options `kv`.
+    pub(super) fn forget_admission_unless_for(&mut self, kv: &Option<KvOptions>) {
+        if self.memory.admitted.as_ref().is_some_and(|a| &a.kv != kv) {
+            self.forget_admission();
+        }
+    }
+
     /// Starts a new load's measurements; returns the admission of the last estimate, if any (an
     /// estimate is for the one load that follows it).
     pub(super) fn memory_load_begin(&mut self) -> Option<Admission> {
@@ -246,10 +260,12 @@ impl Host {
         let budget = req.budget_bytes.or(self.memory.ledger.options.budget_bytes);
         let fits = self.memory.ledger.admit(e.clone(), budget).is_ok();
         let h = &summary.header;
-        // A plain estimate (no what-if overrides) is the one the load that follows would make.
-        let plain = req.kv.is_none() && req.ctx.is_none() && req.batch.is_none() && req.sampling.is_none() && req.threads.is_none();
-        if fits && plain {
-            self.memory.admitted = Some(Admission { estimate: e.clone(), data_offset: h.data_offset, n_tensors: h.tensors.len(), file_len });
+        // A plain estimate (no what-if overrides) is the one the load that follows would make
+        // with the options set now; a load's own (`as_loaded`) is for the KV options it names.
+        let for_load = req.ctx.is_none() && req.batch.is_none() && req.sampling.is_none() && req.threads.is_none() && (req.as_loaded || req.kv.is_none());
+        if fits && for_load {
+            let kv = if req.as_loaded { req.kv.clone() } else { self.kv_options.clone() };
+            self.memory.admitted = Some(Admission { estimate: e.clone(), kv, data_offset: h.data_offset, n_tensors: h.tensors.len(), file_len });
         }
         Ok(EstimateReport {
             estimate: e,

@@ -70,6 +70,38 @@ test('load from a file path', { skip }, async () => {
   assert.ok(st.wasm_memory_bytes > info.weights_bytes);
 });
 
+test('a load refused before it replaces the loaded model keeps it (engine.model, kept_model)', { skip }, async () => {
+  const info = engine.model;
+  assert.ok(info, 'the model of the previous test');
+  const greedy = () => engine.completions.create({ prompt: 'The capital of France is', max_tokens: 4, temperature: 0 });
+  const before = (await greedy()).choices[0].text;
+  const url = (n) => `${srv.origin}/models/${n}`;
+  const cases = [
+    [url('missing.gguf'), {}, 'NETWORK', 'HTTP_STATUS'],
+    [url('not-gguf.bin'), {}, 'GGUF_INVALID', 'GGUF_BAD_MAGIC'],
+    [url('no-length.gguf'), { cache: false }, 'NETWORK', 'NO_CONTENT_LENGTH'],
+    ['/nonexistent/model.gguf', {}, 'NETWORK', 'FILE_NOT_FOUND'],
+    [url('good.gguf'), { memoryBudget: 100 << 20, cache: false }, 'OVER_MEMORY_BUDGET', 'OVER_MEMORY_BUDGET'],
+    // The KV options the new load names, not the loaded model's, decide its estimate.
+    [MODEL, { kv: { tokens: 131072 }, memoryBudget: info.weights_bytes + (64 << 20) }, 'OVER_MEMORY_BUDGET', 'OVER_MEMORY_BUDGET'],
+    [MODEL, { kv: { tokens: 3, sinks: 4 } }, 'INVALID_REQUEST', 'BAD_KV_CONFIG'],
+  ];
+  for (const [src, opts, code, detail] of cases) {
+    await assert.rejects(engine.load(src, opts), (e) => {
+      assert.equal(e.code, code, `${src}: ${e.message}`);
+      assert.equal(e.detail, detail, `${src}: ${e.message}`);
+      assert.deepEqual(e.kept_model, info, src);
+      return true;
+    });
+    assert.deepEqual(engine.model, info, src);
+  }
+  const st = await engine.status();
+  assert.equal(st.loaded, true);
+  assert.deepEqual(st.model, info);
+  // The kept model still answers, the same as before.
+  assert.equal((await greedy()).choices[0].text, before);
+});
+
 test('greedy completion equals the native CLI; usage has the timings', { skip: noCli }, async () => {
   const want = nativeGreedy();
   const r = await engine.completions.create({ prompt: GREEDY_PROMPT, max_tokens: GREEDY_TOKENS, temperature: 0 });
@@ -252,13 +284,16 @@ test('typed errors: 404, non-GGUF, truncated, cut connection, no length, wrong s
     ['/nonexistent/model.gguf', 'NETWORK', 'FILE_NOT_FOUND'],
   ];
   for (const [src, code, detail] of cases) {
+    let kept;
     await assert.rejects(engine.load(src), (e) => {
       assert.equal(e.name, 'EdgeLLMError');
       assert.equal(e.code, code, `${src}: ${e.message}`);
       assert.equal(e.detail, detail, `${src}: ${e.message}`);
+      kept = e.kept_model ?? null;
       return true;
     });
-    assert.equal(engine.model, null);
+    // Refused before the loaded model was replaced, or after: then no model is loaded.
+    assert.deepEqual(engine.model, kept, src);
   }
   assert.equal((await engine.cache.list()).length, 0, 'nothing from a failed download is in the cache');
   // A wrong expected sha256 is refused after the bytes are read.

@@ -237,7 +237,7 @@ export class Engine {
     };
     // Aborted before it started: nothing changes.
     if (signal && signal.aborted) throw abortedError('load');
-    this.#loads++;
+    const gen0 = ++this.#loads;
     this.model = null;
     this.#reloadNeeded = false;
     const onEvent = onProgress
@@ -256,10 +256,13 @@ export class Engine {
       info = await this.#request(msg, onEvent, signal);
     } catch (e) {
       this.#lastLoadError = e && e.code ? e.code : ErrorCode.INTERNAL;
-      // A load the worker refused before it unloaded anything (kv options the model cannot
-      // take) left the model that was loaded: the engine says so again once the worker tells
-      // (the router would otherwise send requests away as if there were no local model). Not
-      // awaited: a stuck worker answers nothing, and the rejection must not wait for it.
+      // A load the worker refused before it replaced anything (bad KV options, the source
+      // unreachable, not a GGUF, over the memory budget) left the model that was loaded: the
+      // engine says so at once (`kept_model`; the router would otherwise send requests away as
+      // if there were no local model). A load aborted here rejects before the worker answers:
+      // then it is asked, not awaited (a stuck worker answers nothing, and the rejection must
+      // not wait for it).
+      if (e && e.kept_model && this.#loads === gen0) this.model = e.kept_model;
       const gen = this.#loads;
       this.#request({ type: Req.STATUS }).then(
         (st) => {

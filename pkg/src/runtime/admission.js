@@ -25,7 +25,7 @@ function overBudget(est) {
  * stream that ends inside the header passes through unadmitted: the loader says what is wrong.
  * `rt.memory` counts the kept bytes (memory-events.js).
  */
-export async function* admitFirst(rt, chunks, getTotal, budget, signal, admission) {
+export async function* admitFirst(rt, chunks, getTotal, budget, kv, signal, admission) {
   const it = chunks[Symbol.asyncIterator]();
   const held = rt.memory;
   let innerDone = false;
@@ -50,7 +50,10 @@ export async function* admitFirst(rt, chunks, getTotal, budget, signal, admissio
       complete = skimPush(rt, c);
     }
     if (complete) {
-      const est = skimFinish(rt, getTotal(), budget !== undefined && budget !== null ? { budget_bytes: budget } : {}, read);
+      // Estimated for the KV options the load sets (`kv`; null: the plain context), not those
+      // of the model still loaded.
+      const request = { as_loaded: true, ...(kv ? { kv } : {}), ...(budget !== undefined && budget !== null ? { budget_bytes: budget } : {}) };
+      const est = skimFinish(rt, getTotal(), request, read);
       if (!est.fits) throw overBudget(est);
       admission.admitted = true;
     }

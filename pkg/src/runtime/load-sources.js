@@ -14,6 +14,11 @@ const now = () => performance.now();
 export async function loadOp(rt, msg, signal) {
   try {
     return await loadModel(rt, msg, signal);
+  } catch (e) {
+    // Refused before it replaced anything (stream-load.js frees the loaded model only once
+    // the new header is admitted): the model that was loaded still is, and the client says so.
+    if (rt.model && e instanceof EdgeLLMError) e.kept_model = rt.model;
+    throw e;
   } finally {
     // The ledger after the load (or the refusal): estimate and measurements per term.
     rt.memory.post('load');
@@ -24,14 +29,12 @@ async function loadModel(rt, msg, signal) {
   rt.requireEngine();
   // Bad KV options are refused before anything is unloaded: the current model stays.
   if (rt.engine.check_kv_options) rt.call(() => rt.engine.check_kv_options(JSON.stringify(msg.kv ?? null)));
-  // Free the previous model first: holding two models at once would double the peak.
-  rt.unload();
   const t0 = now();
   const src = msg.source || {};
   const interval = msg.progressIntervalMs ?? 50;
-  const ctx = { id: msg.id, signal, interval, budget: msg.budget };
-  // The session's KV cache (budget, f16/q8, policy, sinks); null: the plain context.
-  if (rt.engine.set_kv_options) rt.call(() => rt.engine.set_kv_options(JSON.stringify(msg.kv ?? null)));
+  // `kv`: the session's KV cache (budget, f16/q8, policy, sinks); null: the plain context. The
+  // loaded model keeps its own until stream-load.js replaces it.
+  const ctx = { id: msg.id, signal, interval, budget: msg.budget, kv: msg.kv ?? null };
   let info;
   if (src.kind === 'blob') {
     info = await streamModel(rt, { ...ctx, phase: 'file', total: src.blob.size, chunks: readBlob(src.blob, { signal }), sha256: msg.sha256 });

@@ -15,7 +15,7 @@ const now = () => performance.now();
  * the model cache's writer the chunks are copied to, if any (dropped on a write failure: the
  * load goes on uncached).
  */
-export async function streamModel(rt, { id, signal, interval, phase, total, chunks, sha256, fromCache, beforeFirst, writer, dropWriter, budget }) {
+export async function streamModel(rt, { id, signal, interval, phase, total, chunks, sha256, fromCache, beforeFirst, writer, dropWriter, budget, kv }) {
   const getTotal = typeof total === 'function' ? total : () => total;
   const getWriter = typeof writer === 'function' ? writer : () => null;
   let loaded = 0;
@@ -31,7 +31,15 @@ export async function streamModel(rt, { id, signal, interval, phase, total, chun
   // The ledger admits the model from its header before the loader allocates anything; the
   // load then takes that admission over (load_begin_admitted) instead of admitting it again.
   const admission = { admitted: false };
-  chunks = admitFirst(rt, chunks, getTotal, budget, signal, admission);
+  chunks = admitFirst(rt, chunks, getTotal, budget, kv, signal, admission);
+  // The loaded model is freed only here, as the loader is about to allocate: holding two
+  // models at once would double the peak, and a load refused before (the source unreachable,
+  // not a GGUF, over the budget, aborted in the header) keeps it. Then the new session's KV
+  // options, which the admission was estimated for (so it holds).
+  const replaceLoaded = () => {
+    rt.unload();
+    if (rt.engine.set_kv_options) rt.call(() => rt.engine.set_kv_options(JSON.stringify(kv ?? null)));
+  };
   try {
     const it = chunks[Symbol.asyncIterator]();
     for (;;) {
@@ -45,6 +53,7 @@ export async function streamModel(rt, { id, signal, interval, phase, total, chun
           throw new EdgeLLMError(ErrorCode.NETWORK, 'the server did not send a Content-Length: the model size must be known before loading', { detail: 'NO_CONTENT_LENGTH' });
         }
         if (beforeFirst) await beforeFirst();
+        replaceLoaded();
         if (admission.admitted) rt.call(() => rt.engine.load_begin_admitted(t, budget ?? undefined));
         else rt.call(() => rt.engine.load_begin(t, budget ?? undefined));
         begun = true;
@@ -68,6 +77,7 @@ export async function streamModel(rt, { id, signal, interval, phase, total, chun
     }
     if (!begun) {
       // An empty body: let the core say what that means (a truncated GGUF).
+      replaceLoaded();
       rt.call(() => rt.engine.load_begin(0));
       begun = true;
     }
