@@ -19,7 +19,7 @@
 import * as edgellm from '../pkg/src/index.js';
 import { RateChart } from './chart.js';
 import { renderLedger, renderBasic } from './gauge.js';
-import { loadSettings, saveSettings, sanitize, chatSettings, withChat, chatDefaults, chatKey, CHAT_KEYS } from './settings.js';
+import { loadSettings, saveSettings, sanitize, chatSettings, withChat, chatDefaults, chatKey, CHAT_KEYS, KV_TOKENS } from './settings.js';
 import { CATALOG, entryUrl, entryForUrl } from './catalog.js';
 import { CatalogView } from './catalog-view.js';
 import { ConversationStore } from './conversations.js';
@@ -62,6 +62,13 @@ let loadController = null;
 let lastSource = null; // what was loaded last (URL string or File), for "apply and reload"
 let loadedOpts = null; // the load options (memory budget, KV) the current model was loaded with
 let loadedEntry = null; // the catalog entry loaded now (null: another model or none)
+
+/** The URL whose chat settings (and catalog mark) apply: the chosen model's, or null while a
+ * model opened from a local file is loaded — it takes the custom settings, not those of the
+ * model last chosen by URL. */
+function chatUrl() {
+  return lastSource && typeof lastSource !== 'string' && app.engine && app.engine.model ? null : settings.model_url;
+}
 
 // ── state and status ──────────────────────────────────────────────────────────────────────
 const remoteUsable = () => !!settings.server_url.trim() && settings.mode !== 'local-only' && !settings.private && navigator.onLine !== false;
@@ -280,7 +287,7 @@ function paintMeter(tokens, source) {
 /** The whole conversation as chat messages (what the next request would extend). */
 function historyMessages(upTo) {
   const msgs = [];
-  const system = chatSettings(settings).system.trim();
+  const system = chatSettings(settings, chatUrl()).system.trim();
   if (system) msgs.push({ role: 'system', content: system });
   for (const t of conv.turns) {
     if (t === upTo) break;
@@ -394,6 +401,7 @@ async function load(source, label) {
     $('progress-eta').textContent = '';
     paintModel(info, entry);
     paintSettings();
+    paintCatalogChoice();
     app.kvSupported = !!info.kv;
     if (info.kv) showKv(null, info.kv);
     // The catalog's "cached" marks are painted before the page says ready, so a ready page
@@ -411,13 +419,19 @@ async function load(source, label) {
     app.lastError = errInfo(e);
     status(`${e.code || 'ERROR'}: ${e.message}`, e);
     const still = app.engine && app.engine.model;
-    if (!still) {
-      // The engine frees the old model before it loads: the header and the model's facts must
+    $('load-progress').hidden = true;
+    if (still) {
+      // Refused before the engine replaced the loaded model (an unreachable URL, not a GGUF,
+      // over the budget, cancelled while the header was read): it is still there.
+      paintModel(still, loadedEntry, { fold: false }); // the catalog stays open for another try
+      paintSettings();
+    } else {
+      // Failed after the engine freed the old model: the header and the model's facts must
       // not go on naming it.
       $('model-summary').textContent = 'no model loaded: choose one to start';
       $('model-info').hidden = true;
-      $('load-progress').hidden = true;
       loadedEntry = null;
+      paintSettings();
     }
     setState(still ? 'ready' : 'empty');
   } finally {
@@ -449,7 +463,7 @@ async function estimateFit() {
   }
 }
 
-function paintModel(info, entry) {
+function paintModel(info, entry, { fold = true } = {}) {
   $('model-info').hidden = false;
   $('model-name').textContent = entry ? entry.name : info.name;
   const p = info.n_params ? `${info.n_params >= 1e9 ? (info.n_params / 1e9).toFixed(1) + 'B' : Math.round(info.n_params / 1e6) + 'M'} params` : null;
@@ -460,7 +474,7 @@ function paintModel(info, entry) {
   tag.textContent = info.source === 'cache' ? 'loaded from cache' : info.source === 'file' ? 'from a local file' : app.engine.info.cache !== 'none' ? 'downloaded · now cached' : 'downloaded';
   $('model-summary').textContent = `${entry ? entry.name : info.name} · ${entry ? entry.kind : 'custom'} · loaded`;
   // Once a model runs, the catalog folds away to give the conversation the room.
-  if (window.matchMedia('(max-width: 900px)').matches || entry) $('catalog').open = false;
+  if (fold && (window.matchMedia('(max-width: 900px)').matches || entry)) $('catalog').open = false;
 }
 
 // ── the catalog ───────────────────────────────────────────────────────────────────────────
@@ -471,7 +485,8 @@ const catalogView = new CatalogView($('catalog-list'), {
 });
 
 function paintCatalogChoice() {
-  const chosen = entryForUrl(settings.model_url);
+  const url = chatUrl();
+  const chosen = url && entryForUrl(url);
   catalogView.paintChoice(chosen ? chosen.id : null, loadedEntry && app.engine && app.engine.model ? loadedEntry.id : null);
 }
 
@@ -696,7 +711,7 @@ function send() {
   const text = $('prompt').value;
   if (!text.trim() || $('send').disabled) return;
   $('prompt').value = '';
-  const turn = { user: text, assistant: null, raw: chatSettings(settings).raw };
+  const turn = { user: text, assistant: null, raw: chatSettings(settings, chatUrl()).raw };
   $('welcome').hidden = true;
   conv.turns.push(turn);
   addTurnView(turn);
@@ -730,7 +745,7 @@ function staysLocal(turn) {
 }
 
 async function run(turn) {
-  const chat = chatSettings(settings);
+  const chat = chatSettings(settings, chatUrl());
   const raw = turn.raw;
   const v = views.get(turn) || addTurnView(turn);
   // A fresh answer block in place of the old one (regenerate, edit).
@@ -929,13 +944,14 @@ const CHAT_FIELDS = [
 
 function paintSettings() {
   for (const [id, key] of FIELDS) $(id).value = String(settings[key]);
-  const chat = chatSettings(settings);
+  const chat = chatSettings(settings, chatUrl());
   for (const [id, key] of CHAT_FIELDS) $(id).value = String(chat[key]);
   $('raw').checked = chat.raw;
   $('private').checked = settings.private;
   const radio = document.querySelector(`input[name=mode][value="${settings.mode}"]`);
   if (radio) radio.checked = true;
-  const entry = entryForUrl(settings.model_url);
+  const url = chatUrl();
+  const entry = url && entryForUrl(url);
   $('settings-for').textContent = `for ${entry ? entry.name : 'this model'}`;
 }
 
@@ -949,8 +965,8 @@ function readSettings() {
   const chat = {};
   for (const [id, key] of CHAT_FIELDS) chat[key] = $(id).value;
   chat.raw = $('raw').checked;
-  for (const k of CHAT_KEYS) if (!(k in chat)) chat[k] = chatSettings(settings)[k];
-  return withChat(s, chat);
+  for (const k of CHAT_KEYS) if (!(k in chat)) chat[k] = chatSettings(settings, chatUrl())[k];
+  return withChat(s, chat, chatUrl());
 }
 
 function engineNote() {
@@ -971,11 +987,12 @@ function onSettingsInput() {
   if (routeKeys.some((k) => before[k] !== settings[k])) applyRoute();
   if (before.memory_mb !== settings.memory_mb) applyMemoryBudget();
   if (before.kv_tokens !== settings.kv_tokens && app.meter) paintMeter(app.meter.tokens, app.meter.source);
-  if (chatSettings(before).system !== chatSettings(settings).system) countMeter();
+  if (chatSettings(before, chatUrl()).system !== chatSettings(settings, chatUrl()).system) countMeter();
   engineNote();
 }
 
 function bindSettings() {
+  Object.assign($('kv-tokens'), { min: String(KV_TOKENS.min), max: String(KV_TOKENS.max) });
   paintSettings();
   for (const [id] of [...FIELDS, ...CHAT_FIELDS]) {
     $(id).addEventListener('input', onSettingsInput);
@@ -987,7 +1004,7 @@ function bindSettings() {
   for (const id of ['raw', 'private']) $(id).addEventListener('change', onSettingsInput);
   for (const r of document.querySelectorAll('input[name=mode]')) r.addEventListener('change', onSettingsInput);
   $('reset-settings').addEventListener('click', () => {
-    settings = withChat(settings, chatDefaults(chatKey(settings.model_url)));
+    settings = withChat(settings, chatDefaults(chatKey(chatUrl())), chatUrl());
     app.settings = settings;
     saveSettings(settings);
     paintSettings();

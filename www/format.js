@@ -7,10 +7,11 @@ export const DASH = '–';
 
 /** Time to first token and other whole-millisecond durations. */
 export const fmtMs = (v) => (num(v) ? `${v.toFixed(0)} ms` : DASH);
-/** Time per output token (one decimal). */
-export const fmtTpot = (v) => (num(v) ? `${v.toFixed(1)} ms` : DASH);
-/** Throughput. */
-export const fmtRate = (v) => (num(v) ? `${v.toFixed(1)} tok/s` : DASH);
+/** Time per output token (one decimal). Usage reports 0 where it could not be measured (an
+ * answer of one token; a server that did not give it), never a real figure: shown as unknown. */
+export const fmtTpot = (v) => (num(v) && v > 0 ? `${v.toFixed(1)} ms` : DASH);
+/** Throughput; 0 is unknown as for `fmtTpot` (e.g. a prompt whose size a server did not say). */
+export const fmtRate = (v) => (num(v) && v > 0 ? `${v.toFixed(1)} tok/s` : DASH);
 export const fmtInt = (v) => (num(v) ? String(Math.round(v)) : DASH);
 
 /** Energy: millijoules below 1 J. */

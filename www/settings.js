@@ -32,8 +32,12 @@ export const CHAT_KEYS = Object.keys(CUSTOM_CHAT);
 
 const MODES = ['local-only', 'prefer-local', 'prefer-remote', 'remote-only'];
 
-/** Which chat settings a model URL uses: its catalog id, or 'custom'. */
-export const chatKey = (url) => (entryForUrl(url) || { id: 'custom' }).id;
+/** The KV budget's range in tokens (the settings field's min and max are set from it). */
+export const KV_TOKENS = Object.freeze({ min: 16, max: 131072 });
+
+/** Which chat settings a model URL uses: its catalog id, or 'custom' (also for null: a model
+ * opened from a local file). */
+export const chatKey = (url) => ((url && entryForUrl(url)) || { id: 'custom' }).id;
 
 const entryForKey = (key) => CATALOG.find((e) => e.id === key) || null;
 
@@ -74,7 +78,7 @@ export function sanitize(s) {
   const out = coerce(DEFAULTS, s);
   if (!MODES.includes(out.mode)) out.mode = DEFAULTS.mode;
   if (!['f16', 'q8'].includes(out.kv_dtype)) out.kv_dtype = DEFAULTS.kv_dtype;
-  out.kv_tokens = Math.max(16, Math.round(out.kv_tokens));
+  out.kv_tokens = Math.min(KV_TOKENS.max, Math.max(KV_TOKENS.min, Math.round(out.kv_tokens)));
   out.memory_mb = Math.max(0, out.memory_mb);
   out.chat = {};
   const chat = s && typeof s.chat === 'object' && s.chat ? s.chat : {};
@@ -82,15 +86,16 @@ export function sanitize(s) {
   return out;
 }
 
-/** The chat settings in force for the chosen model (its stored ones, or its defaults). */
-export function chatSettings(s) {
-  const key = chatKey(s.model_url);
+/** The chat settings in force for the model at `url` (by default the chosen model; null: a
+ * model opened from a file): its stored ones, or its defaults. */
+export function chatSettings(s, url = s.model_url) {
+  const key = chatKey(url);
   return s.chat[key] || chatDefaults(key);
 }
 
-/** Settings with the chosen model's chat settings replaced by `chat`. */
-export function withChat(s, chat) {
-  const key = chatKey(s.model_url);
+/** Settings with the chat settings of the model at `url` (as `chatSettings`) replaced by `chat`. */
+export function withChat(s, chat, url = s.model_url) {
+  const key = chatKey(url);
   return { ...s, chat: { ...s.chat, [key]: sanitizeChat(chat, key) } };
 }
 

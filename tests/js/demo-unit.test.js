@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 
 import { ConversationStore, titleFrom } from '../../www/conversations.js';
 import { CATALOG, entryUrl, entryForUrl } from '../../www/catalog.js';
-import { sanitize, sanitizeChat, chatSettings, withChat, chatKey, CUSTOM_CHAT, loadSettings, saveSettings } from '../../www/settings.js';
+import { sanitize, sanitizeChat, chatSettings, withChat, chatKey, CUSTOM_CHAT, KV_TOKENS, loadSettings, saveSettings } from '../../www/settings.js';
+import { fmtTpot, fmtRate, fmtMs, DASH } from '../../www/format.js';
 import { scoreAnswer, factScore, isEnglish, repetition } from '../../tools/chat_eval/score.mjs';
 
 /** A localStorage stand-in: a Map with the Storage methods the store uses. */
@@ -80,6 +81,17 @@ test('chat settings are kept per model and start from that model\'s defaults', (
   const c = sanitizeChat({ temperature: '9', top_p: -1, min_p: 'x', repetition_penalty: 0.5, max_tokens: 1e9, raw: 'true' }, CATALOG[0].id);
   assert.deepEqual([c.temperature, c.top_p, c.min_p, c.repetition_penalty, c.max_tokens, c.raw], [2, 0, CATALOG[0].defaults.min_p, 1, 4096, true]);
   assert.deepEqual(Object.keys(sanitize({ chat: { nope: { temperature: 1 }, custom: {} } }).chat), ['custom'], 'unknown models are dropped');
+  // A model opened from a file (no URL) has the custom settings, whichever model is chosen.
+  assert.equal(chatKey(null), 'custom');
+  assert.deepEqual(chatSettings(s, null), { ...CUSTOM_CHAT });
+  const own = withChat(s, { ...CUSTOM_CHAT, temperature: 1.5 }, null);
+  assert.equal(chatSettings(own, null).temperature, 1.5);
+  assert.equal(chatSettings(own).temperature, 0, "the chosen model's own are untouched");
+});
+
+test('the KV budget is kept in its range (a larger one would be applied to the model)', () => {
+  const kv = (v) => sanitize({ kv_tokens: v }).kv_tokens;
+  assert.deepEqual([kv(200000), kv(1e12), kv(-5), kv(4096.4), kv('x')], [KV_TOKENS.max, KV_TOKENS.max, KV_TOKENS.min, 4096, 4096]);
 });
 
 test("a link's server is taken only when it is this machine's or the user confirms it; a link's mode and model apply", () => {
@@ -120,4 +132,9 @@ test('chat_eval scoring: facts, language, repetition', () => {
   const s = scoreAnswer(loop, [['storage']], 'length');
   assert.deepEqual([s.facts, s.repetitive, s.stopped, s.ok], [1, true, false, false]);
   assert.equal(scoreAnswer('', [], 'stop').ok, false, 'an empty answer never passes');
+});
+
+test('figures usage could not measure (reported as 0) are shown as unknown, not as 0', () => {
+  assert.deepEqual([fmtTpot(0), fmtRate(0), fmtRate(null), fmtRate(NaN)], [DASH, DASH, DASH, DASH]);
+  assert.deepEqual([fmtTpot(37.26), fmtRate(12.34), fmtMs(0)], ['37.3 ms', '12.3 tok/s', '0 ms']);
 });

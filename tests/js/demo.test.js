@@ -24,6 +24,7 @@ import { ROOT, CHROMIUM, CHROMIUM_ARGS, REQUIRED, wasmMissing } from './helpers.
 import { startFake } from './router-helpers.js';
 import { fmtMs, fmtTpot, fmtRate, fmtInt, fmtBytes, energyText, sustainedText } from '../../www/format.js';
 import { CATALOG, DEFAULT_ENTRY } from '../../www/catalog.js';
+import { CUSTOM_CHAT } from '../../www/settings.js';
 
 const CHAT = DEFAULT_ENTRY;
 const CHAT_FILE = path.join(ROOT, 'models', CHAT.file);
@@ -688,24 +689,54 @@ test('hostile Markdown neither nests without bound nor stalls the page', { skip 
   assert.ok(r.cases.find((c) => c.name === 'quotes').text > 0, 'the deep text is still shown');
 });
 
-test('a load that fails after a model was loaded says none is loaded now (the engine freed it first)', { skip }, async () => {
-  assert.ok(await page.evaluate(() => !!window.edgellmApp.engine.model), 'a model is loaded before');
+test('a load refused before the engine replaced the model (not a GGUF) keeps it, named and usable', { skip }, async () => {
+  const before = await page.evaluate(() => window.edgellmApp.engine.model);
+  assert.ok(before, 'a model is loaded before');
+  const check = async (what) => {
+    await waitState(['empty', 'ready'], 60_000);
+    const r = await page.evaluate(() => ({
+      model: window.edgellmApp.engine.model,
+      summary: document.getElementById('model-summary').textContent,
+      infoHidden: document.getElementById('model-info').hidden,
+      progressHidden: document.getElementById('load-progress').hidden,
+      code: document.getElementById('status').dataset.code,
+    }));
+    assert.equal(await state(), 'ready', `${what}: ${JSON.stringify(r)}`);
+    assert.deepEqual(r.model, before, what);
+    assert.match(r.summary, new RegExp(`${CHAT.name} · chat · loaded`), what);
+    assert.ok(!r.infoHidden && r.progressHidden, `${what}: ${JSON.stringify(r)}`);
+    return r.code;
+  };
   // Not a GGUF (the demo's own page): a clean failure, no network error in the console.
-  await page.fill('#model-url', new URL('/index.html', page.url()).href);
+  await page.fill('#model-url', new URL('index.html', page.url()).href);
   await page.click('#load-url');
-  await waitState(['empty', 'ready'], 60_000);
+  assert.equal(await check('not a GGUF'), 'GGUF_INVALID');
+  // A URL that answers 404.
+  await page.fill('#model-url', new URL('/models/missing.gguf', page.url()).href);
+  await page.click('#load-url');
+  assert.equal(await check('404'), 'NETWORK');
+  // It still answers.
+  const a = await ask('What is the capital of France?');
+  assert.ok(!a.error && a.text.trim().length > 0, JSON.stringify(a));
+});
+
+test('a model opened from a file has the custom chat settings, not those of the model chosen by URL', { skip }, async () => {
+  await page.setInputFiles('#model-file', CHAT_FILE);
+  await waitState(['ready', 'empty'], 180_000);
+  assert.equal(await state(), 'ready');
   const r = await page.evaluate(() => ({
-    model: window.edgellmApp.engine.model,
-    summary: document.getElementById('model-summary').textContent,
-    infoHidden: document.getElementById('model-info').hidden,
-    progressHidden: document.getElementById('load-progress').hidden,
-    code: document.getElementById('status').dataset.code,
+    source: window.edgellmApp.engine.model.source,
+    for: document.getElementById('settings-for').textContent,
+    settings: ['system', 'temperature', 'top-p', 'min-p', 'repetition-penalty', 'max-tokens'].map((id) => document.getElementById(id).value),
+    raw: document.getElementById('raw').checked,
+    chosen: [...document.querySelectorAll('#catalog-list .cat-entry')].filter((e) => e.classList.contains('chosen')).length,
   }));
-  assert.equal(await state(), 'empty');
-  assert.equal(r.model, null);
-  assert.match(r.summary, /no model loaded/);
-  assert.ok(r.infoHidden && r.progressHidden, JSON.stringify(r));
-  assert.ok(r.code && r.code !== 'INTERNAL', JSON.stringify(r));
+  assert.equal(r.source, 'file');
+  assert.equal(r.for, 'for this model');
+  const c = CUSTOM_CHAT;
+  assert.deepEqual(r.settings, [c.system, c.temperature, c.top_p, c.min_p, c.repetition_penalty, c.max_tokens].map(String));
+  assert.equal(r.raw, c.raw);
+  assert.equal(r.chosen, 0, 'no catalog model is marked chosen while a file model runs');
 });
 
 test('no console errors and no request off 127.0.0.1 during the run', { skip }, () => {
