@@ -79,6 +79,8 @@ test('a load refused before it replaces the loaded model keeps it (engine.model,
   const cases = [
     [url('missing.gguf'), {}, 'NETWORK', 'HTTP_STATUS'],
     [url('not-gguf.bin'), {}, 'GGUF_INVALID', 'GGUF_BAD_MAGIC'],
+    [url('tiny-truncated.gguf'), {}, 'GGUF_TRUNCATED', 'GGUF_TRUNCATED'],
+    [new Blob([]), {}, 'GGUF_TRUNCATED', 'GGUF_TRUNCATED'],
     [url('no-length.gguf'), { cache: false }, 'NETWORK', 'NO_CONTENT_LENGTH'],
     ['/nonexistent/model.gguf', {}, 'NETWORK', 'FILE_NOT_FOUND'],
     [url('good.gguf'), { memoryBudget: 100 << 20, cache: false }, 'OVER_MEMORY_BUDGET', 'OVER_MEMORY_BUDGET'],

@@ -5,7 +5,7 @@
 // takes the admission over (load_begin_admitted) instead of admitting the header again.
 
 import { EdgeLLMError, ErrorCode, abortedError } from '../errors.js';
-import { skimBegin, skimPush, skimFinish } from './header-estimate.js';
+import { skimBegin, skimPush, skimFinish, truncatedHeader } from './header-estimate.js';
 
 const mib = (b) => `${(b / 1048576).toFixed(1)} MiB`;
 
@@ -20,12 +20,12 @@ function overBudget(est) {
 }
 
 /**
- * Passes `chunks` through once the ledger has admitted the model from its header; sets
- * `admission.admitted` once the header fits (the core keeps that admission for the load). A
- * stream that ends inside the header passes through unadmitted: the loader says what is wrong.
- * `rt.memory` counts the kept bytes (memory-events.js).
+ * Passes `chunks` through once the ledger has admitted the model from its header (the core
+ * keeps that admission for the load). A stream that ends inside the header is GGUF_TRUNCATED
+ * here, before the loaded model is replaced (stream-load.js), as every other refusal of the
+ * header. `rt.memory` counts the kept bytes (memory-events.js).
  */
-export async function* admitFirst(rt, chunks, getTotal, budget, kv, signal, admission) {
+export async function* admitFirst(rt, chunks, getTotal, budget, kv, signal) {
   const it = chunks[Symbol.asyncIterator]();
   const held = rt.memory;
   let innerDone = false;
@@ -49,14 +49,12 @@ export async function* admitFirst(rt, chunks, getTotal, budget, kv, signal, admi
       held.jsBuffersPeak = Math.max(held.jsBuffersPeak, held.jsBuffers);
       complete = skimPush(rt, c);
     }
-    if (complete) {
-      // Estimated for the KV options the load sets (`kv`; null: the plain context), not those
-      // of the model still loaded.
-      const request = { as_loaded: true, ...(kv ? { kv } : {}), ...(budget !== undefined && budget !== null ? { budget_bytes: budget } : {}) };
-      const est = skimFinish(rt, getTotal(), request, read);
-      if (!est.fits) throw overBudget(est);
-      admission.admitted = true;
-    }
+    if (!complete) throw truncatedHeader(read);
+    // Estimated for the KV options the load sets (`kv`; null: the plain context), not those of
+    // the model still loaded.
+    const request = { as_loaded: true, ...(kv ? { kv } : {}), ...(budget !== undefined && budget !== null ? { budget_bytes: budget } : {}) };
+    const est = skimFinish(rt, getTotal(), request, read);
+    if (!est.fits) throw overBudget(est);
     while (stash.length) {
       const c = stash.shift();
       held.jsBuffers -= c.byteLength;

@@ -28,10 +28,10 @@ export async function streamModel(rt, { id, signal, interval, phase, total, chun
       rt.env.post({ type: Ev.PROGRESS, id, phase, loaded, total: getTotal() });
     }
   };
-  // The ledger admits the model from its header before the loader allocates anything; the
-  // load then takes that admission over (load_begin_admitted) instead of admitting it again.
-  const admission = { admitted: false };
-  chunks = admitFirst(rt, chunks, getTotal, budget, kv, signal, admission);
+  // The ledger admits the model from its header before the loader allocates anything (no chunk
+  // comes through otherwise); the load then takes that admission over (load_begin_admitted)
+  // instead of admitting it again.
+  chunks = admitFirst(rt, chunks, getTotal, budget, kv, signal);
   // The loaded model is freed only here, as the loader is about to allocate: holding two
   // models at once would double the peak, and a load refused before (the source unreachable,
   // not a GGUF, over the budget, aborted in the header) keeps it. Then the new session's KV
@@ -54,8 +54,7 @@ export async function streamModel(rt, { id, signal, interval, phase, total, chun
         }
         if (beforeFirst) await beforeFirst();
         replaceLoaded();
-        if (admission.admitted) rt.call(() => rt.engine.load_begin_admitted(t, budget ?? undefined));
-        else rt.call(() => rt.engine.load_begin(t, budget ?? undefined));
+        rt.call(() => rt.engine.load_begin_admitted(t, budget ?? undefined));
         begun = true;
         progress(true);
       }
@@ -74,12 +73,6 @@ export async function streamModel(rt, { id, signal, interval, phase, total, chun
       }
       loaded += chunk.byteLength;
       progress(false);
-    }
-    if (!begun) {
-      // An empty body: let the core say what that means (a truncated GGUF).
-      replaceLoaded();
-      rt.call(() => rt.engine.load_begin(0));
-      begun = true;
     }
     const info = rt.json(() => rt.engine.load_finish());
     progress(true);
