@@ -11,7 +11,11 @@
 const CACHE = 'edgellm-shell-v1';
 const SCOPE = new URL(self.registration.scope);
 const ROOTS = [SCOPE.pathname, new URL('../pkg/', SCOPE).pathname];
-const ENTRIES = ['./', 'index.html', 'app.js', 'style.css', 'engine-worker.js'].map((p) => new URL(p, SCOPE).href);
+// The threaded builds are named at run time (pkg/src/worker-url.js derives them from the
+// SIMD128 build's URL, so that a bundler never needs the optional files): no reference leads the
+// walk to them, hence named here (skipped where they were not built). Without them an offline
+// reload ran the single-thread SIMD128 build.
+const ENTRIES = ['./', 'index.html', 'app.js', 'style.css', 'engine-worker.js', '../pkg/wasm/threads/edgellm_bg.wasm', '../pkg/wasm/threads/edgellm_relaxed_bg.wasm'].map((p) => new URL(p, SCOPE).href);
 const NETWORK_TIMEOUT_MS = 4000;
 
 const inShell = (url) => url.origin === SCOPE.origin && ROOTS.some((r) => url.pathname.startsWith(r)) && !/\.gguf$/i.test(url.pathname);
