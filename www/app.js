@@ -424,15 +424,14 @@ async function load(source, label) {
       // Refused before the engine replaced the loaded model (an unreachable URL, not a GGUF,
       // over the budget, cancelled while the header was read): it is still there.
       paintModel(still, loadedEntry, { fold: false }); // the catalog stays open for another try
-      paintSettings();
     } else {
       // Failed after the engine freed the old model: the header and the model's facts must
       // not go on naming it.
       $('model-summary').textContent = 'no model loaded: choose one to start';
       $('model-info').hidden = true;
       loadedEntry = null;
-      paintSettings();
     }
+    paintSettings(); // a file model kept, or none left: whose chat settings apply follows it
     setState(still ? 'ready' : 'empty');
   } finally {
     loadController = null;

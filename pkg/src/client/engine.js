@@ -237,7 +237,7 @@ export class Engine {
     };
     // Aborted before it started: nothing changes.
     if (signal && signal.aborted) throw abortedError('load');
-    const gen0 = ++this.#loads;
+    const gen = ++this.#loads;
     this.model = null;
     this.#reloadNeeded = false;
     const onEvent = onProgress
@@ -262,14 +262,16 @@ export class Engine {
       // if there were no local model). A load aborted here rejects before the worker answers:
       // then it is asked, not awaited (a stuck worker answers nothing, and the rejection must
       // not wait for it).
-      if (e && e.kept_model && this.#loads === gen0) this.model = e.kept_model;
-      const gen = this.#loads;
-      this.#request({ type: Req.STATUS }).then(
-        (st) => {
-          if (gen === this.#loads && !this.model && st && st.loaded && st.model) this.model = st.model;
-        },
-        () => {},
-      );
+      if (e && e.kept_model) {
+        if (gen === this.#loads) this.model = e.kept_model;
+      } else {
+        this.#request({ type: Req.STATUS }).then(
+          (st) => {
+            if (gen === this.#loads && !this.model && st && st.loaded && st.model) this.model = st.model;
+          },
+          () => {},
+        );
+      }
       throw e;
     }
     this.model = info;
